@@ -1,0 +1,27 @@
+#include "core/dtype.h"
+
+#include "core/checked_math.h"
+#include "core/error.h"
+
+namespace loom {
+
+const DTypeInfo& dtype_info(DType t) {
+  static const DTypeInfo kInfo[] = {
+      {"f32", 1, 4, false},     {"f16", 1, 2, false},     {"bf16", 1, 2, false},
+      {"i8", 1, 1, false},      {"i32", 1, 4, false},     {"i64", 1, 8, false},
+      {"q8_0", 32, 34, true},   {"q4_0", 32, 18, true},   {"q4_K", 256, 144, true},
+      {"q5_K", 256, 176, true}, {"q6_K", 256, 210, true},
+  };
+  const auto i = static_cast<size_t>(t);
+  LOOM_CHECK(i < std::size(kInfo), "unknown dtype {}", i);
+  return kInfo[i];
+}
+
+int64_t row_bytes(DType t, int64_t elems) {
+  const DTypeInfo& info = dtype_info(t);
+  if (elems < 0 || elems % info.block_elems != 0)
+    LOOM_THROW("{} values do not fill whole {} blocks of {}", elems, info.name, info.block_elems);
+  return checked_mul(elems / info.block_elems, info.block_bytes);
+}
+
+}  // namespace loom

@@ -1,0 +1,40 @@
+// Element types of tensors: plain floats and integers, and the GGUF block-
+// quantised formats that weights may keep in memory. Quantised types store
+// `block_elems` values in `block_bytes` bytes along a row (the last dimension).
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+namespace loom {
+
+enum class DType : uint8_t {
+  F32,
+  F16,
+  BF16,
+  I8,
+  I32,
+  I64,
+  Q8_0,  // 32 values: f16 scale + 32 x int8
+  Q4_0,  // 32 values: f16 scale + 16 bytes of nibbles
+  Q4_K,  // 256 values: super-block with 6-bit sub-scales
+  Q5_K,
+  Q6_K,
+};
+
+struct DTypeInfo {
+  std::string_view name;
+  int64_t block_elems;  // 1 for plain types
+  int64_t block_bytes;  // bytes of one block (element size for plain types)
+  bool quantized;
+};
+
+const DTypeInfo& dtype_info(DType t);
+inline std::string_view dtype_name(DType t) { return dtype_info(t).name; }
+inline bool is_quantized(DType t) { return dtype_info(t).quantized; }
+
+// Bytes taken by `elems` values of type t laid out in one row. Throws when
+// elems is negative, not a whole number of blocks, or the size overflows.
+int64_t row_bytes(DType t, int64_t elems);
+
+}  // namespace loom

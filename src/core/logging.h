@@ -1,0 +1,18 @@
+// Logging through spdlog: one levelled line per event. Never log prompt text.
+#pragma once
+
+#include <spdlog/spdlog.h>
+
+#include <string_view>
+
+namespace loom {
+
+// Sets the level from a name (trace, debug, info, warn, error, off).
+void set_log_level(std::string_view level);
+
+}  // namespace loom
+
+#define LOOM_LOG_INFO(...) ::spdlog::info(__VA_ARGS__)
+#define LOOM_LOG_WARN(...) ::spdlog::warn(__VA_ARGS__)
+#define LOOM_LOG_DEBUG(...) ::spdlog::debug(__VA_ARGS__)
+#define LOOM_LOG_ERROR(...) ::spdlog::error(__VA_ARGS__)

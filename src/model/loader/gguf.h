@@ -1,0 +1,100 @@
+// GgufFile: a read-only, memory-mapped GGUF (v2/v3) model file. Everything read
+// from the file is validated (counts, string lengths, offsets, alignment,
+// tensor extents, overflow) before use; a truncated, corrupt or hostile file
+// raises loom::Error naming the problem, never crashes or allocates hugely.
+// Thread-safe for concurrent reads after construction.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace loom {
+
+// GGUF metadata value types (gguf_metadata_value_type).
+enum class GgufType : uint32_t {
+  U8 = 0, I8 = 1, U16 = 2, I16 = 3, U32 = 4, I32 = 5, F32 = 6, BOOL = 7,
+  STRING = 8, ARRAY = 9, U64 = 10, I64 = 11, F64 = 12,
+};
+
+struct GgufValue;
+struct GgufArray {
+  GgufType elem_type;
+  std::vector<GgufValue> values;
+};
+
+struct GgufValue {
+  GgufType type;
+  std::variant<uint64_t, int64_t, double, bool, std::string, GgufArray> value;
+
+  // Typed accessors; each throws loom::Error when the value has another kind.
+  int64_t as_int() const;              // any integer type (u64 above INT64_MAX throws)
+  double as_float() const;             // any float or integer type
+  bool as_bool() const;
+  const std::string& as_string() const;
+  const GgufArray& as_array() const;
+};
+
+struct GgufTensorInfo {
+  std::string name;
+  DType dtype;
+  std::vector<int64_t> shape;  // outermost first (GGUF stores innermost first; reversed here)
+  uint64_t offset;             // from the start of the data section
+  uint64_t nbytes;
+};
+
+class GgufFile {
+ public:
+  // Opens and validates `path`. Limits bound what the file may claim before
+  // anything is allocated from it.
+  explicit GgufFile(const std::string& path);
+  ~GgufFile();
+  GgufFile(const GgufFile&) = delete;
+  GgufFile& operator=(const GgufFile&) = delete;
+
+  // Parses from a caller-owned buffer (no mmap); used by the fuzzer and tests.
+  static std::unique_ptr<GgufFile> from_memory(const void* data, size_t size);
+
+  uint32_t version() const { return version_; }
+  uint64_t alignment() const { return alignment_; }
+
+  const std::map<std::string, GgufValue>& metadata() const { return metadata_; }
+  const GgufValue* find(std::string_view key) const;  // nullptr when absent
+  // Convenience: typed lookups with a default when the key is absent.
+  int64_t get_int(std::string_view key, int64_t fallback) const;
+  double get_float(std::string_view key, double fallback) const;
+  std::string get_string(std::string_view key, std::string_view fallback = {}) const;
+  bool get_bool(std::string_view key, bool fallback) const;
+  // String array (e.g. tokenizer.ggml.tokens); throws if present with another type.
+  std::vector<std::string> get_string_array(std::string_view key) const;
+  std::vector<double> get_float_array(std::string_view key) const;  // numeric arrays
+  std::vector<int64_t> get_int_array(std::string_view key) const;
+
+  const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }
+  const GgufTensorInfo* find_tensor(std::string_view name) const;
+  // A CPU Tensor viewing the mapped bytes (kept alive by the returned owner).
+  Tensor tensor(const GgufTensorInfo& info) const;
+
+ private:
+  GgufFile() = default;
+  void parse(const uint8_t* data, size_t size);
+
+  std::shared_ptr<void> mapping_;  // keeps the mmap (or nothing, from_memory) alive
+  const uint8_t* base_ = nullptr;
+  size_t size_ = 0;
+  uint32_t version_ = 0;
+  uint64_t alignment_ = 32;
+  uint64_t data_offset_ = 0;
+  std::map<std::string, GgufValue> metadata_;
+  std::vector<GgufTensorInfo> tensors_;
+  std::map<std::string, size_t, std::less<>> tensor_index_;
+};
+
+}  // namespace loom
