@@ -28,4 +28,14 @@ class WeightSource {
   Tensor get(const std::string& name, const std::vector<int64_t>& shape) const;
 };
 
+class GgufFile;
+
+// Tensors of a GGUF file, under their own (canonical) names.
+std::unique_ptr<WeightSource> open_gguf_weights(std::shared_ptr<const GgufFile> file);
+
+// Tensors of an HF model directory: model.safetensors, or the shards listed
+// by model.safetensors.index.json, with HF names mapped to canonical names
+// (model.layers.3.self_attn.q_proj.weight -> blk.3.attn_q.weight, ...).
+std::unique_ptr<WeightSource> open_hf_weights(const std::string& model_dir);
+
 }  // namespace loom
