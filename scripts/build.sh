@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Configures and builds one CMake preset (default: cpu). Usage: scripts/build.sh [PRESET] [TARGETS...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+preset="${1:-cpu}"; shift || true
+cmake --preset "$preset" >/dev/null
+jobs="$(nproc)"
+if [ $# -gt 0 ]; then
+  cmake --build --preset "$preset" -j"$jobs" --target "$@"
+else
+  cmake --build --preset "$preset" -j"$jobs"
+fi
