@@ -266,7 +266,7 @@ void GgufFile::parse(const uint8_t* data, size_t size) {
   const auto n_kv = r.read<uint64_t>("metadata count");
 
   // ---- metadata
-  constexpr uint64_t kMinKvBytes = 8 + 1 + 4 + 1;  // key length, 1-byte key, type, u8 value
+  constexpr uint64_t kMinKvBytes = 8 + 4 + 1;  // key length, type, u8 value
   if (n_kv > r.remaining() / kMinKvBytes)
     LOOM_THROW("{}: header claims {} metadata entries, more than the {} bytes left can hold", label,
                n_kv, r.remaining());
