@@ -33,6 +33,9 @@ from transformers import AutoModelForCausalLM
 
 VOCAB = 256
 NEW_TOKENS = 32
+# Greedy steps whose top-2 logits are closer than this are too fragile to
+# compare exactly; the seed is bumped until every step clears it.
+MIN_MARGIN = 2e-3
 
 # name -> (config class name, config kwargs, options)
 FIXTURES = {
@@ -100,9 +103,10 @@ FIXTURES = {
 PROMPT_LENGTHS = (5, 14, 24)
 
 
-def randomize(model, gen, gemma):
-    """Replaces HF's tiny init (std 0.02) by weights that give O(1) logits, so
-    that a wrong op shows up as a large logit difference."""
+def randomize(model, gen, gemma, tied):
+    """Replaces HF's tiny init (std 0.02) by weights that give O(1) logits and
+    varied greedy output, so that a wrong op shows up as a large difference."""
+    hidden = model.config.hidden_size
     with torch.no_grad():
         for name, p in model.named_parameters():
             if p.ndim == 1:
@@ -113,8 +117,19 @@ def randomize(model, gen, gemma):
                     p.copy_(0.2 * torch.randn(p.shape, generator=gen))
             else:
                 fan_in = p.shape[1]
-                std = 1.0 if "embed" in name else 1.5 / math.sqrt(fan_in)
+                if "embed" in name:
+                    # Tied embeddings are also the output matrix, where a large
+                    # embedding (gemma also scales it by sqrt(hidden)) makes the
+                    # model repeat its input token: keep them small.
+                    std = 0.1 / math.sqrt(hidden) if gemma else 1.0 / math.sqrt(hidden) if tied else 1.0
+                elif "o_proj" in name or "down_proj" in name:
+                    std = 3.0 / math.sqrt(fan_in)  # layers, not the embedding, dominate
+                else:
+                    std = 1.5 / math.sqrt(fan_in)
                 p.copy_(std * torch.randn(p.shape, generator=gen))
+        if gemma:  # small tied embeddings give small logits: scale the final norm up
+            w = model.model.norm.weight
+            w.copy_((1 + w) * 20 - 1)
 
 
 def old_spelling(cfg, gemma):
@@ -244,7 +259,7 @@ def build(name, out_root, seed):
         config.architectures = [opts["arch"]]
     gemma = cls_name.startswith("Gemma")
     model = AutoModelForCausalLM.from_config(config, torch_dtype=torch.float32).eval()
-    randomize(model, gen, gemma)
+    randomize(model, gen, gemma, config.tie_word_embeddings)
 
     d = out_root / name
     shutil.rmtree(d, ignore_errors=True)
@@ -256,7 +271,8 @@ def build(name, out_root, seed):
     cfg.pop("dtype", None)
     cfg.pop("torch_dtype", None)
     cfg.pop("transformers_version", None)
-    cfg.pop("_attn_implementation_autoset", None)
+    for k in [k for k in cfg if k.startswith("_")]:
+        cfg.pop(k)  # private attributes transformers happens to serialise
     if opts["spelling"] == "old":
         cfg = old_spelling(cfg, gemma)
     cfg_path.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
@@ -272,9 +288,15 @@ def build(name, out_root, seed):
     ref = reference(reloaded, make_prompts(gen))
     ref.update(model=name, torch=torch.__version__, transformers=transformers.__version__,
                seed=seed, new_tokens=NEW_TOKENS)
-    assert ref["min_greedy_margin"] > 1e-3, (name, ref["min_greedy_margin"])
+    if ref["min_greedy_margin"] < MIN_MARGIN:
+        return False  # a near tie could flip on rounding noise: try another seed
     (d / "reference.json").write_text(json.dumps(ref, separators=(",", ":")) + "\n")
-    print(f"{name}: greedy margin {ref['min_greedy_margin']:.4f}")
+    distinct = min(len(set(g)) for g in ref["greedy"])
+    if distinct < 8:
+        return False  # a model stuck repeating one token tests little
+    scale = max(abs(v) for rows in ref["logits"] for row in rows for v in row)
+    print(f"{name}: greedy margin {ref['min_greedy_margin']:.4f}, distinct tokens >= {distinct}, "
+          f"max |logit| {scale:.2f}")
 
     if opts.get("gguf"):
         g = out_root / f"{name}_gguf"
@@ -283,6 +305,7 @@ def build(name, out_root, seed):
         write_gguf(reloaded, cfg, g / "model.gguf")
         (g / "reference.json").write_text((d / "reference.json").read_text())
         print(f"{name}_gguf: written")
+    return True
 
 
 def main():
@@ -296,7 +319,11 @@ def main():
     for i, name in enumerate(FIXTURES):
         if args.only and name not in args.only:
             continue
-        build(name, out, seed=1000 + i)
+        for attempt in range(50):
+            if build(name, out, seed=1000 + 100 * i + attempt):
+                break
+        else:
+            raise SystemExit(f"{name}: no seed gives clear greedy margins")
 
 
 if __name__ == "__main__":
