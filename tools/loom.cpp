@@ -1,10 +1,47 @@
 // loom: the command-line entry point. Dispatches to one subcommand per
 // tools/cmd_*.cpp; each parses its own flags.
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
 #include <cstdio>
 #include <cstring>
-#include <string>
+#include <string_view>
+
+#include "cli.h"
+
+namespace {
+
+struct Command {
+  const char* name;
+  int (*run)(int, char**);
+  const char* help;
+};
+
+constexpr Command kCommands[] = {
+    {"tokenize", loom::cli::cmd_tokenize, "text on stdin -> token ids"},
+    {"detokenize", loom::cli::cmd_detokenize, "token ids on stdin -> text"},
+    {"render", loom::cli::cmd_render, "chat messages JSON on stdin -> prompt text"},
+    {"env", loom::cli::cmd_env, "what this machine and build offer"},
+};
+
+void usage(FILE* out) {
+  std::fprintf(out, "usage: loom <command> [flags]   (loom <command> --help for its flags)\n\n");
+  for (const auto& c : kCommands) std::fprintf(out, "  %-11s %s\n", c.name, c.help);
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
-  std::fprintf(stderr, "usage: loom <generate|tokenize|detokenize|render|bench|env> [flags]\n");
-  return argc > 1 && std::strcmp(argv[1], "--help") == 0 ? 0 : 2;
+  // Logs go to stderr so stdout carries only results (JSON, text, ids).
+  spdlog::set_default_logger(spdlog::stderr_color_mt("loom"));
+  spdlog::set_level(spdlog::level::warn);
+  if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
+    usage(argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  for (const auto& c : kCommands)
+    if (std::string_view(argv[1]) == c.name) return c.run(argc - 1, argv + 1);
+  std::fprintf(stderr, "loom: unknown command '%s'\n", argv[1]);
+  usage(stderr);
+  return 2;
 }
