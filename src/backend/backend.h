@@ -30,6 +30,12 @@ struct AttentionMetadata {
   std::vector<int64_t> slot_mapping;  // [num_tokens]: block * block_size + offset for each new token
 };
 
+// Throws loom::Error unless meta describes num_tokens tokens whose sequences'
+// blocks all lie in [0, num_blocks) (for a cache of block_size slots per block).
+// Every backend calls it before reading the cache through the block tables.
+void check_attention_metadata(const AttentionMetadata& meta, int64_t num_tokens, int64_t block_size,
+                              int64_t num_blocks);
+
 // One layer's paged cache: K and V each [num_blocks, block_size, num_kv_heads, head_dim].
 struct KvLayerCache {
   Tensor k;
@@ -47,6 +53,8 @@ class Backend {
   virtual ~Backend() = default;
   virtual Device device() const = 0;
   virtual std::string name() const = 0;
+  // dtype of activations and of the logits forward() returns on this device.
+  virtual DType activation_dtype() const { return DType::F32; }
 
   // --- memory ---
   virtual Tensor alloc(DType dtype, std::vector<int64_t> shape) = 0;  // zero-initialised
