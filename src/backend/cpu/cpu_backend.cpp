@@ -1,0 +1,90 @@
+// CpuBackend: the Backend interface on the host, f32 activations. Memory is
+// plain 64-byte-aligned host memory; weights are used where they lie (possibly
+// mmapped). Ops run on the process-wide ThreadPool, or on a pool of the
+// requested size when the global one already has another size.
+#include <cstring>
+#include <memory>
+
+#include "backend/backend.h"
+#include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/isa.h"
+#include "core/error.h"
+
+namespace loom {
+namespace {
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(int num_threads) {
+    if (num_threads > 0) ThreadPool::set_global_threads(num_threads);
+    pool_ = &ThreadPool::global();
+    if (num_threads > 0 && pool_->num_threads() != num_threads) {
+      own_pool_ = std::make_unique<ThreadPool>(num_threads);
+      pool_ = own_pool_.get();
+    }
+  }
+
+  Device device() const override { return Device::Cpu; }
+  std::string name() const override {
+    return fmt::format("cpu ({}, {} threads)", cpu::isa_name(cpu::active_isa()), pool_->num_threads());
+  }
+
+  Tensor alloc(DType dtype, std::vector<int64_t> shape) override { return Tensor::cpu(dtype, std::move(shape)); }
+  Tensor prepare_weight(const Tensor& host_weight) override {
+    LOOM_CHECK(host_weight.device() == Device::Cpu, "cpu backend weights must be in host memory");
+    return host_weight;
+  }
+  void copy_from_host(Tensor& dst, const void* src, size_t bytes) override {
+    LOOM_CHECK(bytes <= static_cast<size_t>(dst.nbytes()), "copy of {} bytes into a {}-byte tensor", bytes,
+               dst.nbytes());
+    if (bytes) std::memcpy(dst.data(), src, bytes);
+  }
+  void copy_to_host(void* dst, const Tensor& src, size_t bytes) override {
+    LOOM_CHECK(bytes <= static_cast<size_t>(src.nbytes()), "copy of {} bytes from a {}-byte tensor", bytes,
+               src.nbytes());
+    if (bytes) std::memcpy(dst, src.data(), bytes);
+  }
+
+  void embedding(const Tensor& table, const Tensor& ids, float scale, Tensor& out) override {
+    cpu::embedding(*pool_, table, ids, scale, out);
+  }
+  void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out) override {
+    cpu::matmul(*pool_, x, w, bias, out);
+  }
+  void rms_norm(const Tensor& x, const Tensor& w, float eps, float weight_offset, Tensor& out) override {
+    cpu::rms_norm(*pool_, x, w, eps, weight_offset, out);
+  }
+  void add_rms_norm(const Tensor& x, Tensor& residual, const Tensor& w, float eps, float weight_offset,
+                    Tensor& out) override {
+    cpu::add_rms_norm(*pool_, x, residual, w, eps, weight_offset, out);
+  }
+  void add(Tensor& a, const Tensor& b) override { cpu::add(*pool_, a, b); }
+  void rope(Tensor& x, const Tensor& positions, const Tensor& inv_freq, int rotary_dim, bool interleaved,
+            float mscale) override {
+    cpu::rope(*pool_, x, positions, inv_freq, rotary_dim, interleaved, mscale);
+  }
+  void gated_activation(const Tensor& gate, const Tensor& up, GatedActivation act, Tensor& out) override {
+    cpu::gated_activation(*pool_, gate, up, act, out);
+  }
+  void write_kv(const Tensor& k, const Tensor& v, KvLayerCache& cache, const AttentionMetadata& meta) override {
+    cpu::write_kv(*pool_, k, v, cache, meta);
+  }
+  void paged_attention(const Tensor& q, const KvLayerCache& cache, const AttentionMetadata& meta,
+                       const AttentionParams& params, Tensor& out) override {
+    cpu::paged_attention(*pool_, q, cache, meta, params, out);
+  }
+  void gather_rows(const Tensor& x, const std::vector<int32_t>& rows, Tensor& out) override {
+    cpu::gather_rows(x, rows, out);
+  }
+  void softcap(Tensor& x, float cap) override { cpu::softcap(*pool_, x, cap); }
+
+ private:
+  ThreadPool* pool_ = nullptr;
+  std::unique_ptr<ThreadPool> own_pool_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend(int num_threads) { return std::make_unique<CpuBackend>(num_threads); }
+
+}  // namespace loom

@@ -1,0 +1,44 @@
+// The CPU implementations of the Backend ops, called by CpuBackend after it has
+// picked the thread pool. Each checks its shapes and dtypes (LOOM_CHECK) and
+// runs on the calling thread plus `pool`'s workers. Internal to backend/cpu.
+#pragma once
+
+#include <algorithm>
+#include <vector>
+
+#include "backend/backend.h"
+#include "core/thread_pool.h"
+
+namespace loom::cpu {
+
+void embedding(ThreadPool& pool, const Tensor& table, const Tensor& ids, float scale, Tensor& out);
+void matmul(ThreadPool& pool, const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out);
+void rms_norm(ThreadPool& pool, const Tensor& x, const Tensor& w, float eps, float weight_offset,
+              Tensor& out);
+void add_rms_norm(ThreadPool& pool, const Tensor& x, Tensor& residual, const Tensor& w, float eps,
+                  float weight_offset, Tensor& out);
+void add(ThreadPool& pool, Tensor& a, const Tensor& b);
+void rope(ThreadPool& pool, Tensor& x, const Tensor& positions, const Tensor& inv_freq,
+          int rotary_dim, bool interleaved, float mscale);
+void gated_activation(ThreadPool& pool, const Tensor& gate, const Tensor& up, GatedActivation act,
+                      Tensor& out);
+void write_kv(ThreadPool& pool, const Tensor& k, const Tensor& v, KvLayerCache& cache,
+              const AttentionMetadata& meta);
+void paged_attention(ThreadPool& pool, const Tensor& q, const KvLayerCache& cache,
+                     const AttentionMetadata& meta, const AttentionParams& params, Tensor& out);
+void gather_rows(const Tensor& x, const std::vector<int32_t>& rows, Tensor& out);
+void softcap(ThreadPool& pool, Tensor& x, float cap);
+
+}  // namespace loom::cpu
+
+namespace loom::cpu {
+
+// Runs fn(begin, end) over rows in parallel, with at least ~32K elements per
+// chunk so small ops (decode steps) stay on the calling thread.
+template <class Fn>
+void parallel_rows(ThreadPool& pool, int64_t rows, int64_t cols, Fn&& fn) {
+  const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, cols));
+  pool.parallel_for(rows, fn, grain);
+}
+
+}  // namespace loom::cpu

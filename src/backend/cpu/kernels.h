@@ -1,0 +1,41 @@
+// The per-ISA inner loops of the CPU backend: activation quantisers, dot
+// products of one weight row with one activation row for every weight type, and
+// the f32 vector helpers attention uses. One table per instruction set
+// (kernels_portable.cpp, kernels_avx2.cpp, kernels_avx512.cpp); callers pick one
+// with kernels_for(active_isa()). All functions are pure and thread-safe.
+#pragma once
+
+#include <cstdint>
+
+#include "backend/cpu/isa.h"
+#include "backend/cpu/quant_blocks.h"
+
+namespace loom::cpu {
+
+struct CpuKernels {
+  Isa isa;
+  // Activation rows to 8-bit blocks: k a multiple of 32 (q8_0) or 256 (q8_k).
+  void (*quantize_q8_0)(const float* x, ActQ8_0* dst, int64_t k);
+  void (*quantize_q8_k)(const float* x, ActQ8_K* dst, int64_t k);
+  // sum_i w[i] * x[i] over one row: k elements (float types) or nb blocks.
+  float (*dot_f32)(const float* w, const float* x, int64_t k);
+  float (*dot_f16)(const uint16_t* w, const float* x, int64_t k);
+  float (*dot_bf16)(const uint16_t* w, const float* x, int64_t k);
+  float (*dot_q8_0)(const BlockQ8_0* w, const ActQ8_0* x, int64_t nb);
+  float (*dot_q4_0)(const BlockQ4_0* w, const ActQ8_0* x, int64_t nb);
+  float (*dot_q4_k)(const BlockQ4_K* w, const ActQ8_K* x, int64_t nb);
+  float (*dot_q5_k)(const BlockQ5_K* w, const ActQ8_K* x, int64_t nb);
+  float (*dot_q6_k)(const BlockQ6_K* w, const ActQ8_K* x, int64_t nb);
+  // y[i] += a * x[i];  y[i] *= a;  f16 / bf16 rows to f32.
+  void (*axpy)(float a, const float* x, float* y, int64_t n);
+  void (*scale)(float a, float* y, int64_t n);
+  void (*f16_to_f32)(const uint16_t* x, float* y, int64_t n);
+  void (*bf16_to_f32)(const uint16_t* x, float* y, int64_t n);
+};
+
+const CpuKernels& kernels_portable();
+const CpuKernels& kernels_avx2();
+const CpuKernels& kernels_avx512();
+const CpuKernels& kernels_for(Isa isa);
+
+}  // namespace loom::cpu

@@ -1,0 +1,121 @@
+// matmul against the fp64 reference for every weight type, every instruction
+// set this CPU has, and odd shapes.
+// Tolerances, per output element y = sum_k x_k w_k (w as dequantised):
+//  * float weights (f32/f16/bf16): |err| <= 1e-5 * sum_k |x_k w_k|  (f32 accumulation).
+//  * quantised weights: activations are rounded to 8 bits per block of B values
+//    (B = 32 for Q8_0/Q4_0, 256 for K-quants) with step d_b = max|x in block| / 127,
+//    so |x_k - x^_k| <= d_b / 2 and |err| <= sum_k |w_k| d_b / 2, plus the f32 term
+//    above. The test computes this bound per output and allows 1% slack on it.
+#include <cmath>
+
+#include "reference.h"
+
+namespace loom {
+namespace {
+
+int64_t act_block(DType t) {
+  switch (t) {
+    case DType::Q8_0:
+    case DType::Q4_0: return 32;
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K: return 256;
+    default: return 0;
+  }
+}
+
+void check_matmul(Backend& be, DType type, int64_t m, int64_t n, int64_t k, bool with_bias, uint32_t seed) {
+  SCOPED_TRACE(::testing::Message() << dtype_name(type) << " M=" << m << " N=" << n << " K=" << k
+                                    << (with_bias ? " +bias" : ""));
+  const auto xv = ref::random_floats(static_cast<size_t>(m * k), seed, -2.0f, 2.0f);
+  const auto wv = ref::random_floats(static_cast<size_t>(n * k), seed + 1);
+  const auto bv = ref::random_floats(static_cast<size_t>(n), seed + 2);
+  const ref::Weight w = ref::make_weight(type, wv, n, k);
+  Tensor x = ref::f32_tensor(xv, {m, k});
+  Tensor bias = ref::f32_tensor(bv, {n});
+  std::vector<double> want, abs_sum;
+  ref::matmul(xv, w.dequantized, with_bias ? bv.data() : nullptr, m, n, k, want, abs_sum);
+
+  // Activation-rounding bound per output (0 for float weights).
+  std::vector<double> bound(static_cast<size_t>(m * n), 0.0);
+  if (const int64_t blk = act_block(type)) {
+    for (int64_t i = 0; i < m; ++i) {
+      std::vector<double> half_step(static_cast<size_t>(k));
+      for (int64_t b = 0; b < k; b += blk) {
+        double amax = 0;
+        for (int64_t l = b; l < b + blk; ++l) amax = std::max(amax, std::fabs(double(xv[i * k + l])));
+        for (int64_t l = b; l < b + blk; ++l) half_step[l] = amax / 127.0 / 2.0;
+      }
+      for (int64_t j = 0; j < n; ++j) {
+        double s = 0;
+        for (int64_t l = 0; l < k; ++l) s += std::fabs(double(w.dequantized[j * k + l])) * half_step[l];
+        bound[i * n + j] = 1.01 * s;
+      }
+    }
+  }
+
+  ref::for_each_isa([&](cpu::Isa) {
+    Tensor out = Tensor::cpu(DType::F32, {m, n});
+    be.matmul(x, w.tensor, with_bias ? &bias : nullptr, out);
+    const auto got = ref::to_vector(out);
+    int bad = 0;
+    for (int64_t i = 0; i < m * n && bad < 5; ++i) {
+      const double tol = 1e-5 * abs_sum[i] + bound[i] + 1e-30;
+      if (!(std::fabs(got[i] - want[i]) <= tol)) {
+        ADD_FAILURE() << "out[" << i / n << "," << i % n << "] = " << got[i] << ", want " << want[i]
+                      << " (tol " << tol << ")";
+        ++bad;
+      }
+    }
+  });
+}
+
+class MatmulTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<Backend> be_ = make_cpu_backend(2);
+};
+
+TEST_F(MatmulTest, FloatWeights) {
+  uint32_t seed = 1;
+  for (DType t : {DType::F32, DType::F16, DType::BF16})
+    for (int64_t m : {1, 3, 17})
+      for (int64_t n : {1, 5, 33})
+        for (int64_t k : {7, 64, 100, 333}) check_matmul(*be_, t, m, n, k, (n & 1) != 0, seed++);
+  check_matmul(*be_, DType::F32, 40, 70, 896, true, 99);
+  check_matmul(*be_, DType::BF16, 2, 130, 1000, false, 98);
+  check_matmul(*be_, DType::F16, 2, 130, 1000, false, 97);
+}
+
+TEST_F(MatmulTest, BlockQuantisedWeights) {
+  uint32_t seed = 100;
+  for (DType t : {DType::Q8_0, DType::Q4_0})
+    for (int64_t m : {1, 3, 17})
+      for (int64_t n : {1, 5, 33})
+        for (int64_t k : {32, 96, 896}) check_matmul(*be_, t, m, n, k, (n & 1) != 0, seed++);
+}
+
+TEST_F(MatmulTest, KQuantisedWeights) {
+  uint32_t seed = 200;
+  for (DType t : {DType::Q4_K, DType::Q5_K, DType::Q6_K})
+    for (int64_t m : {1, 3, 17})
+      for (int64_t n : {1, 5, 33})
+        for (int64_t k : {256, 512, 1280}) check_matmul(*be_, t, m, n, k, (n & 1) != 0, seed++);
+  check_matmul(*be_, DType::Q4_K, 40, 70, 2048, true, 299);
+}
+
+TEST_F(MatmulTest, RejectsBadShapes) {
+  Tensor x = Tensor::cpu(DType::F32, {2, 64});
+  Tensor w = Tensor::cpu(DType::F32, {8, 32});
+  Tensor out = Tensor::cpu(DType::F32, {2, 8});
+  EXPECT_THROW(be_->matmul(x, w, nullptr, out), Error);
+  Tensor w2 = Tensor::cpu(DType::F32, {8, 64});
+  Tensor out2 = Tensor::cpu(DType::F32, {2, 7});
+  EXPECT_THROW(be_->matmul(x, w2, nullptr, out2), Error);
+  Tensor bias = Tensor::cpu(DType::F32, {7});
+  EXPECT_THROW(be_->matmul(x, w2, &bias, out), Error);
+  Tensor wi = Tensor::cpu(DType::I32, {8, 64});
+  EXPECT_THROW(be_->matmul(x, wi, nullptr, out), Error);
+}
+
+}  // namespace
+}  // namespace loom
