@@ -1,0 +1,33 @@
+// Request: what a user asked for, immutable once submitted (prompt tokens,
+// sampling parameters, priority, deadline, cache salt). The engine turns it
+// into one Sequence per requested sample (n); see engine/README.md.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/sampling_params.h"
+
+namespace loom {
+
+using RequestId = uint64_t;
+using SeqId = uint64_t;
+using Clock = std::chrono::steady_clock;
+
+enum class FinishReason : uint8_t { None, Stop, Length, Abort, Error };
+std::string_view finish_reason_name(FinishReason reason);  // "stop", "length", "abort", "error"
+
+struct Request {
+  std::string external_id;          // caller's id, for logs and outputs only
+  std::vector<int32_t> prompt_ids;
+  SamplingParams params;
+  int32_t priority = 0;             // lower values are served first (as in vLLM)
+  std::optional<Clock::time_point> deadline;  // not finished by then: aborted
+  std::string cache_salt;           // isolates prefix-cache entries (tenant, API key)
+};
+
+}  // namespace loom
