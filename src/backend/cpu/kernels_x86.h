@@ -1,0 +1,280 @@
+// 256-bit x86 kernels shared by kernels_avx2.cpp and kernels_avx512.cpp, each of
+// which includes this header once under its own ISA flags (everything here has
+// internal linkage, so the two copies never mix). LOOM_X86_VNNI selects
+// vpdpbusd for the unscaled int8 dot products (Q8_0, Q4_0); K-quants use
+// maddubs + madd, which also applies their 16-bit sub-block scales for free.
+// Activation quantisation rounds exactly as the portable kernels do.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cmath>
+
+#include "backend/cpu/kernels.h"
+
+#ifndef LOOM_X86_VNNI
+#error "define LOOM_X86_VNNI before including kernels_x86.h"
+#endif
+
+namespace loom::cpu {
+namespace {
+
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+inline float f16(uint16_t h) { return _cvtsh_ss(h); }
+
+// int32 x 8: sums of 4 products of unsigned bytes u and signed bytes s.
+inline __m256i dot_us(__m256i u, __m256i s) {
+#if LOOM_X86_VNNI
+  return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
+#else
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+#endif
+}
+// The same for two signed operands (|a| <= 128, |b| <= 127).
+inline __m256i dot_ss(__m256i a, __m256i b) { return dot_us(_mm256_sign_epi8(a, a), _mm256_sign_epi8(b, a)); }
+
+// int32 x 8 of u*s (u <= 63 unsigned, s signed) where products of bytes 0..15
+// are multiplied by sa and those of bytes 16..31 by sb (int16 scales).
+inline __m256i dot_us_scaled(__m256i u, __m256i s, int sa, int sb) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s),
+                           _mm256_setr_m128i(_mm_set1_epi16(static_cast<int16_t>(sa)),
+                                             _mm_set1_epi16(static_cast<int16_t>(sb))));
+}
+
+inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+
+// 32 floats scaled by id, rounded to nearest-even, as 32 int8 in order.
+inline __m256i round_pack32(const float* x, __m256 id) {
+  constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+  __m256i i0 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x), id), kRound));
+  __m256i i1 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x + 8), id), kRound));
+  __m256i i2 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x + 16), id), kRound));
+  __m256i i3 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x + 24), id), kRound));
+  i0 = _mm256_packs_epi32(i0, i1);
+  i2 = _mm256_packs_epi32(i2, i3);
+  i0 = _mm256_packs_epi16(i0, i2);
+  return _mm256_permutevar8x32_epi32(i0, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+inline float max_abs(const float* x, int n) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  __m256 m = _mm256_setzero_ps();
+  for (int i = 0; i < n; i += 8) m = _mm256_max_ps(m, _mm256_andnot_ps(sign, _mm256_loadu_ps(x + i)));
+  __m128 s = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_max_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+void x86_quantize_q8_0(const float* x, ActQ8_0* dst, int64_t k) {
+  for (int64_t b = 0; b < k / kQK; ++b, x += kQK) {
+    const float amax = max_abs(x, kQK);
+    dst[b].d = amax / 127.0f;
+    const __m256 id = _mm256_set1_ps(amax > 0 ? 127.0f / amax : 0.0f);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst[b].qs), round_pack32(x, id));
+  }
+}
+
+void x86_quantize_q8_k(const float* x, ActQ8_K* dst, int64_t k) {
+  for (int64_t b = 0; b < k / kQKK; ++b, x += kQKK) {
+    const float amax = max_abs(x, kQKK);
+    dst[b].d = amax / 127.0f;
+    const __m256 id = _mm256_set1_ps(amax > 0 ? 127.0f / amax : 0.0f);
+    for (int j = 0; j < kQKK / 32; ++j) {
+      const __m256i q = round_pack32(x + 32 * j, id);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst[b].qs + 32 * j), q);
+      // Sums of each 16 bytes: widen to int16 pairs, then to 4 int32 per half.
+      const __m256i s16 = _mm256_maddubs_epi16(_mm256_set1_epi8(1), q);
+      const __m256i s32 = _mm256_madd_epi16(s16, _mm256_set1_epi16(1));
+      const __m256i h = _mm256_hadd_epi32(s32, s32);  // per 128-bit lane: [a0+a1, a2+a3, ...]
+      const __m256i hh = _mm256_hadd_epi32(h, h);
+      dst[b].bsums[2 * j] = static_cast<int16_t>(_mm256_extract_epi32(hh, 0));
+      dst[b].bsums[2 * j + 1] = static_cast<int16_t>(_mm256_extract_epi32(hh, 4));
+    }
+  }
+}
+
+[[maybe_unused]] float x86_dot_f32(const float* w, const float* x, int64_t k) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 32 <= k; i += 32) {
+    a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i), _mm256_loadu_ps(x + i), a0);
+    a1 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 8), _mm256_loadu_ps(x + i + 8), a1);
+    a2 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 16), _mm256_loadu_ps(x + i + 16), a2);
+    a3 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 24), _mm256_loadu_ps(x + i + 24), a3);
+  }
+  for (; i + 8 <= k; i += 8) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i), _mm256_loadu_ps(x + i), a0);
+  float s = hsum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+  for (; i < k; ++i) s += w[i] * x[i];
+  return s;
+}
+
+inline __m256 load_f16x8(const uint16_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+inline __m256 load_bf16x8(const uint16_t* p) {
+  const __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+}
+inline float bf16(uint16_t h) {
+  const uint32_t u = static_cast<uint32_t>(h) << 16;
+  float f;
+  __builtin_memcpy(&f, &u, 4);
+  return f;
+}
+
+template <__m256 (*Load)(const uint16_t*), float (*One)(uint16_t)>
+[[maybe_unused]] float x86_dot_half(const uint16_t* w, const float* x, int64_t k) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= k; i += 16) {
+    a0 = _mm256_fmadd_ps(Load(w + i), _mm256_loadu_ps(x + i), a0);
+    a1 = _mm256_fmadd_ps(Load(w + i + 8), _mm256_loadu_ps(x + i + 8), a1);
+  }
+  for (; i + 8 <= k; i += 8) a0 = _mm256_fmadd_ps(Load(w + i), _mm256_loadu_ps(x + i), a0);
+  float s = hsum(_mm256_add_ps(a0, a1));
+  for (; i < k; ++i) s += One(w[i]) * x[i];
+  return s;
+}
+
+float x86_dot_q8_0(const BlockQ8_0* w, const ActQ8_0* x, int64_t nb) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+  int64_t b = 0;
+  for (; b + 2 <= nb; b += 2) {
+    const __m256i p0 = dot_ss(load256(w[b].qs), load256(x[b].qs));
+    const __m256i p1 = dot_ss(load256(w[b + 1].qs), load256(x[b + 1].qs));
+    a0 = _mm256_fmadd_ps(_mm256_set1_ps(f16(w[b].d) * x[b].d), _mm256_cvtepi32_ps(p0), a0);
+    a1 = _mm256_fmadd_ps(_mm256_set1_ps(f16(w[b + 1].d) * x[b + 1].d), _mm256_cvtepi32_ps(p1), a1);
+  }
+  for (; b < nb; ++b) {
+    const __m256i p = dot_ss(load256(w[b].qs), load256(x[b].qs));
+    a0 = _mm256_fmadd_ps(_mm256_set1_ps(f16(w[b].d) * x[b].d), _mm256_cvtepi32_ps(p), a0);
+  }
+  return hsum(_mm256_add_ps(a0, a1));
+}
+
+inline __m256i unpack_q4_0(const uint8_t* qs) {
+  const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m128i m = _mm_set1_epi8(0x0F);
+  const __m256i v = _mm256_setr_m128i(_mm_and_si128(q, m), _mm_and_si128(_mm_srli_epi16(q, 4), m));
+  return _mm256_sub_epi8(v, _mm256_set1_epi8(8));
+}
+
+float x86_dot_q4_0(const BlockQ4_0* w, const ActQ8_0* x, int64_t nb) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+  int64_t b = 0;
+  for (; b + 2 <= nb; b += 2) {
+    const __m256i p0 = dot_ss(unpack_q4_0(w[b].qs), load256(x[b].qs));
+    const __m256i p1 = dot_ss(unpack_q4_0(w[b + 1].qs), load256(x[b + 1].qs));
+    a0 = _mm256_fmadd_ps(_mm256_set1_ps(f16(w[b].d) * x[b].d), _mm256_cvtepi32_ps(p0), a0);
+    a1 = _mm256_fmadd_ps(_mm256_set1_ps(f16(w[b + 1].d) * x[b + 1].d), _mm256_cvtepi32_ps(p1), a1);
+  }
+  for (; b < nb; ++b) {
+    const __m256i p = dot_ss(unpack_q4_0(w[b].qs), load256(x[b].qs));
+    a0 = _mm256_fmadd_ps(_mm256_set1_ps(f16(w[b].d) * x[b].d), _mm256_cvtepi32_ps(p), a0);
+  }
+  return hsum(_mm256_add_ps(a0, a1));
+}
+
+// Q4_K / Q5_K: integer sum of sc_j * q.x over the 8 sub-blocks, minus the mins
+// term m_j * sum(x) from the activation block sums.
+template <bool kFive, class Block>
+float x86_dot_k45(const Block* w, const ActQ8_K* x, int64_t nb) {
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  __m256 acc = _mm256_setzero_ps();
+  float mins = 0;
+  for (int64_t b = 0; b < nb; ++b) {
+    int sc[8], m[8];
+    for (int j = 0; j < 8; ++j) k_scale_min(w[b].scales, j, sc[j], m[j]);
+    int summ = 0;
+    for (int j = 0; j < 8; ++j) summ += m[j] * (x[b].bsums[2 * j] + x[b].bsums[2 * j + 1]);
+    __m256i sumi = _mm256_setzero_si256();
+    __m256i hbits;
+    if constexpr (kFive) hbits = load256(w[b].qh);
+    for (int g = 0; g < 4; ++g) {
+      const __m256i q = load256(w[b].qs + 32 * g);
+      __m256i lo = _mm256_and_si256(q, low4);
+      __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
+      if constexpr (kFive) {
+        const __m256i one = _mm256_set1_epi8(1);
+        lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hbits, 2 * g), one), 4));
+        hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hbits, 2 * g + 1), one), 4));
+      }
+      sumi = _mm256_add_epi32(sumi, dot_us_scaled(lo, load256(x[b].qs + 64 * g), sc[2 * g], sc[2 * g]));
+      sumi = _mm256_add_epi32(sumi, dot_us_scaled(hi, load256(x[b].qs + 64 * g + 32), sc[2 * g + 1], sc[2 * g + 1]));
+    }
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(f16(w[b].d) * x[b].d), _mm256_cvtepi32_ps(sumi), acc);
+    mins += f16(w[b].dmin) * x[b].d * static_cast<float>(summ);
+  }
+  return hsum(acc) - mins;
+}
+
+float x86_dot_q4_k(const BlockQ4_K* w, const ActQ8_K* x, int64_t nb) { return x86_dot_k45<false>(w, x, nb); }
+float x86_dot_q5_k(const BlockQ5_K* w, const ActQ8_K* x, int64_t nb) { return x86_dot_k45<true>(w, x, nb); }
+
+float x86_dot_q6_k(const BlockQ6_K* w, const ActQ8_K* x, int64_t nb) {
+  const __m256i low4 = _mm256_set1_epi8(0x0F), two = _mm256_set1_epi8(3);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const int8_t* sc = w[b].scales;
+    int offset = 0;  // sum_j sc_j * 32 * sum(x in sub-block j): the -32 of every q
+    for (int j = 0; j < 16; ++j) offset += sc[j] * x[b].bsums[j];
+    __m256i sumi = _mm256_setzero_si256();
+    for (int h = 0; h < 2; ++h) {
+      const __m256i l0 = load256(w[b].ql + 64 * h), l1 = load256(w[b].ql + 64 * h + 32);
+      const __m256i qh = load256(w[b].qh + 32 * h);
+      const __m256i q1 = _mm256_or_si256(_mm256_and_si256(l0, low4), _mm256_slli_epi16(_mm256_and_si256(qh, two), 4));
+      const __m256i q2 = _mm256_or_si256(_mm256_and_si256(l1, low4),
+                                         _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), two), 4));
+      const __m256i q3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4),
+                                         _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), two), 4));
+      const __m256i q4 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4),
+                                         _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), two), 4));
+      const int8_t* xq = x[b].qs + 128 * h;
+      const int8_t* s = sc + 8 * h;
+      sumi = _mm256_add_epi32(sumi, dot_us_scaled(q1, load256(xq), s[0], s[1]));
+      sumi = _mm256_add_epi32(sumi, dot_us_scaled(q2, load256(xq + 32), s[2], s[3]));
+      sumi = _mm256_add_epi32(sumi, dot_us_scaled(q3, load256(xq + 64), s[4], s[5]));
+      sumi = _mm256_add_epi32(sumi, dot_us_scaled(q4, load256(xq + 96), s[6], s[7]));
+    }
+    sumi = _mm256_sub_epi32(sumi, _mm256_setr_epi32(32 * offset, 0, 0, 0, 0, 0, 0, 0));
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(f16(w[b].d) * x[b].d), _mm256_cvtepi32_ps(sumi), acc);
+  }
+  return hsum(acc);
+}
+
+void x86_axpy(float a, const float* x, float* y, int64_t n) {
+  const __m256 av = _mm256_set1_ps(a);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+  for (; i < n; ++i) y[i] += a * x[i];
+}
+
+void x86_scale(float a, float* y, int64_t n) {
+  const __m256 av = _mm256_set1_ps(a);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_mul_ps(av, _mm256_loadu_ps(y + i)));
+  for (; i < n; ++i) y[i] *= a;
+}
+
+void x86_f16_row(const uint16_t* x, float* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, load_f16x8(x + i));
+  for (; i < n; ++i) y[i] = f16(x[i]);
+}
+
+void x86_bf16_row(const uint16_t* x, float* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, load_bf16x8(x + i));
+  for (; i < n; ++i) y[i] = bf16(x[i]);
+}
+
+}  // namespace
+}  // namespace loom::cpu

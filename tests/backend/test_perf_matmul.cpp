@@ -1,0 +1,160 @@
+// Timing of the CPU kernels (not a correctness test; disabled by default).
+// Prints achieved weight bandwidth (GB/s) for decode-shaped matvecs and
+// throughput for prefill-shaped matmuls and decode attention, for each ISA.
+// Run: build/backend/tests/test_perf_matmul --gtest_also_run_disabled_tests
+// (LOOM_PERF_THREADS=N to change the thread count, default 2).
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+
+#include "core/thread_pool.h"
+#include "reference.h"
+
+namespace loom {
+namespace {
+
+int perf_threads() {
+  const char* env = std::getenv("LOOM_PERF_THREADS");
+  return env ? std::atoi(env) : 2;
+}
+
+// A [n, k] weight of random blocks with valid, small f16 scales (quantising a
+// 150M-value matrix would take longer than the measurement).
+Tensor random_weight(DType t, int64_t n, int64_t k) {
+  Tensor w = Tensor::cpu(t, {n, k});
+  auto* p = static_cast<uint8_t*>(w.data());
+  uint64_t s = 0x9E3779B97F4A7C15ull;
+  for (int64_t i = 0; i < w.nbytes(); ++i) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    p[i] = static_cast<uint8_t>(s >> 56);
+  }
+  const DTypeInfo& info = dtype_info(t);
+  const uint16_t small = f32_to_f16(0.01f);
+  auto* u16 = reinterpret_cast<uint16_t*>(p);
+  if (t == DType::F16 || t == DType::BF16) {
+    const uint16_t v = t == DType::F16 ? small : f32_to_bf16(0.01f);
+    for (int64_t i = 0; i < w.numel(); ++i) u16[i] = v;
+  } else if (t == DType::F32) {
+    for (int64_t i = 0; i < w.numel(); ++i) reinterpret_cast<float*>(p)[i] = 0.01f;
+  } else {
+    const int64_t blocks = w.nbytes() / info.block_bytes;
+    for (int64_t b = 0; b < blocks; ++b) {
+      uint8_t* blk = p + b * info.block_bytes;
+      if (t == DType::Q6_K) {
+        std::memcpy(blk + 208, &small, 2);
+      } else {
+        std::memcpy(blk, &small, 2);
+        if (t == DType::Q4_K || t == DType::Q5_K) std::memcpy(blk + 2, &small, 2);
+      }
+    }
+  }
+  return w;
+}
+
+template <class Fn>
+double seconds_per_call(Fn&& fn, double budget = 0.5) {
+  fn();  // warm up
+  int iters = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  double el = 0;
+  do {
+    fn();
+    ++iters;
+    el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  } while (el < budget);
+  return el / iters;
+}
+
+TEST(Perf, DISABLED_MemoryBandwidth) {
+  // Reference point: a plain parallel streaming read of 256 MiB.
+  const int64_t n = 64ll << 20;
+  std::vector<float> buf(static_cast<size_t>(n), 1.0f);
+  ThreadPool pool(perf_threads());
+  std::vector<double> sums(64);
+  const double s = seconds_per_call([&] {
+    pool.parallel_for(perf_threads(), [&](int64_t b, int64_t e) {
+      for (int64_t t = b; t < e; ++t) {
+        const int64_t lo = n * t / perf_threads(), hi = n * (t + 1) / perf_threads();
+        float a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+        for (int64_t i = lo; i < hi; i += 4) a0 += buf[i], a1 += buf[i + 1], a2 += buf[i + 2], a3 += buf[i + 3];
+        sums[t * 8] = a0 + a1 + a2 + a3;
+      }
+    }, 1);
+  });
+  std::printf("stream read, %d threads: %.1f GB/s\n", perf_threads(), n * 4.0 / s / 1e9);
+}
+
+TEST(Perf, DISABLED_Matvec) {
+  auto be = make_cpu_backend(perf_threads());
+  struct Shape {
+    DType t;
+    int64_t n, k;
+  };
+  const Shape shapes[] = {
+      {DType::Q4_K, 896, 4864},    {DType::Q5_K, 896, 4864},   {DType::Q6_K, 896, 4864},
+      {DType::Q8_0, 896, 4864},    {DType::Q4_0, 896, 4864},   {DType::F16, 896, 4864},
+      {DType::BF16, 896, 4864},    {DType::F32, 896, 4864},    {DType::Q8_0, 4864, 896},
+      {DType::Q8_0, 151936, 896},  {DType::Q6_K, 151936, 1024}, {DType::Q4_K, 151936, 1024},
+  };
+  std::printf("%s\n", be->name().c_str());
+  for (const Shape& sh : shapes) {
+    Tensor w = random_weight(sh.t, sh.n, sh.k);
+    Tensor x = ref::f32_tensor(ref::random_floats(sh.k, 1), {1, sh.k});
+    Tensor out = Tensor::cpu(DType::F32, {1, sh.n});
+    ref::for_each_isa([&](cpu::Isa isa) {
+      const double s = seconds_per_call([&] { be->matmul(x, w, nullptr, out); }, 0.3);
+      std::printf("matvec %-5s N=%-6ld K=%-5ld %-8s %8.1f us  %6.1f GB/s\n", std::string(dtype_name(sh.t)).c_str(),
+                  static_cast<long>(sh.n), static_cast<long>(sh.k), std::string(cpu::isa_name(isa)).c_str(),
+                  s * 1e6, w.nbytes() / s / 1e9);
+    });
+  }
+}
+
+TEST(Perf, DISABLED_Prefill) {
+  auto be = make_cpu_backend(perf_threads());
+  for (DType t : {DType::Q4_K, DType::Q6_K, DType::Q8_0, DType::F16, DType::F32}) {
+    const int64_t m = 64, n = 896, k = 4864;
+    Tensor w = random_weight(t, n, k);
+    Tensor x = ref::f32_tensor(ref::random_floats(m * k, 1), {m, k});
+    Tensor out = Tensor::cpu(DType::F32, {m, n});
+    ref::for_each_isa([&](cpu::Isa isa) {
+      const double s = seconds_per_call([&] { be->matmul(x, w, nullptr, out); }, 0.3);
+      std::printf("matmul %-5s M=%ld N=%ld K=%ld %-8s %8.2f ms  %6.1f GFLOP/s\n", std::string(dtype_name(t)).c_str(),
+                  static_cast<long>(m), static_cast<long>(n), static_cast<long>(k),
+                  std::string(cpu::isa_name(isa)).c_str(), s * 1e3, 2.0 * m * n * k / s / 1e9);
+    });
+  }
+}
+
+TEST(Perf, DISABLED_DecodeAttention) {
+  auto be = make_cpu_backend(perf_threads());
+  // Qwen2.5-0.5B-like layer: 14 heads over 2 kv heads, head_dim 64; 8 sequences
+  // decoding one token each over 1024 cached tokens, f32 and bf16 caches.
+  const int heads = 14, kvh = 2, hd = 64, bs = 16, ctx = 1024, ns = 8;
+  for (DType ct : {DType::F32, DType::F16, DType::BF16}) {
+    const int blocks_per = ctx / bs;
+    KvLayerCache cache{random_weight(ct, ns * blocks_per * bs * kvh, hd).reshape({ns * blocks_per, bs, kvh, hd}),
+                       random_weight(ct, ns * blocks_per * bs * kvh, hd).reshape({ns * blocks_per, bs, kvh, hd})};
+    AttentionMetadata meta;
+    meta.num_seqs = ns;
+    meta.max_blocks_per_seq = blocks_per;
+    for (int s = 0; s <= ns; ++s) meta.query_start.push_back(s);
+    for (int s = 0; s < ns; ++s) {
+      meta.context_lens.push_back(ctx);
+      for (int b = 0; b < blocks_per; ++b) meta.block_tables.push_back(s * blocks_per + b);
+    }
+    Tensor q = ref::f32_tensor(ref::random_floats(ns * heads * hd, 3), {ns, heads, hd});
+    Tensor out = Tensor::cpu(DType::F32, {ns, heads, hd});
+    AttentionParams p;
+    p.scale = 0.125f;
+    ref::for_each_isa([&](cpu::Isa isa) {
+      const double s = seconds_per_call([&] { be->paged_attention(q, cache, meta, p, out); }, 0.3);
+      std::printf("decode attention %-4s %d seqs x %d ctx %-8s %8.1f us  %6.1f GB/s of KV\n",
+                  std::string(dtype_name(ct)).c_str(), ns, ctx, std::string(cpu::isa_name(isa)).c_str(), s * 1e6,
+                  2.0 * cache.k.nbytes() / s / 1e9);
+    });
+  }
+}
+
+}  // namespace
+}  // namespace loom
