@@ -3,8 +3,11 @@
 // the architecture's ArchSpec from an HF config.json or from GGUF metadata.
 #pragma once
 
+#include <nlohmann/json_fwd.hpp>
+
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace loom {
@@ -25,6 +28,10 @@ struct RopeConfig {
   double beta_fast = 32.0;
   double beta_slow = 1.0;
   double attention_factor = 0.0;  // 0: derive from factor
+  bool yarn_truncate = true;       // round the correction range to whole dims (HF default)
+  // Per-pair divisors of the frequencies (GGUF `rope_freqs.weight`, how
+  // llama.cpp stores llama3 scaling); empty: none. Applied after `scaling`.
+  std::vector<float> freq_factors;
 
   // Inverse frequency per rotated pair, [rotary_dim / 2], scaling applied.
   std::vector<float> inv_freq() const;
@@ -62,6 +69,22 @@ struct ModelConfig {
   std::vector<bool> layer_is_sliding;
 
   void validate() const;  // throws loom::Error on inconsistent or out-of-range values
+
+  bool any_sliding() const;
+  const RopeConfig& rope_for_layer(int64_t layer) const;
 };
+
+class GgufFile;
+
+// ModelConfig from an HF config.json (parsed JSON object). The architecture
+// comes from `architectures` (or `model_type`); multimodal checkpoints' text
+// model is read from `text_config`. Missing keys take the HF config class's
+// defaults for that architecture. Throws loom::Error naming the bad key.
+ModelConfig model_config_from_hf(const nlohmann::json& config);
+ModelConfig model_config_from_hf_text(std::string_view json_text);
+ModelConfig model_config_from_hf_file(const std::string& path);
+// ModelConfig from GGUF metadata (`general.architecture`, `{arch}.*`) and, where
+// llama.cpp stores config as tensors (rope_freqs.weight), the file's tensors.
+ModelConfig model_config_from_gguf(const GgufFile& file);
 
 }  // namespace loom

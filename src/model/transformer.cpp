@@ -1,0 +1,342 @@
+// The shared decoder forward pass. Per layer:
+//   h = norm(x); q,k,v = h W (+b); [q/k head norm]; rope; write_kv; attention;
+//   o = attn W_o (+b); [o = post_attn_norm(o)]; x += o; h = ffn_norm(x);
+//   d = down(act(gate h) * up h); [d = post_ffw_norm(d)]; x += d
+// with x += o / x += d fused into the next norm (add_rms_norm). Only the
+// rows in logit_rows go through the final norm and the output matrix.
+#include "model/transformer.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/checked_math.h"
+#include "core/error.h"
+#include "core/half.h"
+#include "model/loader/weights.h"
+
+namespace loom {
+
+struct Transformer::LayerWeights {
+  Tensor attn_norm, wq, wk, wv, wo;
+  std::optional<Tensor> bq, bk, bv, bo;
+  Tensor q_norm, k_norm;                 // qk_norm
+  Tensor post_attention_norm, post_ffw_norm;  // sandwich_norm
+  Tensor ffn_norm, w_gate, w_up, w_down;
+  AttentionParams attention;
+  const Tensor* inv_freq = nullptr;
+  const RopeConfig* rope = nullptr;
+};
+
+// Activation buffers with room for `capacity` tokens and `logit_capacity`
+// logit rows, plus views sized for the current step (rebuilt once per step,
+// not per layer).
+struct Transformer::Buffers {
+  int64_t capacity = 0;
+  int64_t logit_capacity = 0;
+  Tensor ids, positions;                  // i32 [cap]
+  Tensor x, h, o, o_normed, down, down_normed;  // [cap, hidden]
+  Tensor q, k, v, q_raw, k_raw, attn;     // [cap, heads * head_dim] / [cap, kv_heads * head_dim]
+  Tensor gate, up, act;                   // [cap, intermediate]
+  Tensor last_hidden, last_normed;        // [logit_cap, hidden]
+  Tensor logits;                          // [logit_cap, vocab]
+
+  struct Views {
+    Tensor ids, positions, x, h, o, o_normed, down, down_normed;
+    Tensor q, k, v, q_raw, k_raw, attn;   // [T, n*head_dim] (for matmuls)
+    Tensor q3, k3, v3, attn3;             // [T, n, head_dim]
+    Tensor q_raw_rows, k_raw_rows, q_rows, k_rows;  // [T * n, head_dim] (for head norms)
+    Tensor gate, up, act;
+    Tensor last_hidden, last_normed, logits;
+  } view;
+};
+
+namespace {
+
+// A 1-D weight (norm or bias) as f32 host memory: the ops take f32 vectors.
+Tensor vector_as_f32(const Tensor& t, const std::string& name) {
+  if (t.dtype() == DType::F32) return t;
+  Tensor out = Tensor::cpu(DType::F32, t.shape());
+  float* dst = out.data_as<float>();
+  const int64_t n = t.numel();
+  if (t.dtype() == DType::F16) {
+    const auto* src = t.data_as<const uint16_t>();
+    for (int64_t i = 0; i < n; ++i) dst[i] = f16_to_f32(src[i]);
+  } else if (t.dtype() == DType::BF16) {
+    const auto* src = t.data_as<const uint16_t>();
+    for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(src[i]);
+  } else {
+    LOOM_THROW("tensor '{}' has type {}; norm and bias vectors must be f32, f16 or bf16", name,
+               dtype_name(t.dtype()));
+  }
+  return out;
+}
+
+Tensor upload_f32(Backend& backend, const std::vector<float>& values) {
+  Tensor t = backend.alloc(DType::F32, {static_cast<int64_t>(values.size())});
+  backend.copy_from_host(t, values.data(), values.size() * sizeof(float));
+  return t;
+}
+
+}  // namespace
+
+Transformer::Transformer(ModelConfig config, const WeightSource& weights, Backend& backend)
+    : config_(std::move(config)), backend_(backend), buffers_(std::make_unique<Buffers>()) {
+  config_.validate();
+  const ModelConfig& c = config_;
+  const int64_t hidden = c.hidden_size;
+  const int64_t q_dim = checked_mul(c.num_heads, c.head_dim);
+  const int64_t kv_dim = checked_mul(c.num_kv_heads, c.head_dim);
+  const int64_t inter = c.intermediate_size;
+  norm_offset_ = c.norm_weight_plus_one ? 1.0f : 0.0f;
+  eps_ = static_cast<float>(c.rms_norm_eps);
+
+  auto matrix = [&](const std::string& name, int64_t rows, int64_t cols) {
+    return backend_.prepare_weight(weights.get(name, {rows, cols}));
+  };
+  auto vec = [&](const std::string& name, int64_t n) {
+    return backend_.prepare_weight(vector_as_f32(weights.get(name, {n}), name));
+  };
+  auto optional_vec = [&](const std::string& name, int64_t n) -> std::optional<Tensor> {
+    if (!weights.find(name)) return std::nullopt;
+    return vec(name, n);
+  };
+
+  token_embd_ = matrix("token_embd.weight", c.vocab_size, hidden);
+  output_norm_ = vec("output_norm.weight", hidden);
+  if (c.tie_word_embeddings) {
+    output_ = token_embd_;
+  } else {
+    output_ = matrix("output.weight", c.vocab_size, hidden);
+  }
+
+  inv_freq_global_ = upload_f32(backend_, c.rope.inv_freq());
+  inv_freq_local_ = c.any_sliding() ? upload_f32(backend_, c.rope_local.inv_freq()) : inv_freq_global_;
+
+  const float scale = c.attention_scale > 0 ? c.attention_scale
+                                            : 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  layers_.resize(static_cast<size_t>(c.num_layers));
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    LayerWeights& l = layers_[static_cast<size_t>(i)];
+    const std::string p = "blk." + std::to_string(i) + ".";
+    l.attn_norm = vec(p + "attn_norm.weight", hidden);
+    l.wq = matrix(p + "attn_q.weight", q_dim, hidden);
+    l.wk = matrix(p + "attn_k.weight", kv_dim, hidden);
+    l.wv = matrix(p + "attn_v.weight", kv_dim, hidden);
+    l.wo = matrix(p + "attn_output.weight", hidden, q_dim);
+    if (c.attention_bias) {
+      l.bq = vec(p + "attn_q.bias", q_dim);
+      l.bk = vec(p + "attn_k.bias", kv_dim);
+      l.bv = vec(p + "attn_v.bias", kv_dim);
+    }
+    l.bo = optional_vec(p + "attn_output.bias", hidden);
+    if (c.qk_norm) {
+      l.q_norm = vec(p + "attn_q_norm.weight", c.head_dim);
+      l.k_norm = vec(p + "attn_k_norm.weight", c.head_dim);
+    }
+    if (c.sandwich_norm) {
+      l.post_attention_norm = vec(p + "post_attention_norm.weight", hidden);
+      l.post_ffw_norm = vec(p + "post_ffw_norm.weight", hidden);
+    }
+    l.ffn_norm = vec(p + "ffn_norm.weight", hidden);
+    l.w_gate = matrix(p + "ffn_gate.weight", inter, hidden);
+    l.w_up = matrix(p + "ffn_up.weight", inter, hidden);
+    l.w_down = matrix(p + "ffn_down.weight", hidden, inter);
+
+    const bool sliding = !c.layer_is_sliding.empty() && c.layer_is_sliding[static_cast<size_t>(i)];
+    l.attention.scale = scale;
+    l.attention.sliding_window = sliding ? static_cast<int32_t>(c.sliding_window) : 0;
+    l.attention.logit_softcap = c.attn_logit_softcap;
+    l.inv_freq = sliding ? &inv_freq_local_ : &inv_freq_global_;
+    l.rope = sliding ? &c.rope_local : &c.rope;
+  }
+}
+
+Transformer::~Transformer() = default;
+
+int64_t Transformer::kv_cache_bytes_per_block(int64_t block_size, DType dtype) const {
+  if (block_size <= 0) LOOM_THROW("KV cache block size must be positive, got {}", block_size);
+  const int64_t per_layer = row_bytes(dtype, checked_mul(checked_mul(block_size, config_.num_kv_heads),
+                                                          config_.head_dim));
+  return checked_mul(checked_mul(per_layer, 2), config_.num_layers);
+}
+
+KvCache Transformer::allocate_kv_cache(int64_t num_blocks, int64_t block_size, DType dtype) const {
+  if (num_blocks <= 0) LOOM_THROW("KV cache needs at least one block, got {}", num_blocks);
+  if (block_size <= 0 || block_size > 4096) LOOM_THROW("KV cache block size {} is out of range (1..4096)", block_size);
+  checked_mul(kv_cache_bytes_per_block(block_size, dtype), num_blocks);  // overflow check
+  KvCache cache;
+  cache.num_blocks = num_blocks;
+  cache.block_size = block_size;
+  cache.dtype = dtype;
+  cache.layers.reserve(static_cast<size_t>(config_.num_layers));
+  const std::vector<int64_t> shape = {num_blocks, block_size, config_.num_kv_heads, config_.head_dim};
+  for (int64_t i = 0; i < config_.num_layers; ++i)
+    cache.layers.push_back(KvLayerCache{backend_.alloc(dtype, shape), backend_.alloc(dtype, shape)});
+  return cache;
+}
+
+void Transformer::check_step(const StepInput& step, const KvCache& cache) const {
+  const auto num_tokens = static_cast<int64_t>(step.tokens.size());
+  if (num_tokens == 0) LOOM_THROW("forward step has no tokens");
+  if (static_cast<int64_t>(step.positions.size()) != num_tokens)
+    LOOM_THROW("forward step has {} tokens but {} positions", num_tokens, step.positions.size());
+  if (static_cast<int64_t>(cache.layers.size()) != config_.num_layers)
+    LOOM_THROW("KV cache has {} layers, model has {}", cache.layers.size(), config_.num_layers);
+  const std::vector<int64_t> shape = {cache.num_blocks, cache.block_size, config_.num_kv_heads, config_.head_dim};
+  if (cache.layers[0].k.shape() != shape || cache.layers[0].v.shape() != shape)
+    LOOM_THROW("KV cache layers have shape {}, expected {}", shape_str(cache.layers[0].k.shape()), shape_str(shape));
+  for (int64_t t = 0; t < num_tokens; ++t) {
+    const int32_t id = step.tokens[static_cast<size_t>(t)];
+    if (id < 0 || id >= config_.vocab_size)
+      LOOM_THROW("token id {} at step row {} is outside the vocabulary (size {})", id, t, config_.vocab_size);
+  }
+  check_attention_metadata(step.attn, num_tokens, cache.block_size, cache.num_blocks);
+  // Positions must be where the tokens sit in their sequence: rope and the
+  // cache would otherwise disagree.
+  const AttentionMetadata& m = step.attn;
+  for (int32_t s = 0; s < m.num_seqs; ++s) {
+    const int32_t begin = m.query_start[static_cast<size_t>(s)];
+    const int32_t end = m.query_start[static_cast<size_t>(s) + 1];
+    const int32_t first = m.context_lens[static_cast<size_t>(s)] - (end - begin);
+    for (int32_t t = begin; t < end; ++t)
+      if (step.positions[static_cast<size_t>(t)] != first + (t - begin))
+        LOOM_THROW("step row {} (sequence {}) has position {}, expected {} from its context length", t, s,
+                   step.positions[static_cast<size_t>(t)], first + (t - begin));
+  }
+  if (step.logit_rows.empty()) LOOM_THROW("forward step asks for no logits");
+  for (int32_t r : step.logit_rows)
+    if (r < 0 || r >= num_tokens) LOOM_THROW("logit row {} is outside the step's {} tokens", r, num_tokens);
+}
+
+void Transformer::ensure_buffers(int64_t tokens, int64_t logit_rows) {
+  Buffers& b = *buffers_;
+  const ModelConfig& c = config_;
+  const DType act = backend_.activation_dtype();
+  const int64_t q_dim = c.num_heads * c.head_dim;
+  const int64_t kv_dim = c.num_kv_heads * c.head_dim;
+  if (tokens > b.capacity) {
+    // Grow geometrically so a slowly growing step size reallocates rarely.
+    const int64_t cap = std::max(tokens, std::min<int64_t>(b.capacity * 2, int64_t{1} << 20));
+    b.ids = backend_.alloc(DType::I32, {cap});
+    b.positions = backend_.alloc(DType::I32, {cap});
+    for (Tensor* t : {&b.x, &b.h, &b.o, &b.o_normed, &b.down, &b.down_normed})
+      *t = backend_.alloc(act, {cap, c.hidden_size});
+    for (Tensor* t : {&b.q, &b.attn}) *t = backend_.alloc(act, {cap, q_dim});
+    for (Tensor* t : {&b.k, &b.v}) *t = backend_.alloc(act, {cap, kv_dim});
+    if (c.qk_norm) {
+      b.q_raw = backend_.alloc(act, {cap, q_dim});
+      b.k_raw = backend_.alloc(act, {cap, kv_dim});
+    }
+    for (Tensor* t : {&b.gate, &b.up, &b.act}) *t = backend_.alloc(act, {cap, c.intermediate_size});
+    b.capacity = cap;
+  }
+  if (logit_rows > b.logit_capacity) {
+    const int64_t cap = std::max(logit_rows, std::min<int64_t>(b.logit_capacity * 2, int64_t{1} << 16));
+    b.last_hidden = backend_.alloc(act, {cap, c.hidden_size});
+    b.last_normed = backend_.alloc(act, {cap, c.hidden_size});
+    b.logits = backend_.alloc(act, {cap, c.vocab_size});
+    b.logit_capacity = cap;
+  }
+
+  Buffers::Views& v = b.view;
+  const int64_t T = tokens;
+  v.ids = b.ids.slice_rows(0, T);
+  v.positions = b.positions.slice_rows(0, T);
+  v.x = b.x.slice_rows(0, T);
+  v.h = b.h.slice_rows(0, T);
+  v.o = b.o.slice_rows(0, T);
+  v.o_normed = b.o_normed.slice_rows(0, T);
+  v.down = b.down.slice_rows(0, T);
+  v.down_normed = b.down_normed.slice_rows(0, T);
+  v.q = b.q.slice_rows(0, T);
+  v.k = b.k.slice_rows(0, T);
+  v.v = b.v.slice_rows(0, T);
+  v.attn = b.attn.slice_rows(0, T);
+  v.q3 = v.q.reshape({T, c.num_heads, c.head_dim});
+  v.k3 = v.k.reshape({T, c.num_kv_heads, c.head_dim});
+  v.v3 = v.v.reshape({T, c.num_kv_heads, c.head_dim});
+  v.attn3 = v.attn.reshape({T, c.num_heads, c.head_dim});
+  if (c.qk_norm) {
+    v.q_raw = b.q_raw.slice_rows(0, T);
+    v.k_raw = b.k_raw.slice_rows(0, T);
+    v.q_raw_rows = v.q_raw.reshape({T * c.num_heads, c.head_dim});
+    v.k_raw_rows = v.k_raw.reshape({T * c.num_kv_heads, c.head_dim});
+    v.q_rows = v.q.reshape({T * c.num_heads, c.head_dim});
+    v.k_rows = v.k.reshape({T * c.num_kv_heads, c.head_dim});
+  }
+  v.gate = b.gate.slice_rows(0, T);
+  v.up = b.up.slice_rows(0, T);
+  v.act = b.act.slice_rows(0, T);
+  v.last_hidden = b.last_hidden.slice_rows(0, logit_rows);
+  v.last_normed = b.last_normed.slice_rows(0, logit_rows);
+  v.logits = b.logits.slice_rows(0, logit_rows);
+}
+
+Tensor Transformer::forward(const StepInput& step, KvCache& cache) {
+  check_step(step, cache);
+  const ModelConfig& c = config_;
+  const auto T = static_cast<int64_t>(step.tokens.size());
+  ensure_buffers(T, static_cast<int64_t>(step.logit_rows.size()));
+  Buffers::Views& v = buffers_->view;
+  Backend& be = backend_;
+  const AttentionMetadata& meta = step.attn;
+  const GatedActivation act = c.activation == Activation::GeluTanh ? GatedActivation::GeluTanh
+                                                                    : GatedActivation::Silu;
+
+  be.copy_from_host(v.ids, step.tokens.data(), static_cast<size_t>(T) * sizeof(int32_t));
+  be.copy_from_host(v.positions, step.positions.data(), static_cast<size_t>(T) * sizeof(int32_t));
+  be.embedding(token_embd_, v.ids, c.embedding_scale, v.x);
+  be.rms_norm(v.x, layers_[0].attn_norm, eps_, norm_offset_, v.h);
+
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const LayerWeights& l = layers_[i];
+    KvLayerCache& kv = cache.layers[i];
+    // Attention block.
+    Tensor& q_out = c.qk_norm ? v.q_raw : v.q;
+    Tensor& k_out = c.qk_norm ? v.k_raw : v.k;
+    be.matmul(v.h, l.wq, l.bq ? &*l.bq : nullptr, q_out);
+    be.matmul(v.h, l.wk, l.bk ? &*l.bk : nullptr, k_out);
+    be.matmul(v.h, l.wv, l.bv ? &*l.bv : nullptr, v.v);
+    if (c.qk_norm) {
+      be.rms_norm(v.q_raw_rows, l.q_norm, eps_, norm_offset_, v.q_rows);
+      be.rms_norm(v.k_raw_rows, l.k_norm, eps_, norm_offset_, v.k_rows);
+    }
+    const float mscale = l.rope->attention_scale();
+    be.rope(v.q3, v.positions, *l.inv_freq, l.rope->rotary_dim, l.rope->interleaved, mscale);
+    be.rope(v.k3, v.positions, *l.inv_freq, l.rope->rotary_dim, l.rope->interleaved, mscale);
+    be.write_kv(v.k3, v.v3, kv, meta);
+    be.paged_attention(v.q3, kv, meta, l.attention, v.attn3);
+    be.matmul(v.attn, l.wo, l.bo ? &*l.bo : nullptr, v.o);
+    Tensor* attn_out = &v.o;
+    if (c.sandwich_norm) {
+      be.rms_norm(v.o, l.post_attention_norm, eps_, norm_offset_, v.o_normed);
+      attn_out = &v.o_normed;
+    }
+    be.add_rms_norm(*attn_out, v.x, l.ffn_norm, eps_, norm_offset_, v.h);
+
+    // MLP block.
+    be.matmul(v.h, l.w_gate, nullptr, v.gate);
+    be.matmul(v.h, l.w_up, nullptr, v.up);
+    be.gated_activation(v.gate, v.up, act, v.act);
+    be.matmul(v.act, l.w_down, nullptr, v.down);
+    Tensor* mlp_out = &v.down;
+    if (c.sandwich_norm) {
+      be.rms_norm(v.down, l.post_ffw_norm, eps_, norm_offset_, v.down_normed);
+      mlp_out = &v.down_normed;
+    }
+    if (i + 1 < layers_.size()) {
+      be.add_rms_norm(*mlp_out, v.x, layers_[i + 1].attn_norm, eps_, norm_offset_, v.h);
+    } else {
+      be.add(v.x, *mlp_out);
+    }
+  }
+
+  // Only the rows that need logits go through the final norm and lm_head.
+  be.gather_rows(v.x, step.logit_rows, v.last_hidden);
+  be.rms_norm(v.last_hidden, output_norm_, eps_, norm_offset_, v.last_normed);
+  be.matmul(v.last_normed, output_, nullptr, v.logits);
+  if (c.final_logit_softcap > 0) be.softcap(v.logits, c.final_logit_softcap);
+  return v.logits;
+}
+
+}  // namespace loom

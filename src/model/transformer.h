@@ -1,0 +1,84 @@
+// Transformer: the one decoder forward pass shared by every registered
+// architecture (their differences are ModelConfig flags), over a paged KV
+// cache, written against backend ops only. Owns the prepared weights and the
+// activation buffers, which are allocated once and grown when a step needs
+// more rows. Not thread-safe: one thread (the engine thread) calls forward().
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "backend/backend.h"
+#include "model/config.h"
+
+namespace loom {
+
+class WeightSource;
+
+// One forward step: the new tokens of every scheduled sequence, contiguous
+// per sequence and in position order (see AttentionMetadata).
+struct StepInput {
+  std::vector<int32_t> tokens;      // [T] token ids
+  std::vector<int32_t> positions;   // [T] absolute positions (context_len - new + i per sequence)
+  AttentionMetadata attn;
+  std::vector<int32_t> logit_rows;  // step rows that need logits, in output order
+};
+
+// The model's paged KV cache: one KvLayerCache per layer, K and V each
+// [num_blocks, block_size, num_kv_heads, head_dim] on the backend's device.
+struct KvCache {
+  int64_t num_blocks = 0;
+  int64_t block_size = 0;
+  DType dtype = DType::F32;
+  std::vector<KvLayerCache> layers;
+};
+
+class Transformer {
+ public:
+  // Prepares every weight through `backend` (tied embeddings share
+  // token_embd; HF Gemma's (1 + w) norms use the ops' weight offset) and
+  // checks each shape against `config`. Throws loom::Error naming the tensor.
+  // `backend` must outlive the Transformer; `weights` need not (prepared
+  // tensors keep their memory alive).
+  Transformer(ModelConfig config, const WeightSource& weights, Backend& backend);
+  ~Transformer();
+  Transformer(const Transformer&) = delete;
+  Transformer& operator=(const Transformer&) = delete;
+
+  const ModelConfig& config() const { return config_; }
+  Backend& backend() const { return backend_; }
+
+  // A zeroed cache for this model (block_size tokens per block).
+  KvCache allocate_kv_cache(int64_t num_blocks, int64_t block_size, DType dtype) const;
+  // Bytes of one block over all layers, K and V.
+  int64_t kv_cache_bytes_per_block(int64_t block_size, DType dtype) const;
+
+  // Runs one step: writes the new tokens' K/V into `cache` and returns the
+  // logits [logit_rows.size(), vocab] (backend activation dtype: f32 on CPU)
+  // on the backend's device. The returned tensor views a buffer owned by this
+  // Transformer and stays valid until the next forward() call.
+  Tensor forward(const StepInput& step, KvCache& cache);
+
+ private:
+  struct LayerWeights;
+  struct Buffers;
+
+  void check_step(const StepInput& step, const KvCache& cache) const;
+  void ensure_buffers(int64_t tokens, int64_t logit_rows);
+
+  ModelConfig config_;
+  Backend& backend_;
+  float norm_offset_ = 0.0f;  // 1 for HF Gemma (1 + w) norms
+  float eps_ = 0.0f;
+  Tensor token_embd_;
+  Tensor output_norm_;
+  Tensor output_;
+  std::vector<LayerWeights> layers_;
+  Tensor inv_freq_global_;
+  Tensor inv_freq_local_;
+  std::unique_ptr<Buffers> buffers_;
+};
+
+}  // namespace loom
