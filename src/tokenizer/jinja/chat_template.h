@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace loom {
@@ -17,6 +18,12 @@ struct TemplateLimits {
   int64_t max_steps = 10'000'000;        // evaluated nodes
   int64_t max_output_bytes = 16 << 20;
   int max_depth = 256;                   // recursion / nesting
+};
+
+struct RenderOptions {
+  // Fixes the time strftime_now() formats (Unix seconds, formatted as UTC);
+  // unset means the current local time, as transformers does. For tests.
+  std::optional<int64_t> now_unix_seconds;
 };
 
 class ChatTemplate {
@@ -29,7 +36,13 @@ class ChatTemplate {
   // Renders with `context` as the global variables (messages, tools,
   // add_generation_prompt, bos_token, eos_token, ...). raise_exception() in
   // the template throws loom::Error with its message.
+  // Safe to call from several threads at once on one ChatTemplate.
   std::string render(const nlohmann::json& context) const;
+  std::string render(const nlohmann::json& context, const RenderOptions& options) const;
+  // nlohmann::json sorts object keys; ordered_json keeps them in the order
+  // given, as Python dicts do, which tojson output depends on.
+  std::string render(const nlohmann::ordered_json& context,
+                     const RenderOptions& options = {}) const;
 
  private:
   struct Impl;
