@@ -49,9 +49,13 @@ class Tokenizer {
   virtual std::optional<int32_t> token_id(std::string_view token_text) const = 0;
   virtual std::string_view token_text(int32_t id) const = 0;  // the vocab string
   const SpecialTokens& special() const { return special_; }
+  // How many leading spaces decode() strips from the joined output (a
+  // SentencePiece decoder removing the space it prepended); 0 for byte-level.
+  int decode_strip_leading_spaces() const { return strip_leading_spaces_; }
 
  protected:
   SpecialTokens special_;
+  int strip_leading_spaces_ = 0;
 };
 
 // Loads from GGUF metadata (tokenizer.ggml.*).
@@ -63,6 +67,9 @@ std::unique_ptr<Tokenizer> load_tokenizer_hf(const std::string& model_dir);
 // Streaming detokenisation for one sequence: feed ids one at a time and get the
 // new text; text is held back while it ends in an incomplete UTF-8 character,
 // so every emitted chunk is valid UTF-8 and the chunks concatenate to decode().
+// Bytes that can no longer complete a character are emitted as U+FFFD at once.
+// O(token length) per push. Not thread-safe (one per sequence); the tokenizer
+// must outlive it.
 class IncrementalDecoder {
  public:
   explicit IncrementalDecoder(const Tokenizer& tokenizer, bool skip_special = true);
@@ -72,8 +79,8 @@ class IncrementalDecoder {
  private:
   const Tokenizer& tokenizer_;
   bool skip_special_;
-  std::vector<int32_t> ids_;
-  size_t emitted_bytes_ = 0;  // bytes of decode(ids_) already returned
+  std::string pending_;    // bytes not yet returned (an incomplete trailing character)
+  int strip_left_;         // leading spaces still to strip (decode_strip_leading_spaces)
 };
 
 }  // namespace loom
