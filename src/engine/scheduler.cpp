@@ -1,0 +1,424 @@
+// Scheduler: admission, per-step batching with chunked prefill, preemption by
+// recompute and anti-starvation aging. See scheduler.h and engine/README.md.
+#include "engine/scheduler.h"
+
+#include <algorithm>
+#include <map>
+#include <unordered_set>
+
+#include "core/error.h"
+
+namespace loom {
+
+void SchedulerConfig::validate() const {
+  if (max_num_batched_tokens < 1) LOOM_THROW("max_num_batched_tokens must be >= 1");
+  if (max_num_seqs < 1) LOOM_THROW("max_num_seqs must be >= 1");
+  if (max_num_seqs > max_num_batched_tokens)
+    LOOM_THROW("max_num_seqs ({}) must not exceed max_num_batched_tokens ({})", max_num_seqs,
+               max_num_batched_tokens);
+  if (max_waiting_requests < 0 || max_waiting_tokens < 0)
+    LOOM_THROW("waiting-queue bounds must be non-negative");
+  if (max_model_len < 0) LOOM_THROW("max_model_len must be >= 0");
+  if (starvation_steps < 0) LOOM_THROW("starvation_steps must be >= 0");
+}
+
+Scheduler::Scheduler(SchedulerConfig config, KvManager& kv) : config_(config), kv_(kv) {
+  config_.validate();
+  capacity_tokens_ = int32_t(std::min<int64_t>(int64_t(kv_.num_blocks()) * kv_.block_size(),
+                                               INT32_MAX));
+}
+
+Scheduler::~Scheduler() = default;
+
+Sequence& Scheduler::at(SeqId id) {
+  auto it = seqs_.find(id);
+  LOOM_CHECK(it != seqs_.end(), "unknown sequence {}", id);
+  return *it->second;
+}
+
+const Sequence* Scheduler::find(SeqId id) const {
+  auto it = seqs_.find(id);
+  return it == seqs_.end() ? nullptr : it->second.get();
+}
+
+const Sequence& Scheduler::get(SeqId id) const {
+  const Sequence* s = find(id);
+  LOOM_CHECK(s != nullptr, "unknown sequence {}", id);
+  return *s;
+}
+
+SchedulerStats Scheduler::stats() const {
+  SchedulerStats s = stats_;
+  s.waiting = waiting_by_rank_.size();
+  s.running = running_.size();
+  return s;
+}
+
+bool Scheduler::aged(const Sequence& s) const {
+  return config_.starvation_steps > 0 &&
+         step_ - s.arrival_step >= uint64_t(config_.starvation_steps);
+}
+
+bool Scheduler::ranks_before(const Sequence& a, const Sequence& b) const {
+  const bool aa = aged(a), ab = aged(b);
+  if (aa != ab) return aa;
+  if (!aa && a.priority != b.priority) return a.priority < b.priority;
+  if (a.arrival != b.arrival) return a.arrival < b.arrival;
+  if (a.index != b.index) return a.index < b.index;
+  return a.id < b.id;
+}
+
+void Scheduler::add_waiting(Sequence& s) {
+  s.status = SeqStatus::Waiting;
+  waiting_by_rank_.insert(RankKey{s.priority, s.arrival, s.index, s.id});
+  waiting_by_arrival_.insert(ArrivalKey{s.arrival, s.index, s.id});
+}
+
+void Scheduler::remove_waiting(Sequence& s) {
+  waiting_by_rank_.erase(RankKey{s.priority, s.arrival, s.index, s.id});
+  waiting_by_arrival_.erase(ArrivalKey{s.arrival, s.index, s.id});
+}
+
+void Scheduler::remove_running(SeqId id) {
+  auto it = std::find(running_.begin(), running_.end(), id);
+  LOOM_CHECK(it != running_.end(), "sequence {} is not running", id);
+  running_.erase(it);
+  running_seats_ -= seats(at(id));
+}
+
+void Scheduler::erase(SeqId id) {
+  Sequence& s = at(id);
+  if (s.status == SeqStatus::Waiting) {
+    remove_waiting(s);
+    if (!s.first_scheduled_step) {
+      --waiting_new_requests_;
+      waiting_new_tokens_ -= s.prompt_len;
+    }
+  } else {
+    remove_running(id);
+  }
+  if (s.deadline) deadlines_.erase(DeadlineKey{*s.deadline, id});
+  s.blocks.reset();
+  auto req = by_request_.find(s.request_id);
+  if (req != by_request_.end()) {
+    auto& ids = req->second;
+    ids.erase(std::remove(ids.begin(), ids.end(), id), ids.end());
+    if (ids.empty()) by_request_.erase(req);
+  }
+  seqs_.erase(id);
+}
+
+AdmitStatus Scheduler::add_request(RequestId id, const Request& request, SeqId* first_seq) {
+  const SamplingParams& p = request.params;
+  if (request.prompt_ids.empty() || p.n < 1 || p.max_tokens < 1 || by_request_.count(id) != 0) {
+    ++stats_.rejected_requests;
+    return AdmitStatus::Invalid;
+  }
+  int64_t limit = capacity_tokens_;
+  if (config_.max_model_len > 0) limit = std::min<int64_t>(limit, config_.max_model_len);
+  if (!config_.enable_chunked_prefill)
+    limit = std::min<int64_t>(limit, config_.max_num_batched_tokens);
+  const int64_t total = int64_t(request.prompt_ids.size()) + p.max_tokens;
+  if (total > limit || p.n > config_.max_num_seqs) {
+    ++stats_.rejected_requests;
+    return AdmitStatus::TooLong;
+  }
+  if (waiting_new_requests_ >= size_t(config_.max_waiting_requests) ||
+      waiting_new_tokens_ + int64_t(request.prompt_ids.size()) > config_.max_waiting_tokens) {
+    ++stats_.rejected_requests;
+    return AdmitStatus::QueueFull;
+  }
+  auto seq = std::make_unique<Sequence>();
+  Sequence& s = *seq;
+  s.id = next_seq_id_++;
+  s.request_id = id;
+  s.index = 0;
+  s.priority = request.priority;
+  s.arrival = next_arrival_++;
+  s.arrival_step = step_;
+  s.deadline = request.deadline;
+  s.cache_salt = hash_cache_salt(request.cache_salt);
+  s.tokens = request.prompt_ids;
+  s.prompt_len = int32_t(request.prompt_ids.size());
+  s.max_tokens = p.max_tokens;
+  s.pending_forks = p.n - 1;
+  seqs_.emplace(s.id, std::move(seq));
+  by_request_[id].push_back(s.id);
+  add_waiting(s);
+  if (s.deadline) deadlines_.insert(DeadlineKey{*s.deadline, s.id});
+  ++waiting_new_requests_;
+  waiting_new_tokens_ += s.prompt_len;
+  ++stats_.admitted_requests;
+  if (first_seq) *first_seq = s.id;
+  return AdmitStatus::Admitted;
+}
+
+std::vector<SeqId> Scheduler::abort_request(RequestId id) {
+  std::vector<SeqId> ids;
+  auto it = by_request_.find(id);
+  if (it == by_request_.end()) return ids;
+  ids = it->second;
+  for (SeqId s : ids) erase(s);
+  return ids;
+}
+
+StepPlan Scheduler::schedule(Clock::time_point now) {
+  StepPlan plan;
+  plan.step = ++step_;
+  ++stats_.steps;
+
+  while (!deadlines_.empty() && deadlines_.begin()->when <= now) {
+    const SeqId id = deadlines_.begin()->id;
+    plan.expired.push_back(id);
+    erase(id);
+    ++stats_.expired;
+  }
+
+  struct Entry {
+    SeqId id;
+    int32_t start;
+    int32_t n;
+    std::vector<BlockCopy> copies;
+    bool live;
+  };
+  std::vector<Entry> entries;
+  std::unordered_map<SeqId, size_t> entry_of;
+  int32_t budget = config_.max_num_batched_tokens;
+
+  auto preempt = [&](Sequence& v) {
+    if (auto e = entry_of.find(v.id); e != entry_of.end()) {
+      entries[e->second].live = false;
+      budget += entries[e->second].n;
+      entry_of.erase(e);
+    }
+    remove_running(v.id);
+    v.blocks.reset();
+    v.num_computed = 0;
+    ++v.num_preemptions;
+    ++stats_.preemptions;
+    add_waiting(v);
+    plan.preempted.push_back(v.id);
+  };
+  // Reserves n more tokens for a running sequence, preempting lower-ranked
+  // running sequences while blocks are short. False when s itself was preempted.
+  auto place = [&](Sequence& s, int32_t n) -> bool {
+    for (;;) {
+      std::vector<BlockCopy> copies;
+      if (kv_.reserve(s.blocks, s.num_computed + n, &copies)) {
+        entry_of[s.id] = entries.size();
+        entries.push_back(Entry{s.id, s.num_computed, n, std::move(copies), true});
+        budget -= n;
+        return true;
+      }
+      Sequence* victim = nullptr;
+      for (SeqId id : running_) {
+        if (id == s.id) continue;
+        Sequence& v = at(id);
+        if (victim == nullptr || ranks_before(*victim, v)) victim = &v;
+      }
+      if (victim == nullptr || ranks_before(*victim, s)) {
+        preempt(s);
+        return false;
+      }
+      preempt(*victim);
+    }
+  };
+
+  std::vector<SeqId> order = running_;
+  std::sort(order.begin(), order.end(),
+            [&](SeqId a, SeqId b) { return ranks_before(at(a), at(b)); });
+  // Running decodes first, then running partial prefills, in rank order.
+  for (int phase = 0; phase < 2; ++phase) {
+    for (SeqId id : order) {
+      if (budget <= 0) break;
+      auto it = seqs_.find(id);
+      if (it == seqs_.end()) continue;
+      Sequence& s = *it->second;
+      if (s.status != SeqStatus::Running) continue;  // preempted earlier in this step
+      const int32_t pending = s.num_pending();
+      if (phase == 0 ? pending != 1 : pending <= 1) continue;
+      place(s, std::min(pending, budget));
+    }
+  }
+
+  // Waiting sequences (new, or preempted earlier), aged ones first; not in a
+  // step that preempted (blocks are short), and head-of-line: the first that
+  // does not fit stops admission so large requests are not overtaken forever.
+  if (plan.preempted.empty()) {
+    std::vector<SeqId> admitted;
+    auto try_admit = [&](Sequence& s) -> bool {
+      if (budget <= 0 || running_seats_ + seats(s) > config_.max_num_seqs) return false;
+      LOOM_CHECK(s.blocks.empty() && s.num_computed == 0, "waiting sequence {} holds KV", s.id);
+      // Cached blocks never cover the last token: its logits must be computed.
+      const int32_t hit =
+          kv_.acquire_cached_prefix(s.blocks, s.tokens, s.cache_salt, s.num_tokens() - 1);
+      s.num_computed = hit;
+      const int32_t pending = s.num_pending();
+      const int32_t n = std::min(pending, budget);
+      std::vector<BlockCopy> copies;
+      if ((!config_.enable_chunked_prefill && n < pending) ||
+          !kv_.reserve(s.blocks, s.num_computed + n, &copies)) {
+        s.blocks.reset();
+        s.num_computed = 0;
+        return false;
+      }
+      kv_.note_prefix_lookup(s.num_tokens(), hit);
+      plan.num_cached_tokens += hit;
+      entry_of[s.id] = entries.size();
+      entries.push_back(Entry{s.id, s.num_computed, n, std::move(copies), true});
+      budget -= n;
+      running_seats_ += seats(s);  // provisional, so the cap holds within this loop
+      admitted.push_back(s.id);
+      return true;
+    };
+    bool stopped = false;
+    for (const ArrivalKey& k : waiting_by_arrival_) {
+      Sequence& s = at(k.id);
+      if (!aged(s)) break;
+      if (!try_admit(s)) {
+        stopped = true;
+        break;
+      }
+    }
+    if (!stopped) {
+      for (const RankKey& k : waiting_by_rank_) {
+        Sequence& s = at(k.id);
+        if (aged(s)) continue;  // considered above
+        if (!try_admit(s)) break;
+      }
+    }
+    for (SeqId id : admitted) {
+      Sequence& s = at(id);
+      remove_waiting(s);
+      s.status = SeqStatus::Running;
+      running_.push_back(id);  // seats were counted in try_admit
+      if (!s.first_scheduled_step) {
+        s.first_scheduled_step = step_;
+        --waiting_new_requests_;
+        waiting_new_tokens_ -= s.prompt_len;
+      }
+    }
+  }
+
+  for (Entry& e : entries) {
+    if (!e.live) continue;
+    const Sequence& s = at(e.id);
+    const bool sample = e.start + e.n == s.num_tokens();
+    plan.seqs.push_back(ScheduledSeq{e.id, e.start, e.n, sample});
+    plan.num_tokens += e.n;
+    if (e.n == 1 && e.start >= s.prompt_len) plan.num_decode_tokens += 1;
+    plan.copies.insert(plan.copies.end(), e.copies.begin(), e.copies.end());
+  }
+  return plan;
+}
+
+void Scheduler::complete_step(const StepPlan& plan) {
+  for (const ScheduledSeq& e : plan.seqs) {
+    auto it = seqs_.find(e.seq);
+    if (it == seqs_.end()) continue;  // finished or aborted since the plan was made
+    Sequence& s = *it->second;
+    LOOM_CHECK(s.status == SeqStatus::Running && s.num_computed == e.start,
+               "sequence {} changed under step {} (computed {}, planned start {})", s.id,
+               plan.step, s.num_computed, e.start);
+    s.num_computed += e.num_tokens;
+    LOOM_CHECK(s.num_computed <= s.blocks.num_tokens(), "sequence {} computed past its blocks",
+               s.id);
+    kv_.commit(s.blocks, s.tokens, s.num_computed, s.cache_salt);
+  }
+}
+
+void Scheduler::append_token(SeqId id, int32_t token) {
+  Sequence& s = at(id);
+  LOOM_CHECK(s.status == SeqStatus::Running && s.num_pending() == 0,
+             "append to sequence {} with {} pending tokens", id, s.num_pending());
+  s.tokens.push_back(token);
+}
+
+std::vector<SeqId> Scheduler::fork(SeqId parent, int32_t count) {
+  Sequence& p = at(parent);
+  LOOM_CHECK(p.status == SeqStatus::Running && p.num_pending() == 0,
+             "fork of sequence {} needs all its tokens computed", parent);
+  LOOM_CHECK(count == p.pending_forks, "fork of {} siblings, {} expected", count,
+             p.pending_forks);
+  std::vector<SeqId> ids;
+  for (int32_t i = 1; i <= count; ++i) {
+    auto seq = std::make_unique<Sequence>();
+    Sequence& c = *seq;
+    c.id = next_seq_id_++;
+    c.request_id = p.request_id;
+    c.index = p.index + i;
+    c.priority = p.priority;
+    c.arrival = p.arrival;
+    c.arrival_step = p.arrival_step;
+    c.deadline = p.deadline;
+    c.cache_salt = p.cache_salt;
+    c.tokens = p.tokens;
+    c.prompt_len = p.prompt_len;
+    c.max_tokens = p.max_tokens;
+    c.num_computed = p.num_computed;
+    c.blocks = kv_.fork(p.blocks);
+    c.status = SeqStatus::Running;
+    c.first_scheduled_step = p.first_scheduled_step;
+    ids.push_back(c.id);
+    running_.push_back(c.id);
+    by_request_[c.request_id].push_back(c.id);
+    if (c.deadline) deadlines_.insert(DeadlineKey{*c.deadline, c.id});
+    seqs_.emplace(c.id, std::move(seq));
+  }
+  p.pending_forks = 0;  // the parent's reserved seats now belong to the siblings
+  return ids;
+}
+
+void Scheduler::finish(SeqId id) { erase(id); }
+
+void Scheduler::check_invariants() const {
+  size_t waiting = 0;
+  int32_t seats_sum = 0;
+  size_t new_waiting = 0;
+  int64_t new_tokens = 0;
+  std::map<BlockId, int32_t> refs;
+  for (const auto& [id, ptr] : seqs_) {
+    const Sequence& s = *ptr;
+    LOOM_CHECK(s.id == id, "sequence key {} holds id {}", id, s.id);
+    LOOM_CHECK(s.num_computed >= 0 && s.num_computed <= s.num_tokens(),
+               "sequence {} computed {} of {}", id, s.num_computed, s.num_tokens());
+    if (s.status == SeqStatus::Waiting) {
+      ++waiting;
+      LOOM_CHECK(s.blocks.empty() && s.num_computed == 0, "waiting sequence {} holds KV", id);
+      LOOM_CHECK(waiting_by_rank_.count(RankKey{s.priority, s.arrival, s.index, s.id}) == 1 &&
+                     waiting_by_arrival_.count(ArrivalKey{s.arrival, s.index, s.id}) == 1,
+                 "waiting sequence {} not queued", id);
+      if (!s.first_scheduled_step) {
+        ++new_waiting;
+        new_tokens += s.prompt_len;
+      }
+    } else {
+      LOOM_CHECK(std::count(running_.begin(), running_.end(), id) == 1,
+                 "running sequence {} not listed once", id);
+      LOOM_CHECK(s.blocks.num_tokens() >= s.num_computed, "sequence {} lacks blocks", id);
+      seats_sum += seats(s);
+    }
+    for (BlockId b : s.blocks.blocks()) ++refs[b];
+  }
+  LOOM_CHECK(waiting == waiting_by_rank_.size() && waiting == waiting_by_arrival_.size(),
+             "waiting sets {} / {} vs {} sequences", waiting_by_rank_.size(),
+             waiting_by_arrival_.size(), waiting);
+  LOOM_CHECK(running_.size() + waiting == seqs_.size(), "running {} + waiting {} != {}",
+             running_.size(), waiting, seqs_.size());
+  LOOM_CHECK(seats_sum == running_seats_, "seats {} != {}", seats_sum, running_seats_);
+  LOOM_CHECK(new_waiting == waiting_new_requests_ && new_tokens == waiting_new_tokens_,
+             "admission counters {} / {} vs {} / {}", waiting_new_requests_,
+             waiting_new_tokens_, new_waiting, new_tokens);
+  kv_.check_invariants();
+  int32_t used = 0;
+  for (BlockId b = 0; b < kv_.num_blocks(); ++b) {
+    auto it = refs.find(b);
+    const int32_t expected = it == refs.end() ? 0 : it->second;
+    LOOM_CHECK(kv_.ref_count(b) == expected, "block {} ref {} but {} tables hold it", b,
+               kv_.ref_count(b), expected);
+    used += expected > 0;
+  }
+  LOOM_CHECK(used == kv_.num_used_blocks(), "used blocks {} != {}", used, kv_.num_used_blocks());
+}
+
+}  // namespace loom

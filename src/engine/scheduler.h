@@ -1,0 +1,157 @@
+// Scheduler: admission policy and per-step batcher. Pure logic (no I/O, no
+// kernels, time comes in as an argument): it owns the Sequences and decides
+// each step which of them run and how many tokens each computes, reserving
+// KV blocks through the KvManager. Single-threaded: only the engine thread (or
+// a test) calls it. Invariants and life cycle: engine/README.md.
+//
+// Per step: expired deadlines are dropped; running sequences with one pending
+// token (decodes) go first, then running partial prefills, then waiting
+// sequences (chunked prefill), all in rank order and within the token budget
+// and sequence cap. When blocks run out, the lowest-ranked running sequence is
+// preempted by recompute (blocks freed, back to waiting). Rank: lower priority
+// value first, then older arrival; a request older than starvation_steps
+// steps ranks above every younger one (oldest first), which bounds waiting.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <set>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/request.h"
+#include "engine/sequence.h"
+#include "kv/kv_manager.h"
+
+namespace loom {
+
+struct SchedulerConfig {
+  int32_t max_num_batched_tokens = 2048;  // tokens computed per step
+  int32_t max_num_seqs = 256;             // sequences running at once
+  int32_t max_waiting_requests = 4096;    // admission bound (new requests waiting)
+  int64_t max_waiting_tokens = int64_t(1) << 24;  // admission bound (their prompt tokens)
+  int32_t max_model_len = 0;              // prompt + max_tokens limit; 0: the pool's capacity
+  bool enable_chunked_prefill = true;     // false: a prompt is prefilled in one step
+  int64_t starvation_steps = 1000;        // age (steps) after which a request is served FCFS first
+  void validate() const;
+};
+
+enum class AdmitStatus : uint8_t { Admitted, QueueFull, TooLong, Invalid };
+
+struct ScheduledSeq {
+  SeqId seq = 0;
+  int32_t start = 0;       // position of the first token computed (== num_computed before)
+  int32_t num_tokens = 0;  // tokens computed this step: tokens[start, start + num_tokens)
+  bool sample = false;     // the step computes the last known token: sample the next
+};
+
+struct StepPlan {
+  uint64_t step = 0;
+  std::vector<ScheduledSeq> seqs;   // decodes first, then prefill chunks
+  std::vector<BlockCopy> copies;    // copy-on-write: copy KV src -> dst before the step
+  std::vector<SeqId> preempted;     // moved back to waiting, blocks freed (recomputed later)
+  std::vector<SeqId> expired;       // deadline passed: removed, blocks freed (finish: abort)
+  int32_t num_tokens = 0;           // sum of seqs[i].num_tokens
+  int32_t num_decode_tokens = 0;
+  int32_t num_cached_tokens = 0;    // prompt tokens skipped thanks to prefix-cache hits
+  bool empty() const { return seqs.empty(); }
+};
+
+struct SchedulerStats {
+  uint64_t steps = 0;
+  uint64_t preemptions = 0;
+  uint64_t expired = 0;
+  uint64_t admitted_requests = 0;
+  uint64_t rejected_requests = 0;
+  size_t waiting = 0;
+  size_t running = 0;
+};
+
+class Scheduler {
+ public:
+  Scheduler(SchedulerConfig config, KvManager& kv);  // kv must outlive the scheduler
+  ~Scheduler();
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Admission: queues the request's first sequence (id returned through
+  // *first_seq; siblings are forked later). Rejects when the waiting queue is
+  // full (count or tokens), or when prompt + max_tokens can never fit.
+  AdmitStatus add_request(RequestId id, const Request& request, SeqId* first_seq = nullptr);
+  // Removes every sequence of the request, freeing their blocks; returns their ids.
+  std::vector<SeqId> abort_request(RequestId id);
+
+  // Plans one step. The caller runs it, then calls complete_step(plan).
+  StepPlan schedule(Clock::time_point now);
+  // The step's KV is written: advances num_computed, registers full blocks in
+  // the prefix cache.
+  void complete_step(const StepPlan& plan);
+  // Appends the token sampled for a sequence whose entry had sample == true.
+  void append_token(SeqId seq, int32_t token);
+  // n > 1: creates `count` siblings of `parent` (all its tokens computed,
+  // nothing sampled yet) sharing its blocks; returns their ids (index 1..).
+  std::vector<SeqId> fork(SeqId parent, int32_t count);
+  // Removes a finished sequence and frees its blocks.
+  void finish(SeqId seq);
+
+  const Sequence* find(SeqId seq) const;
+  const Sequence& get(SeqId seq) const;
+  size_t num_waiting() const { return waiting_by_rank_.size(); }
+  size_t num_running() const { return running_.size(); }
+  bool idle() const { return seqs_.empty(); }
+  SchedulerStats stats() const;
+  const SchedulerConfig& config() const { return config_; }
+  KvManager& kv() { return kv_; }
+
+  // Throws when the scheduler's own invariants (sets vs statuses, seats,
+  // KV ownership) are broken. O(sequences).
+  void check_invariants() const;
+
+ private:
+  struct RankKey {
+    int32_t priority;
+    uint64_t arrival;
+    int32_t index;
+    SeqId id;
+    auto operator<=>(const RankKey&) const = default;
+  };
+  struct ArrivalKey {
+    uint64_t arrival;
+    int32_t index;
+    SeqId id;
+    auto operator<=>(const ArrivalKey&) const = default;
+  };
+  struct DeadlineKey {
+    Clock::time_point when;
+    SeqId id;
+    auto operator<=>(const DeadlineKey&) const = default;
+  };
+
+  bool aged(const Sequence& s) const;
+  bool ranks_before(const Sequence& a, const Sequence& b) const;  // a is served before b
+  int32_t seats(const Sequence& s) const { return 1 + s.pending_forks; }
+  void add_waiting(Sequence& s);
+  void remove_waiting(Sequence& s);
+  void remove_running(SeqId id);
+  void erase(SeqId id);  // frees blocks, drops from every set
+  Sequence& at(SeqId id);
+
+  SchedulerConfig config_;
+  KvManager& kv_;
+  int32_t capacity_tokens_;
+  std::unordered_map<SeqId, std::unique_ptr<Sequence>> seqs_;
+  std::unordered_map<RequestId, std::vector<SeqId>> by_request_;
+  std::set<RankKey> waiting_by_rank_;
+  std::set<ArrivalKey> waiting_by_arrival_;
+  std::set<DeadlineKey> deadlines_;
+  std::vector<SeqId> running_;
+  int32_t running_seats_ = 0;
+  size_t waiting_new_requests_ = 0;  // waiting, never scheduled (the admission bound)
+  int64_t waiting_new_tokens_ = 0;
+  uint64_t step_ = 0;
+  uint64_t next_arrival_ = 0;
+  SeqId next_seq_id_ = 1;
+  SchedulerStats stats_;
+};
+
+}  // namespace loom
