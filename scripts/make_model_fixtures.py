@@ -79,7 +79,8 @@ FIXTURES = {
         rope_parameters=dict(rope_type="default", rope_theta=1000000.0)),
         dict(spelling="old")),
     # Gemma 3 text model, old spelling: rope_theta + rope_scaling (global
-    # layers only) + rope_local_base_freq + sliding_window_pattern.
+    # layers only) + rope_local_base_freq + sliding_window_pattern. HF's Gemma 3
+    # ignores attn_logit_softcapping (set here to check loom does too).
     "gemma3": ("Gemma3TextConfig", dict(
         hidden_size=48, intermediate_size=128, num_hidden_layers=3, num_attention_heads=4,
         num_key_value_heads=2, head_dim=16, max_position_embeddings=512, rms_norm_eps=1e-6,
@@ -168,11 +169,14 @@ def reference(model, prompts):
             x = torch.tensor([ids])
             logits = model(x).logits[0].float()
             out["logits"].append([[float(f"{v:.7g}") for v in row] for row in logits.tolist()])
-            res = model.generate(x, max_new_tokens=NEW_TOKENS, do_sample=False, use_cache=True,
-                                 eos_token_id=None, pad_token_id=0, output_scores=True,
-                                 return_dict_in_generate=True)
+            # An explicit all-ones mask: otherwise generate() masks prompt
+            # tokens equal to pad_token_id.
+            res = model.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=NEW_TOKENS,
+                                 do_sample=False, use_cache=True, eos_token_id=None, pad_token_id=0,
+                                 output_scores=True, return_dict_in_generate=True)
             seq = res.sequences[0, len(ids):].tolist()
             assert len(seq) == NEW_TOKENS
+            assert seq[0] == int(torch.argmax(logits[-1])), "generate() disagrees with forward()"
             out["greedy"].append(seq)
             for s in res.scores:
                 top = torch.topk(s[0].float(), 2).values

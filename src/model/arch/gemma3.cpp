@@ -20,6 +20,9 @@ void set_pattern(ModelConfig& m, int64_t pattern) {
 }
 
 void common(ModelConfig& m) {
+  // Gemma 3 keeps attn_logit_softcapping in its config but neither HF nor
+  // llama.cpp applies it (Gemma 2 did).
+  m.attn_logit_softcap = 0.0f;
   m.sandwich_norm = true;
   m.qk_norm = true;
   // HF multiplies by a tensor holding sqrt(hidden) rounded to the weights' dtype.
