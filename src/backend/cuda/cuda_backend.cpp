@@ -1,0 +1,421 @@
+// CudaBackend: the Backend interface on one NVIDIA GPU. Activations, weights
+// and the KV cache are bf16 (vectors such as norm weights, biases and rope
+// frequencies f32); all math accumulates in f32. Every op is queued on the
+// backend's own stream and returns at once; copy_to_host and synchronize()
+// wait. Shapes, dtypes and host-visible indices are checked here, before any
+// launch; kernels trust what they are given.
+#include "backend/cuda/cuda_backend.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "backend/cpu/quant.h"
+#include "backend/cuda/cuda_util.h"
+#include "backend/cuda/gemm.h"
+#include "backend/cuda/kernels/kernels.h"
+#include "backend/cuda/step_metadata.h"
+#include "backend/cuda/weight_upload.h"
+
+namespace loom {
+namespace {
+
+using cuda::DeviceBuffer;
+
+constexpr size_t kStagedCopyMax = size_t{4} << 20;  // copy_from_host through pinned memory up to this
+
+void check_cuda_tensor(const Tensor& t, DType dtype, const char* what) {
+  LOOM_CHECK(t.device() == Device::Cuda, "{} must be on the GPU", what);
+  LOOM_CHECK(t.dtype() == dtype, "{} must be {}, got {}", what, dtype_name(dtype), dtype_name(t.dtype()));
+  LOOM_CHECK(t.defined(), "{} has no memory", what);
+}
+
+void check_same_shape(const Tensor& a, const Tensor& b, const char* what) {
+  LOOM_CHECK(a.numel() == b.numel() && a.cols() == b.cols(), "{}: shapes {} and {} differ", what,
+             shape_str(a.shape()), shape_str(b.shape()));
+}
+
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(int device) : device_(device) {
+    int count = 0;
+    LOOM_CUDA_CHECK(cudaGetDeviceCount(&count));
+    LOOM_CHECK(device >= 0 && device < count, "CUDA device {} does not exist ({} visible)", device, count);
+    LOOM_CUDA_CHECK(cudaSetDevice(device));
+    LOOM_CUDA_CHECK(cudaGetDeviceProperties(&props_, device));
+    LOOM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    gemm_ = std::make_unique<cuda::Gemm>(stream_);
+  }
+
+  ~CudaBackend() override {
+    cudaStreamSynchronize(stream_);
+    gemm_.reset();
+    cudaStreamDestroy(stream_);
+  }
+
+  cudaStream_t stream() const { return stream_; }
+
+  Device device() const override { return Device::Cuda; }
+  std::string name() const override {
+    return fmt::format("cuda:{} ({}, sm_{}{}, {} SMs, {:.0f} GiB)", device_, props_.name, props_.major,
+                       props_.minor, props_.multiProcessorCount,
+                       static_cast<double>(props_.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0));
+  }
+  DType activation_dtype() const override { return DType::BF16; }
+
+  // --- memory ---
+  Tensor alloc(DType dtype, std::vector<int64_t> shape) override {
+    Tensor t(nullptr, dtype, std::move(shape), Device::Cuda);
+    const auto bytes = static_cast<size_t>(t.nbytes());
+    auto mem = cuda::device_alloc(bytes);
+    if (bytes) LOOM_CUDA_CHECK(cudaMemsetAsync(mem.get(), 0, bytes, stream_));
+    return Tensor(mem.get(), dtype, t.shape(), Device::Cuda, mem);
+  }
+
+  Tensor prepare_weight(const Tensor& host_weight) override {
+    if (host_weight.device() == Device::Cuda) return host_weight;
+    return cuda::upload_weight(host_weight, stream_);
+  }
+
+  void copy_from_host(Tensor& dst, const void* src, size_t bytes) override {
+    LOOM_CHECK(dst.device() == Device::Cuda, "copy_from_host destination must be on the GPU");
+    LOOM_CHECK(bytes <= static_cast<size_t>(dst.nbytes()), "copy of {} bytes into a {}-byte tensor", bytes,
+               dst.nbytes());
+    if (bytes == 0) return;
+    if (bytes <= kStagedCopyMax)
+      uploader_.upload(dst.data(), src, bytes, stream_);
+    else
+      LOOM_CUDA_CHECK(cudaMemcpyAsync(dst.data(), src, bytes, cudaMemcpyHostToDevice, stream_));
+  }
+
+  void copy_to_host(void* dst, const Tensor& src, size_t bytes) override {
+    LOOM_CHECK(src.device() == Device::Cuda, "copy_to_host source must be on the GPU");
+    LOOM_CHECK(bytes <= static_cast<size_t>(src.nbytes()), "copy of {} bytes from a {}-byte tensor", bytes,
+               src.nbytes());
+    if (bytes) LOOM_CUDA_CHECK(cudaMemcpyAsync(dst, src.data(), bytes, cudaMemcpyDeviceToHost, stream_));
+    LOOM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+
+  void synchronize() override { LOOM_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+  // --- ops ---
+  void embedding(const Tensor& table, const Tensor& ids, float scale, Tensor& out) override {
+    check_cuda_tensor(table, DType::BF16, "embedding table");
+    LOOM_CHECK(table.ndim() == 2, "embedding table must be 2-D, got {}", shape_str(table.shape()));
+    LOOM_CHECK(ids.dtype() == DType::I32 && ids.ndim() == 1, "embedding ids must be i32 [T]");
+    const int64_t t = ids.dim(0), hidden = table.dim(1);
+    check_cuda_tensor(out, DType::BF16, "embedding out");
+    LOOM_CHECK(out.rows() == t && out.cols() == hidden, "embedding out {} must be [{}, {}]",
+               shape_str(out.shape()), t, hidden);
+    const auto* id = static_cast<const int32_t*>(device_view(ids, param_buf_[0]));
+    cuda::embedding_bf16(table.data(), table.dim(0), hidden, id, t, scale, out.data(), stream_);
+    check_launch();
+  }
+
+  void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out) override {
+    check_cuda_tensor(w, DType::BF16, "matmul weight");
+    LOOM_CHECK(w.ndim() == 2, "matmul weight must be 2-D [N, K], got {}", shape_str(w.shape()));
+    const int64_t n = w.dim(0), k = w.dim(1), m = x.rows();
+    check_cuda_tensor(x, DType::BF16, "matmul x");
+    check_cuda_tensor(out, DType::BF16, "matmul out");
+    LOOM_CHECK(x.cols() == k, "matmul x {} does not match weight {}", shape_str(x.shape()),
+               shape_str(w.shape()));
+    LOOM_CHECK(out.rows() == m && out.cols() == n, "matmul out {} must be [{}, {}]", shape_str(out.shape()), m,
+               n);
+    const void* bias_dev = nullptr;
+    if (bias) {
+      LOOM_CHECK(bias->numel() == n, "matmul bias must have {} values, got {}", n, bias->numel());
+      bias_dev = bias_as_bf16(*bias);
+    }
+    gemm_->run(x.data(), w.data(), bias_dev, out.data(), m, n, k);
+    check_launch();
+  }
+
+  void rms_norm(const Tensor& x, const Tensor& w, float eps, float weight_offset, Tensor& out) override {
+    check_cuda_tensor(x, DType::BF16, "rms_norm x");
+    check_cuda_tensor(out, DType::BF16, "rms_norm out");
+    check_same_shape(x, out, "rms_norm out");
+    DType wt;
+    const void* wd = norm_weight(w, x.cols(), wt);
+    cuda::rms_norm_bf16(x.data(), nullptr, wd, wt, weight_offset, eps, out.data(), x.rows(), x.cols(), stream_);
+    check_launch();
+  }
+
+  void add_rms_norm(const Tensor& x, Tensor& residual, const Tensor& w, float eps, float weight_offset,
+                    Tensor& out) override {
+    check_cuda_tensor(x, DType::BF16, "add_rms_norm x");
+    check_cuda_tensor(residual, DType::BF16, "add_rms_norm residual");
+    check_cuda_tensor(out, DType::BF16, "add_rms_norm out");
+    check_same_shape(x, residual, "add_rms_norm residual");
+    check_same_shape(x, out, "add_rms_norm out");
+    DType wt;
+    const void* wd = norm_weight(w, x.cols(), wt);
+    cuda::rms_norm_bf16(x.data(), residual.data(), wd, wt, weight_offset, eps, out.data(), x.rows(), x.cols(),
+                        stream_);
+    check_launch();
+  }
+
+  void add(Tensor& a, const Tensor& b) override {
+    check_cuda_tensor(a, DType::BF16, "add a");
+    check_cuda_tensor(b, DType::BF16, "add b");
+    check_same_shape(a, b, "add");
+    cuda::add_bf16(a.data(), b.data(), a.numel(), stream_);
+    check_launch();
+  }
+
+  void rope(Tensor& x, const Tensor& positions, const Tensor& inv_freq, int rotary_dim, bool interleaved,
+            float mscale) override {
+    check_cuda_tensor(x, DType::BF16, "rope x");
+    LOOM_CHECK(x.ndim() == 3, "rope x must be [T, heads, head_dim], got {}", shape_str(x.shape()));
+    const int64_t t = x.dim(0), heads = x.dim(1), hd = x.dim(2);
+    LOOM_CHECK(rotary_dim > 0 && rotary_dim % 2 == 0 && rotary_dim <= hd && rotary_dim <= 512,
+               "rotary_dim {} must be even and in (0, {}] (at most 512)", rotary_dim, hd);
+    LOOM_CHECK(positions.dtype() == DType::I32 && positions.numel() == t, "rope positions must be i32 [{}]", t);
+    LOOM_CHECK(inv_freq.dtype() == DType::F32 && inv_freq.numel() == rotary_dim / 2,
+               "rope inv_freq must be f32 [{}]", rotary_dim / 2);
+    const auto* pos = static_cast<const int32_t*>(device_view(positions, param_buf_[0]));
+    const auto* freq = static_cast<const float*>(device_view(inv_freq, param_buf_[1]));
+    cuda::rope_bf16(x.data(), t, heads, hd, pos, freq, rotary_dim, interleaved, mscale, stream_);
+    check_launch();
+  }
+
+  void gated_activation(const Tensor& gate, const Tensor& up, GatedActivation act, Tensor& out) override {
+    check_cuda_tensor(gate, DType::BF16, "gated_activation gate");
+    check_cuda_tensor(up, DType::BF16, "gated_activation up");
+    check_cuda_tensor(out, DType::BF16, "gated_activation out");
+    check_same_shape(gate, up, "gated_activation up");
+    check_same_shape(gate, out, "gated_activation out");
+    cuda::gated_activation_bf16(gate.data(), up.data(), out.data(), gate.numel(), act == GatedActivation::GeluTanh,
+                                stream_);
+    check_launch();
+  }
+
+  void write_kv(const Tensor& k, const Tensor& v, KvLayerCache& cache, const AttentionMetadata& meta) override {
+    check_cache(cache);
+    check_cuda_tensor(k, DType::BF16, "write_kv k");
+    check_cuda_tensor(v, DType::BF16, "write_kv v");
+    const int64_t row = cache.k.dim(2) * cache.k.dim(3);
+    const int64_t slots = cache.k.dim(0) * cache.k.dim(1);
+    const int64_t t = k.ndim() >= 1 ? k.dim(0) : 0;
+    LOOM_CHECK(k.numel() == t * row && v.numel() == k.numel() && v.dim(0) == t,
+               "write_kv k {} and v {} must be [T, {}, {}]", shape_str(k.shape()), shape_str(v.shape()),
+               cache.k.dim(2), cache.k.dim(3));
+    LOOM_CHECK(meta.slot_mapping.size() == static_cast<size_t>(t), "slot_mapping must have {} entries", t);
+    for (int64_t i = 0; i < t; ++i)
+      LOOM_CHECK(meta.slot_mapping[i] < slots, "slot {} out of range [0, {})", meta.slot_mapping[i], slots);
+    if (t == 0) return;
+    const cuda::DeviceStepMetadata& dm = metadata_.get(meta, t, stream_);
+    cuda::write_kv_bf16(k.data(), v.data(), dm.slot_mapping, t, row, cache.k.data(), cache.v.data(), stream_);
+    check_launch();
+  }
+
+  void paged_attention(const Tensor& q, const KvLayerCache& cache, const AttentionMetadata& meta,
+                       const AttentionParams& params, Tensor& out) override;
+
+  void gather_rows(const Tensor& x, const std::vector<int32_t>& rows, Tensor& out) override {
+    LOOM_CHECK(x.device() == Device::Cuda && out.device() == Device::Cuda, "gather_rows tensors must be on the GPU");
+    const int64_t n = static_cast<int64_t>(rows.size());
+    LOOM_CHECK(out.dtype() == x.dtype() && out.rows() == n && out.cols() == x.cols(),
+               "gather_rows out {} must be [{}, {}] of {}", shape_str(out.shape()), n, x.cols(),
+               dtype_name(x.dtype()));
+    LOOM_CHECK(x.data() != out.data() || n == 0, "gather_rows cannot run in place");
+    const int64_t src_rows = x.rows();
+    for (int64_t i = 0; i < n; ++i)
+      LOOM_CHECK(rows[i] >= 0 && rows[i] < src_rows, "gather row {} out of range [0, {})", rows[i], src_rows);
+    if (n == 0) return;
+    void* idx = gather_idx_.ensure(rows.size() * 4, stream_);
+    uploader_.upload(idx, rows.data(), rows.size() * 4, stream_);
+    cuda::gather_rows(x.data(), static_cast<const int32_t*>(idx), n, x.row_stride_bytes(), out.data(), stream_);
+    check_launch();
+  }
+
+  void softcap(Tensor& x, float cap) override {
+    check_cuda_tensor(x, DType::BF16, "softcap x");
+    LOOM_CHECK(cap > 0, "softcap cap must be > 0, got {}", cap);
+    cuda::softcap_bf16(x.data(), x.numel(), cap, stream_);
+    check_launch();
+  }
+
+ private:
+  void check_launch() { LOOM_CUDA_CHECK(cudaGetLastError()); }
+
+  static void check_cache(const KvLayerCache& cache) {
+    LOOM_CHECK(cache.k.ndim() == 4 && cache.k.shape() == cache.v.shape(),
+               "kv cache K {} and V {} must be [blocks, block_size, kv_heads, head_dim]",
+               shape_str(cache.k.shape()), shape_str(cache.v.shape()));
+    check_cuda_tensor(cache.k, DType::BF16, "kv cache K");
+    check_cuda_tensor(cache.v, DType::BF16, "kv cache V");
+  }
+
+  // A device pointer to t's data: t itself when on the GPU, else an upload of
+  // it into `buf` (stream-ordered, so buf may be reused by the next op).
+  const void* device_view(const Tensor& t, DeviceBuffer& buf) {
+    if (t.device() == Device::Cuda) return t.data();
+    const auto bytes = static_cast<size_t>(t.nbytes());
+    void* d = buf.ensure(std::max<size_t>(bytes, 16), stream_);
+    uploader_.upload(d, t.data(), bytes, stream_);
+    return d;
+  }
+
+  // Norm weight as F32 or BF16 on the device.
+  const void* norm_weight(const Tensor& w, int64_t h, DType& type) {
+    LOOM_CHECK(w.numel() == h, "norm weight {} must have {} values", shape_str(w.shape()), h);
+    const DType t = w.dtype();
+    if (w.device() == Device::Cuda) {
+      LOOM_CHECK(t == DType::F32 || t == DType::BF16, "norm weight on the GPU must be f32 or bf16, got {}",
+                 dtype_name(t));
+      type = t;
+      return w.data();
+    }
+    LOOM_CHECK(t == DType::F32 || t == DType::F16 || t == DType::BF16,
+               "norm weight must be f32, f16 or bf16, got {}", dtype_name(t));
+    host_floats_.resize(static_cast<size_t>(h));
+    cpu::dequantize_row(t, w.data(), host_floats_.data(), h);
+    void* d = param_buf_[1].ensure(static_cast<size_t>(h) * 4, stream_);
+    uploader_.upload(d, host_floats_.data(), static_cast<size_t>(h) * 4, stream_);
+    type = DType::F32;
+    return d;
+  }
+
+  // The bias as a bf16 device vector (the type the GEMM epilogue reads).
+  const void* bias_as_bf16(const Tensor& bias) {
+    const DType t = bias.dtype();
+    LOOM_CHECK(t == DType::F32 || t == DType::F16 || t == DType::BF16, "matmul bias must be f32, f16 or bf16");
+    const int64_t n = bias.numel();
+    if (bias.device() == Device::Cuda && t == DType::BF16) return bias.data();
+    void* d = bias_buf_.ensure(static_cast<size_t>(n) * 2, stream_);
+    if (bias.device() == Device::Cuda) {
+      cuda::convert(t, bias.data(), DType::BF16, d, n, stream_);
+    } else {
+      host_floats_.resize(static_cast<size_t>(n));
+      cpu::dequantize_row(t, bias.data(), host_floats_.data(), n);
+      std::vector<uint16_t> b(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) b[i] = f32_to_bf16_bits(host_floats_[i]);
+      uploader_.upload(d, b.data(), b.size() * 2, stream_);
+    }
+    return d;
+  }
+
+  static uint16_t f32_to_bf16_bits(float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return static_cast<uint16_t>(u >> 16);
+  }
+
+  int device_;
+  cudaDeviceProp props_{};
+  cudaStream_t stream_ = nullptr;
+  std::unique_ptr<cuda::Gemm> gemm_;
+  cuda::PinnedUploader uploader_;
+  cuda::StepMetadataCache metadata_;
+  DeviceBuffer param_buf_[2], bias_buf_, gather_idx_, attn_partials_;
+  std::vector<float> host_floats_;
+};
+
+void CudaBackend::paged_attention(const Tensor& q, const KvLayerCache& cache, const AttentionMetadata& meta,
+                                  const AttentionParams& params, Tensor& out) {
+  check_cache(cache);
+  check_cuda_tensor(q, DType::BF16, "attention q");
+  check_cuda_tensor(out, DType::BF16, "attention out");
+  LOOM_CHECK(q.ndim() == 3, "attention q must be [T, heads, head_dim], got {}", shape_str(q.shape()));
+  const int64_t t = q.dim(0), heads = q.dim(1), hd = q.dim(2);
+  const int64_t num_blocks = cache.k.dim(0), bs = cache.k.dim(1), kvh = cache.k.dim(2);
+  LOOM_CHECK(cache.k.dim(3) == hd, "cache head_dim {} != q head_dim {}", cache.k.dim(3), hd);
+  LOOM_CHECK(hd == 64 || hd == 128 || hd == 256, "CUDA attention supports head_dim 64, 128, 256; got {}", hd);
+  LOOM_CHECK(kvh > 0 && heads % kvh == 0, "heads {} must be a multiple of kv heads {}", heads, kvh);
+  LOOM_CHECK(out.numel() == q.numel() && out.dim(0) == t, "attention out {} must be like q {}",
+             shape_str(out.shape()), shape_str(q.shape()));
+  LOOM_CHECK(out.data() != q.data(), "attention cannot run in place");
+  LOOM_CHECK(bs > 0, "block size must be > 0");
+  LOOM_CHECK(aligned16(q.data()) && aligned16(out.data()) && aligned16(cache.k.data()) &&
+                 aligned16(cache.v.data()),
+             "attention tensors must be 16-byte aligned");
+  LOOM_CHECK(t < (int64_t{1} << 31) && num_blocks * bs < (int64_t{1} << 31), "attention sizes overflow int32");
+  if (t == 0) {
+    check_attention_metadata(meta, t, bs, num_blocks);
+    return;
+  }
+  const cuda::DeviceStepMetadata& dm = metadata_.get(meta, t, stream_);
+  metadata_.validate(meta, t, bs, num_blocks);  // before any kernel reads through the block tables
+
+  const int64_t group = heads / kvh;
+  int g = 1;  // query heads per block: the power of two covering the group, at most 8
+  while (g < 8 && g < group) g *= 2;
+  const int64_t chunks = ceil_div(group, g);
+  // Longest key range of any token: sizes the partitions.
+  int64_t max_keys = 1;
+  for (int s = 0; s < meta.num_seqs; ++s) {
+    if (meta.query_start[s + 1] == meta.query_start[s]) continue;
+    int64_t keys = meta.context_lens[s];
+    if (params.sliding_window > 0) keys = std::min<int64_t>(keys, params.sliding_window);
+    max_keys = std::max(max_keys, keys);
+  }
+  // Split the keys when there are too few (token, kv head) items to fill the
+  // GPU: aim at ~4 blocks per SM, partitions of at least kMinPartition keys.
+  constexpr int64_t kMinPartition = 128;
+  const int64_t items = t * kvh * chunks;
+  const int64_t target = 4 * static_cast<int64_t>(props_.multiProcessorCount);
+  int64_t parts = items >= target ? 1 : ceil_div(target, items);
+  int64_t partition = std::max(kMinPartition, ceil_div(ceil_div(max_keys, parts), 32) * 32);
+  parts = ceil_div(max_keys, partition);
+  if (parts <= 1) partition = max_keys;
+
+  cuda::PagedAttentionArgs a;
+  a.q = q.data();
+  a.out = out.data();
+  a.k_cache = cache.k.data();
+  a.v_cache = cache.v.data();
+  a.token_seq = dm.token_seq;
+  a.query_start = dm.query_start;
+  a.context_lens = dm.context_lens;
+  a.block_tables = dm.block_tables;
+  a.max_blocks_per_seq = meta.max_blocks_per_seq;
+  a.num_tokens = static_cast<int32_t>(t);
+  a.num_heads = static_cast<int32_t>(heads);
+  a.num_kv_heads = static_cast<int32_t>(kvh);
+  a.head_dim = static_cast<int32_t>(hd);
+  a.block_size = static_cast<int32_t>(bs);
+  a.scale = params.scale;
+  a.softcap = params.logit_softcap;
+  a.sliding_window = params.sliding_window;
+  a.heads_per_block = g;
+  a.head_chunks = static_cast<int32_t>(chunks);
+  a.partition_keys = static_cast<int32_t>(std::min<int64_t>(partition, int64_t{1} << 30));
+  a.num_partitions = static_cast<int32_t>(std::max<int64_t>(parts, 1));
+  if (a.num_partitions > 1) {
+    const size_t rows = static_cast<size_t>(t * heads * a.num_partitions);
+    auto* ws = static_cast<float*>(attn_partials_.ensure(rows * static_cast<size_t>(hd + 2) * 4, stream_));
+    a.partial_acc = ws;
+    a.partial_ml = ws + rows * static_cast<size_t>(hd);
+  }
+  LOOM_CHECK(cuda::paged_attention_bf16(a, stream_), "no attention kernel for head_dim {}", hd);
+  check_launch();
+}
+
+}  // namespace
+
+bool cuda_device_available() {
+  int count = 0;
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky-free error state
+    return false;
+  }
+  return count > 0;
+}
+
+std::unique_ptr<Backend> make_cuda_backend(int device) { return std::make_unique<CudaBackend>(device); }
+
+void* cuda_backend_stream(Backend& backend) {
+  auto* cb = dynamic_cast<CudaBackend*>(&backend);
+  LOOM_CHECK(cb != nullptr, "not a CUDA backend: {}", backend.name());
+  return static_cast<void*>(cb->stream());
+}
+
+}  // namespace loom

@@ -1,0 +1,82 @@
+// Host-side helpers of the CUDA backend: error checks that throw loom::Error,
+// a grow-only stream-ordered device buffer, and an uploader that stages small
+// host arrays through pinned memory so uploads never stall the host on the
+// stream. Internal to backend/cuda; one thread (the engine thread) uses them.
+#pragma once
+
+#include <cublasLt.h>
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/error.h"
+
+namespace loom::cuda {
+
+[[noreturn]] void throw_cuda_error(const char* file, int line, const char* expr, const char* what);
+
+}  // namespace loom::cuda
+
+#define LOOM_CUDA_CHECK(expr)                                                               \
+  do {                                                                                      \
+    const cudaError_t loom_cuda_err_ = (expr);                                              \
+    if (loom_cuda_err_ != cudaSuccess) [[unlikely]]                                         \
+      ::loom::cuda::throw_cuda_error(__FILE__, __LINE__, #expr, cudaGetErrorString(loom_cuda_err_)); \
+  } while (0)
+
+#define LOOM_CUBLAS_CHECK(expr)                                                             \
+  do {                                                                                      \
+    const cublasStatus_t loom_cublas_st_ = (expr);                                          \
+    if (loom_cublas_st_ != CUBLAS_STATUS_SUCCESS) [[unlikely]]                              \
+      ::loom::cuda::throw_cuda_error(__FILE__, __LINE__, #expr,                             \
+                                     cublasGetStatusString(loom_cublas_st_));               \
+  } while (0)
+
+namespace loom::cuda {
+
+// Device memory that grows on demand, allocated and freed in stream order (so
+// growing while earlier kernels still read the old memory is safe).
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  ~DeviceBuffer();
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  // At least `bytes` bytes (contents not kept when it grows).
+  void* ensure(size_t bytes, cudaStream_t stream);
+  void* data() const { return data_; }
+
+ private:
+  void* data_ = nullptr;
+  size_t capacity_ = 0;
+  cudaStream_t stream_ = nullptr;
+};
+
+// Host -> device copies through two pinned staging slots. upload() returns as
+// soon as the copy is queued; the caller may reuse `src` at once. A slot is
+// reused only after its previous copy completed (an event wait that is
+// normally already satisfied).
+class PinnedUploader {
+ public:
+  PinnedUploader() = default;
+  ~PinnedUploader();
+  PinnedUploader(const PinnedUploader&) = delete;
+  PinnedUploader& operator=(const PinnedUploader&) = delete;
+
+  void upload(void* dst_device, const void* src, size_t bytes, cudaStream_t stream);
+
+ private:
+  struct Slot {
+    void* host = nullptr;
+    size_t capacity = 0;
+    cudaEvent_t done = nullptr;
+    bool pending = false;
+  };
+  Slot slots_[2];
+  int next_ = 0;
+};
+
+}  // namespace loom::cuda

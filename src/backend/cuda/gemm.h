@@ -1,0 +1,49 @@
+// GEMMs of the CUDA backend through cuBLASLt: out[M, N] = x[M, K] . w[N, K]^T
+// (+ bias[N]), bf16 in and out, fp32 accumulation. One plan (descriptors and
+// the heuristic's best algorithm) is cached per shape, bias and pointer
+// alignment. Where cuBLASLt offers no algorithm (or none with the bias
+// epilogue) it falls back to cublasGemmEx and a separate bias kernel. Internal
+// to backend/cuda; used from one thread.
+#pragma once
+
+#include <map>
+#include <tuple>
+
+#include "backend/cuda/cuda_util.h"
+
+namespace loom::cuda {
+
+class Gemm {
+ public:
+  explicit Gemm(cudaStream_t stream);
+  ~Gemm();
+  Gemm(const Gemm&) = delete;
+  Gemm& operator=(const Gemm&) = delete;
+
+  // Row-major bf16 x [m, k], w [n, k], out [m, n]; bias bf16 [n] or null. All
+  // device pointers; asynchronous on the stream.
+  void run(const void* x, const void* w, const void* bias, void* out, int64_t m, int64_t n, int64_t k);
+
+ private:
+  // (m, n, k, bias, alignment of x, w, out in bytes)
+  using Key = std::tuple<int64_t, int64_t, int64_t, bool, int, int, int>;
+  struct Plan {
+    cublasLtMatmulDesc_t desc = nullptr;
+    cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+    cublasLtMatmulAlgo_t algo{};
+    bool lt = false;          // a cuBLASLt algorithm was found
+    bool fused_bias = false;  // that algorithm adds the bias in its epilogue
+  };
+  Plan& plan_for(const Key& key);
+  Plan make_plan(const Key& key, bool with_bias);
+  static void destroy(Plan& p);
+
+  cudaStream_t stream_;
+  cublasLtHandle_t lt_ = nullptr;
+  cublasHandle_t blas_ = nullptr;
+  void* workspace_ = nullptr;
+  size_t workspace_bytes_ = 0;
+  std::map<Key, Plan> plans_;
+};
+
+}  // namespace loom::cuda

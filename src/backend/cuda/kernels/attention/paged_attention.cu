@@ -1,0 +1,58 @@
+// Paged attention entry: dispatch on head_dim to the kernels instantiated in
+// paged_attention_hd*.cu, then, when the keys were split in partitions, merge
+// the partitions' (max, sum, acc) per (token, head) into the bf16 output.
+#include <cfloat>
+
+#include "backend/cuda/kernels/common.cuh"
+#include "backend/cuda/kernels/kernels.h"
+
+namespace loom::cuda {
+
+template <int HD>
+void launch_paged_attention_hd(const PagedAttentionArgs& a, cudaStream_t stream);
+extern template void launch_paged_attention_hd<64>(const PagedAttentionArgs&, cudaStream_t);
+extern template void launch_paged_attention_hd<128>(const PagedAttentionArgs&, cudaStream_t);
+extern template void launch_paged_attention_hd<256>(const PagedAttentionArgs&, cudaStream_t);
+
+namespace {
+
+// One block per (token, head), one thread per dim. Partitions that saw no key
+// carry max -FLT_MAX and sum 0 and are skipped (their acc is not written).
+__global__ void combine_partitions_kernel(const float* acc, const float* ml, int partitions, int head_dim,
+                                          bf16* out) {
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * gridDim.y + blockIdx.y;  // token * heads + head
+  const float* m = ml + row * partitions * 2;
+  float mx = -FLT_MAX;
+  for (int p = 0; p < partitions; ++p)
+    if (m[2 * p + 1] > 0.0f) mx = fmaxf(mx, m[2 * p]);
+  for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
+    float sum = 0.0f, o = 0.0f;
+    for (int p = 0; p < partitions; ++p) {
+      if (!(m[2 * p + 1] > 0.0f)) continue;
+      const float w = __expf(m[2 * p] - mx);
+      sum = fmaf(w, m[2 * p + 1], sum);
+      o = fmaf(w, acc[(row * partitions + p) * head_dim + d], o);
+    }
+    out[row * head_dim + d] = __float2bfloat16(sum > 0.0f ? o / sum : 0.0f);
+  }
+}
+
+}  // namespace
+
+bool paged_attention_bf16(const PagedAttentionArgs& a, cudaStream_t stream) {
+  if (a.num_tokens <= 0) return true;
+  switch (a.head_dim) {
+    case 64: launch_paged_attention_hd<64>(a, stream); break;
+    case 128: launch_paged_attention_hd<128>(a, stream); break;
+    case 256: launch_paged_attention_hd<256>(a, stream); break;
+    default: return false;
+  }
+  if (a.partial_acc) {
+    const dim3 grid(static_cast<unsigned>(a.num_tokens), static_cast<unsigned>(a.num_heads));
+    combine_partitions_kernel<<<grid, a.head_dim, 0, stream>>>(a.partial_acc, a.partial_ml, a.num_partitions,
+                                                               a.head_dim, static_cast<bf16*>(a.out));
+  }
+  return true;
+}
+
+}  // namespace loom::cuda

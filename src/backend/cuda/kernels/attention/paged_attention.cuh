@@ -1,0 +1,217 @@
+// Paged attention kernel, one template per (head_dim HD, query heads per block
+// G), instantiated in paged_attention_hd*.cu. A CUDA block serves one query
+// token, G query heads sharing one kv head, and one partition of the token's
+// keys. Its 4 warps are cut into "virtual warps" of HD/8 lanes; each lane holds
+// 8 consecutive dims (one 16-byte load) and each virtual warp walks its own
+// share of the keys with its own online softmax (no block-wide syncs in the
+// loop). The virtual warps' (max, sum, acc) are merged through shared memory
+// at the end. Handles prefill chunks with cached prefixes and decodes alike:
+// token t of sequence s sits at position ctx - new + j and sees keys
+// (pos - window, pos]. Invariant: the warp-level loop bounds depend only on
+// the warp index, so every lane reaches every shuffle.
+#pragma once
+
+#include <cfloat>
+
+#include "backend/cuda/kernels/common.cuh"
+#include "backend/cuda/kernels/kernels.h"
+
+namespace loom::cuda {
+
+constexpr int kAttnWarps = 4;
+constexpr int kAttnThreads = kAttnWarps * 32;
+
+template <int HD, int G>
+__global__ void __launch_bounds__(kAttnThreads) paged_attention_kernel(const PagedAttentionArgs a) {
+  constexpr int kLanesPerKey = HD / 8;
+  constexpr int kKeysPerWarp = 32 / kLanesPerKey;
+  constexpr int kUnroll = 2;  // keys per virtual warp per iteration
+  constexpr int kVirtualWarps = kAttnWarps * kKeysPerWarp;
+  constexpr int kWarpKeys = kKeysPerWarp * kUnroll;   // keys per warp per iteration
+  constexpr int kBlockKeys = kAttnWarps * kWarpKeys;  // keys per block per iteration
+  static_assert(kLanesPerKey >= 1 && kLanesPerKey <= 32 && 32 % kLanesPerKey == 0, "head_dim");
+
+  __shared__ float s_acc[kVirtualWarps][G][HD];
+  __shared__ float s_m[kVirtualWarps][G];
+  __shared__ float s_l[kVirtualWarps][G];
+
+  const int tok = blockIdx.x;
+  const int kv_head = blockIdx.y / a.head_chunks;
+  const int chunk = blockIdx.y % a.head_chunks;
+  const int group = a.num_heads / a.num_kv_heads;
+  const int head0 = kv_head * group + chunk * G;
+  const int ng = min(G, group - chunk * G);  // heads of this block that exist
+  const int seq = a.token_seq[tok];
+  const int q_begin = a.query_start[seq];
+  const int n_new = a.query_start[seq + 1] - q_begin;
+  const int pos = a.context_lens[seq] - n_new + (tok - q_begin);
+  const int lo = a.sliding_window > 0 ? max(0, pos - a.sliding_window + 1) : 0;
+  const int hi = pos + 1;  // keys [lo, hi)
+  const int part_lo = lo + static_cast<int>(blockIdx.z) * a.partition_keys;
+  const int part_hi = min(hi, part_lo + a.partition_keys);
+  const int64_t row_base = static_cast<int64_t>(tok) * a.num_heads;
+
+  if (part_lo >= hi) {  // this partition is empty for this token
+    if (a.partial_ml && threadIdx.x < ng) {
+      const int64_t p = (row_base + head0 + threadIdx.x) * a.num_partitions + blockIdx.z;
+      a.partial_ml[2 * p] = -FLT_MAX;
+      a.partial_ml[2 * p + 1] = 0.0f;
+    }
+    return;
+  }
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int vw = lane / kLanesPerKey, sub = lane % kLanesPerKey;
+  const int gv = warp * kKeysPerWarp + vw;
+
+  // q (pre-scaled) for this lane's 8 dims of each head.
+  float q[G][8];
+  const bf16* qs = static_cast<const bf16*>(a.q);
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    if (g < ng) {
+      bf16x8_to_float(*reinterpret_cast<const uint4*>(qs + (row_base + head0 + g) * HD + sub * 8), q[g]);
+#pragma unroll
+      for (int d = 0; d < 8; ++d) q[g][d] *= a.scale;
+    } else {
+#pragma unroll
+      for (int d = 0; d < 8; ++d) q[g][d] = 0.0f;
+    }
+  }
+
+  float m[G], l[G], acc[G][8];
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    m[g] = -FLT_MAX;
+    l[g] = 0.0f;
+#pragma unroll
+    for (int d = 0; d < 8; ++d) acc[g][d] = 0.0f;
+  }
+
+  const int32_t* table = a.block_tables + static_cast<int64_t>(seq) * a.max_blocks_per_seq;
+  const int64_t slot_stride = static_cast<int64_t>(a.num_kv_heads) * HD;  // elements per cache slot
+  const bf16* kbase = static_cast<const bf16*>(a.k_cache) + kv_head * HD + sub * 8;
+  const bf16* vbase = static_cast<const bf16*>(a.v_cache) + kv_head * HD + sub * 8;
+  const bool capped = a.softcap > 0.0f;
+  const float inv_cap = capped ? 1.0f / a.softcap : 0.0f;
+
+  for (int base = part_lo + warp * kWarpKeys; base < part_hi; base += kBlockKeys) {
+    uint4 kr[kUnroll], vr[kUnroll];
+    bool valid[kUnroll];
+#pragma unroll
+    for (int j = 0; j < kUnroll; ++j) {
+      const int key = base + j * kKeysPerWarp + vw;
+      valid[j] = key < part_hi;
+      if (valid[j]) {
+        const int64_t slot =
+            static_cast<int64_t>(table[key / a.block_size]) * a.block_size + key % a.block_size;
+        kr[j] = __ldg(reinterpret_cast<const uint4*>(kbase + slot * slot_stride));
+        vr[j] = __ldg(reinterpret_cast<const uint4*>(vbase + slot * slot_stride));
+      } else {
+        kr[j] = make_uint4(0, 0, 0, 0);
+        vr[j] = make_uint4(0, 0, 0, 0);
+      }
+    }
+    float s[kUnroll][G];
+#pragma unroll
+    for (int j = 0; j < kUnroll; ++j) {
+      float kf[8];
+      bf16x8_to_float(kr[j], kf);
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        float d0 = 0.0f;
+#pragma unroll
+        for (int d = 0; d < 8; ++d) d0 = fmaf(q[g][d], kf[d], d0);
+        s[j][g] = d0;
+      }
+    }
+    // Sum the partial dots over the virtual warp's lanes (aligned groups).
+#pragma unroll
+    for (int off = kLanesPerKey / 2; off > 0; off >>= 1)
+#pragma unroll
+      for (int j = 0; j < kUnroll; ++j)
+#pragma unroll
+        for (int g = 0; g < G; ++g) s[j][g] += __shfl_xor_sync(0xffffffffu, s[j][g], off);
+    if (capped) {
+#pragma unroll
+      for (int j = 0; j < kUnroll; ++j)
+#pragma unroll
+        for (int g = 0; g < G; ++g) s[j][g] = a.softcap * tanhf(s[j][g] * inv_cap);
+    }
+    float vf[kUnroll][8];
+#pragma unroll
+    for (int j = 0; j < kUnroll; ++j) bf16x8_to_float(vr[j], vf[j]);
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      float mx = m[g];
+#pragma unroll
+      for (int j = 0; j < kUnroll; ++j)
+        if (valid[j]) mx = fmaxf(mx, s[j][g]);
+      const float c = __expf(m[g] - mx);  // 0 when m was the -FLT_MAX start
+      l[g] *= c;
+#pragma unroll
+      for (int d = 0; d < 8; ++d) acc[g][d] *= c;
+#pragma unroll
+      for (int j = 0; j < kUnroll; ++j) {
+        const float p = valid[j] ? __expf(s[j][g] - mx) : 0.0f;
+        l[g] += p;
+#pragma unroll
+        for (int d = 0; d < 8; ++d) acc[g][d] = fmaf(p, vf[j][d], acc[g][d]);
+      }
+      m[g] = mx;
+    }
+  }
+
+  // Merge the virtual warps. A virtual warp that saw no key has l = 0 and
+  // m = -FLT_MAX, so its weight below is 0 (or its l and acc are 0).
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    if (sub == 0) {
+      s_m[gv][g] = m[g];
+      s_l[gv][g] = l[g];
+    }
+    float4* dst = reinterpret_cast<float4*>(&s_acc[gv][g][sub * 8]);
+    dst[0] = make_float4(acc[g][0], acc[g][1], acc[g][2], acc[g][3]);
+    dst[1] = make_float4(acc[g][4], acc[g][5], acc[g][6], acc[g][7]);
+  }
+  __syncthreads();
+  bf16* out = static_cast<bf16*>(a.out);
+  for (int idx = threadIdx.x; idx < ng * HD; idx += kAttnThreads) {
+    const int g = idx / HD, d = idx % HD;
+    float mx = -FLT_MAX;
+#pragma unroll
+    for (int v = 0; v < kVirtualWarps; ++v) mx = fmaxf(mx, s_m[v][g]);
+    float sum = 0.0f, o = 0.0f;
+#pragma unroll
+    for (int v = 0; v < kVirtualWarps; ++v) {
+      const float w = __expf(s_m[v][g] - mx);
+      sum = fmaf(w, s_l[v][g], sum);
+      o = fmaf(w, s_acc[v][g][d], o);
+    }
+    const int64_t row = row_base + head0 + g;
+    if (a.partial_acc) {
+      const int64_t p = row * a.num_partitions + blockIdx.z;
+      a.partial_acc[p * HD + d] = o;
+      if (d == 0) {
+        a.partial_ml[2 * p] = mx;
+        a.partial_ml[2 * p + 1] = sum;
+      }
+    } else {
+      out[row * HD + d] = __float2bfloat16(sum > 0.0f ? o / sum : 0.0f);
+    }
+  }
+}
+
+template <int HD>
+void launch_paged_attention_hd(const PagedAttentionArgs& a, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(a.num_tokens), static_cast<unsigned>(a.num_kv_heads * a.head_chunks),
+                  static_cast<unsigned>(a.num_partitions));
+  switch (a.heads_per_block) {
+    case 1: paged_attention_kernel<HD, 1><<<grid, kAttnThreads, 0, stream>>>(a); break;
+    case 2: paged_attention_kernel<HD, 2><<<grid, kAttnThreads, 0, stream>>>(a); break;
+    case 4: paged_attention_kernel<HD, 4><<<grid, kAttnThreads, 0, stream>>>(a); break;
+    default: paged_attention_kernel<HD, 8><<<grid, kAttnThreads, 0, stream>>>(a); break;
+  }
+}
+
+}  // namespace loom::cuda

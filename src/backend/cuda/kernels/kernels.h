@@ -1,0 +1,90 @@
+// Launchers of the CUDA backend's kernels, callable from host C++. Plain device
+// pointers, sizes in elements, every launch asynchronous on `stream`. Callers
+// (cuda_backend.cpp) check shapes, dtypes and bounds first; these check nothing
+// and report launch errors only through cudaGetLastError.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace loom::cuda {
+
+// dst[i] = src[i] converted; src F32, F16 or BF16; dst F32 or BF16.
+void convert(DType src_type, const void* src, DType dst_type, void* dst, int64_t n, cudaStream_t stream);
+
+// out[r, c] += bias[c] for bf16 out [rows, cols] and bf16 bias [cols].
+void add_bias_rows(void* out, const void* bias, int64_t rows, int64_t cols, cudaStream_t stream);
+
+// a += b, bf16, n values.
+void add_bf16(void* a, const void* b, int64_t n, cudaStream_t stream);
+
+// out = act(gate) * up, bf16, n values; act is GELU (tanh) when gelu, else SiLU.
+void gated_activation_bf16(const void* gate, const void* up, void* out, int64_t n, bool gelu,
+                           cudaStream_t stream);
+
+// x = cap * tanh(x / cap), bf16, n values.
+void softcap_bf16(void* x, int64_t n, float cap, cudaStream_t stream);
+
+// out = rms_norm(x) * (w + offset) per row of h values, bf16 x/out; w is F32 or
+// BF16 [h]. With residual: residual += x (rounded to bf16) and the norm is of
+// the new residual.
+void rms_norm_bf16(const void* x, void* residual, const void* w, DType w_type, float offset, float eps,
+                   void* out, int64_t rows, int64_t h, cudaStream_t stream);
+
+// out[t, :] = table[ids[t], :] * scale (bf16 table [vocab, hidden]); ids out of
+// range give zero rows.
+void embedding_bf16(const void* table, int64_t vocab, int64_t hidden, const int32_t* ids, int64_t n,
+                    float scale, void* out, cudaStream_t stream);
+
+// dst row i = src row rows[i], rows of row_bytes bytes (indices checked by the caller).
+void gather_rows(const void* src, const int32_t* rows, int64_t n, int64_t row_bytes, void* dst,
+                 cudaStream_t stream);
+
+// In-place rotary embedding of bf16 x [tokens, heads, head_dim] (first
+// rotary_dim dims; inv_freq f32 [rotary_dim / 2]).
+void rope_bf16(void* x, int64_t tokens, int64_t heads, int64_t head_dim, const int32_t* positions,
+               const float* inv_freq, int rotary_dim, bool interleaved, float mscale, cudaStream_t stream);
+
+// Copies token t's k and v rows (row_elems bf16 each) to cache slot slots[t];
+// negative slots are skipped.
+void write_kv_bf16(const void* k, const void* v, const int64_t* slots, int64_t tokens, int64_t row_elems,
+                   void* k_cache, void* v_cache, cudaStream_t stream);
+
+// Paged attention over a bf16 cache [blocks, block_size, kv_heads, head_dim].
+// The metadata pointers are device copies of AttentionMetadata plus token_seq
+// (the sequence of each token). Keys are split in partitions of
+// partition_keys; with num_partitions > 1 the per-partition results go to
+// partial_acc/partial_ml and a second kernel merges them into out.
+struct PagedAttentionArgs {
+  const void* q = nullptr;  // bf16 [tokens, heads, head_dim]
+  void* out = nullptr;      // bf16 [tokens, heads, head_dim]
+  const void* k_cache = nullptr;
+  const void* v_cache = nullptr;
+  const int32_t* token_seq = nullptr;
+  const int32_t* query_start = nullptr;
+  const int32_t* context_lens = nullptr;
+  const int32_t* block_tables = nullptr;
+  int32_t max_blocks_per_seq = 0;
+  int32_t num_tokens = 0;
+  int32_t num_heads = 0;
+  int32_t num_kv_heads = 0;
+  int32_t head_dim = 0;
+  int32_t block_size = 0;
+  float scale = 1.0f;
+  float softcap = 0.0f;
+  int32_t sliding_window = 0;
+  int32_t heads_per_block = 0;  // G: 1, 2, 4 or 8 query heads of one kv head per CUDA block
+  int32_t head_chunks = 0;      // ceil(group / G)
+  int32_t partition_keys = 0;
+  int32_t num_partitions = 1;
+  float* partial_acc = nullptr;  // [tokens, heads, num_partitions, head_dim]
+  float* partial_ml = nullptr;   // [tokens, heads, num_partitions, 2]: running max, sum
+};
+
+// Head sizes 64, 128 and 256. Returns false (launching nothing) for others.
+bool paged_attention_bf16(const PagedAttentionArgs& args, cudaStream_t stream);
+
+}  // namespace loom::cuda
