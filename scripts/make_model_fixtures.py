@@ -84,17 +84,17 @@ FIXTURES = {
     "gemma3": ("Gemma3TextConfig", dict(
         hidden_size=48, intermediate_size=128, num_hidden_layers=3, num_attention_heads=4,
         num_key_value_heads=2, head_dim=16, max_position_embeddings=512, rms_norm_eps=1e-6,
-        sliding_window=8, sliding_window_pattern=3, query_pre_attn_scalar=24,
+        sliding_window=8, sliding_window_pattern=3, query_pre_attn_scalar=16,
         hidden_activation="gelu_pytorch_tanh", final_logit_softcapping=15.0,
         attn_logit_softcapping=20.0,
         rope_parameters=dict(full_attention=dict(rope_type="linear", factor=8.0, rope_theta=1000000.0),
                              sliding_attention=dict(rope_type="default", rope_theta=10000.0))),
-        dict(spelling="old", arch="Gemma3ForCausalLM")),
+        dict(spelling="old", arch="Gemma3ForCausalLM", gguf=True)),
     # Gemma 3, new spelling: per-layer-type rope_parameters and layer_types.
     "gemma3_layer_types": ("Gemma3TextConfig", dict(
         hidden_size=64, intermediate_size=96, num_hidden_layers=3, num_attention_heads=2,
         num_key_value_heads=1, head_dim=32, max_position_embeddings=512, rms_norm_eps=1e-6,
-        sliding_window=8, query_pre_attn_scalar=32, hidden_activation="gelu_pytorch_tanh",
+        sliding_window=8, query_pre_attn_scalar=48, hidden_activation="gelu_pytorch_tanh",
         layer_types=["sliding_attention", "full_attention", "sliding_attention"],
         rope_parameters=dict(full_attention=dict(rope_type="default", rope_theta=1000000.0),
                              sliding_attention=dict(rope_type="default", rope_theta=10000.0))),
@@ -185,6 +185,65 @@ def reference(model, prompts):
 
 
 def write_gguf(model, cfg, path):
+    if cfg["model_type"] == "gemma3_text":
+        write_gguf_gemma3(model, cfg, path)
+    else:
+        write_gguf_llama(model, cfg, path)
+
+
+def write_gguf_gemma3(model, cfg, path):
+    """Gemma 3 as llama.cpp's converter writes it: norm weights stored as
+    (1 + w), no Q/K permutation (NEOX rope), F32 tensors. llama.cpp derives the
+    softmax scale from head_dim (the fixture's query_pre_attn_scalar equals it)."""
+    import gguf
+
+    assert cfg["query_pre_attn_scalar"] == cfg["head_dim"]
+    w = gguf.GGUFWriter(str(path), "gemma3")
+    w.add_name("loom tiny gemma3")
+    w.add_context_length(cfg["max_position_embeddings"])
+    w.add_embedding_length(cfg["hidden_size"])
+    w.add_block_count(cfg["num_hidden_layers"])
+    w.add_feed_forward_length(cfg["intermediate_size"])
+    w.add_head_count(cfg["num_attention_heads"])
+    w.add_head_count_kv(cfg["num_key_value_heads"])
+    w.add_key_length(cfg["head_dim"])
+    w.add_value_length(cfg["head_dim"])
+    w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
+    w.add_rope_freq_base(cfg["rope_theta"])
+    rs = cfg.get("rope_scaling")
+    if rs:
+        assert rs["rope_type"] == "linear"
+        w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
+        w.add_rope_scaling_factor(rs["factor"])
+    w.add_sliding_window(cfg["sliding_window"])
+    w.add_uint32("gemma3.attention.sliding_window_pattern", cfg["sliding_window_pattern"])
+    if cfg.get("final_logit_softcapping"):
+        w.add_float32("gemma3.final_logit_softcapping", cfg["final_logit_softcapping"])
+    w.add_file_type(0)
+    w.add_tokenizer_model("llama")
+    w.add_token_list([f"<t{i}>" for i in range(VOCAB)])
+
+    sd = {k: v.detach().float().numpy() for k, v in model.state_dict().items()}
+    plus1 = lambda a: a + 1.0
+    w.add_tensor("token_embd.weight", sd["model.embed_tokens.weight"])  # tied: no output.weight
+    w.add_tensor("output_norm.weight", plus1(sd["model.norm.weight"]))
+    names = {"input_layernorm": "attn_norm", "post_attention_layernorm": "post_attention_norm",
+             "pre_feedforward_layernorm": "ffn_norm", "post_feedforward_layernorm": "post_ffw_norm",
+             "self_attn.q_norm": "attn_q_norm", "self_attn.k_norm": "attn_k_norm",
+             "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
+             "self_attn.o_proj": "attn_output", "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up",
+             "mlp.down_proj": "ffn_down"}
+    for i in range(cfg["num_hidden_layers"]):
+        for hf, gg in names.items():
+            t = sd[f"model.layers.{i}.{hf}.weight"]
+            w.add_tensor(f"blk.{i}.{gg}.weight", plus1(t) if "norm" in hf else t)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def write_gguf_llama(model, cfg, path):
     """The llama model as llama.cpp's converter writes it (F32 tensors)."""
     import gguf
 

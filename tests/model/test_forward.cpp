@@ -260,7 +260,7 @@ TEST_P(ForwardTest, BatchedEqualsAlone) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, ForwardTest,
                          ::testing::Values("llama3", "llama3_gguf", "llama2", "llama_linear", "mistral", "qwen2",
-                                           "qwen3", "gemma3", "gemma3_layer_types"),
+                                           "qwen3", "gemma3", "gemma3_gguf", "gemma3_layer_types"),
                          [](const auto& info) { return info.param; });
 
 // --- API errors ---
@@ -291,6 +291,25 @@ TEST(OpenModel, GenerationDefaultsAndFormat) {
   EXPECT_NE(g.gguf, nullptr);
   EXPECT_TRUE(g.config.rope.interleaved);
   EXPECT_FALSE(g.config.rope.freq_factors.empty());
+}
+
+TEST(TransformerApi, WeightShapesAreCheckedAgainstConfig) {
+  LoadedModel m = open_model(fixture_dir("qwen3"));
+  auto backend = make_cpu_backend(1);
+  ModelConfig c = m.config;
+  c.intermediate_size = 96;
+  try {
+    Transformer t(c, *m.weights, *backend);
+    ADD_FAILURE() << "expected a shape error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("blk.0.ffn_gate.weight"), std::string::npos) << e.what();
+  }
+  c = m.config;
+  c.attention_bias = true;  // qwen3 fixture has no q/k/v bias
+  EXPECT_THROW(Transformer(c, *m.weights, *backend), Error);
+  c = m.config;
+  c.tie_word_embeddings = true;  // allowed: output reuses token_embd
+  EXPECT_NO_THROW(Transformer(c, *m.weights, *backend));
 }
 
 TEST(TransformerApi, BadStepsThrow) {
