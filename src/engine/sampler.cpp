@@ -1,0 +1,183 @@
+// Sampler implementation. The candidate set after filtering is kept sorted by
+// logit (descending, ties by token id) so draws walk a fixed order.
+#include "engine/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "core/error.h"
+
+namespace loom {
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// Philox4x32-10 (Salmon et al., SC'11), as in Random123 / curand.
+struct Philox {
+  static void round(uint32_t (&c)[4], const uint32_t (&k)[2]) {
+    constexpr uint64_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u;
+    const uint64_t p0 = kM0 * c[0], p1 = kM1 * c[2];
+    const uint32_t hi0 = uint32_t(p0 >> 32), lo0 = uint32_t(p0);
+    const uint32_t hi1 = uint32_t(p1 >> 32), lo1 = uint32_t(p1);
+    uint32_t out[4] = {hi1 ^ c[1] ^ k[0], lo1, hi0 ^ c[3] ^ k[1], lo0};
+    std::copy(out, out + 4, c);
+  }
+  static void generate(uint32_t (&c)[4], uint32_t (&k)[2]) {
+    for (int i = 0; i < 10; ++i) {
+      round(c, k);
+      if (i < 9) {
+        k[0] += 0x9E3779B9u;
+        k[1] += 0xBB67AE85u;
+      }
+    }
+  }
+};
+
+}  // namespace
+
+double philox_uniform(uint64_t seed, uint32_t seq_index, uint64_t step, uint32_t draw) {
+  uint32_t key[2] = {uint32_t(seed), uint32_t(seed >> 32)};
+  uint32_t ctr[4] = {uint32_t(step), uint32_t(step >> 32), seq_index, draw};
+  Philox::generate(ctr, key);
+  const uint64_t bits = (uint64_t(ctr[0]) << 32 | ctr[1]) >> 11;  // 53 bits
+  return double(bits) * (1.0 / 9007199254740992.0);
+}
+
+Sampler::Sampler(uint64_t engine_seed) : engine_rng_(engine_seed) {}
+
+SampleResult Sampler::sample(std::span<const float> logits, const SampleContext& ctx) {
+  LOOM_CHECK(ctx.params != nullptr, "sampling without parameters");
+  const SamplingParams& p = *ctx.params;
+  const int32_t vocab = int32_t(logits.size());
+  LOOM_CHECK(vocab > 0, "empty logits row");
+  SampleResult result;
+
+  // Raw logprobs (before any processing).
+  if (p.logprobs) {
+    float mx = kNegInf;
+    for (float x : logits) mx = std::max(mx, x);
+    double sum = 0.0;
+    for (float x : logits) sum += std::exp(double(x) - mx);
+    const float lse = mx + float(std::log(sum));
+    const int32_t k = std::min<int32_t>(*p.logprobs, vocab);
+    if (k > 0) {
+      order_.resize(vocab);
+      for (int32_t i = 0; i < vocab; ++i) order_[i] = i;
+      std::partial_sort(order_.begin(), order_.begin() + k, order_.end(), [&](int32_t a, int32_t b) {
+        return logits[a] != logits[b] ? logits[a] > logits[b] : a < b;
+      });
+      for (int32_t i = 0; i < k; ++i) result.top.push_back({order_[i], logits[order_[i]] - lse});
+    }
+    result.logprob = lse;  // chosen token's raw logit subtracted below
+  }
+
+  // Penalties, bias, bans on a working copy.
+  work_.assign(logits.begin(), logits.end());
+  if (p.repetition_penalty != 1.0f) {
+    const float rp = p.repetition_penalty;
+    counts_.assign(size_t(vocab), 0);
+    auto mark = [&](int32_t t) {
+      if (t >= 0 && t < vocab && !counts_[t]) {
+        counts_[t] = 1;
+        work_[t] = work_[t] > 0 ? work_[t] / rp : work_[t] * rp;
+      }
+    };
+    for (int32_t t : ctx.prompt) mark(t);
+    for (int32_t t : ctx.output) mark(t);
+  }
+  if (p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f) {
+    counts_.assign(size_t(vocab), 0);
+    for (int32_t t : ctx.output)
+      if (t >= 0 && t < vocab) ++counts_[t];
+    for (int32_t t : ctx.output) {
+      if (t < 0 || t >= vocab || counts_[t] == 0) continue;
+      work_[t] -= p.frequency_penalty * float(counts_[t]) + p.presence_penalty;
+      counts_[t] = 0;  // apply once per distinct token
+    }
+  }
+  for (const auto& [t, bias] : p.logit_bias)
+    if (t >= 0 && t < vocab) work_[t] += bias;
+  for (int32_t t : ctx.banned)
+    if (t >= 0 && t < vocab) work_[t] = kNegInf;
+
+  auto better = [&](int32_t a, int32_t b) {
+    return work_[a] != work_[b] ? work_[a] > work_[b] : a < b;
+  };
+  int32_t chosen = -1;
+  if (p.greedy()) {
+    for (int32_t i = 0; i < vocab; ++i)
+      if (!std::isnan(work_[i]) && (chosen < 0 || better(i, chosen))) chosen = i;
+  } else {
+    // Candidates sorted best first; top-k cuts the list before sorting it all.
+    order_.clear();
+    for (int32_t i = 0; i < vocab; ++i)
+      if (work_[i] > kNegInf) order_.push_back(i);
+    if (order_.empty()) {
+      chosen = 0;  // everything banned: nothing sensible left
+    } else {
+      // Candidates in id order unless a filter needs them best first; top-k
+      // and top-p sort lazily (the best 256 first, more only when needed).
+      const float inv_t = 1.0f / p.temperature;
+      size_t keep = order_.size();
+      size_t sorted = 0;
+      float mx = kNegInf;
+      for (int32_t t : order_) mx = std::max(mx, work_[t] * inv_t);
+      if (p.top_k > 0 || p.top_p < 1.0f) {
+        if (p.top_k > 0 && size_t(p.top_k) < keep) {
+          keep = size_t(p.top_k);  // [0, keep) becomes the top-k set
+          std::nth_element(order_.begin(), order_.begin() + long(keep), order_.end(), better);
+        }
+        sorted = std::min<size_t>(keep, 256);
+        std::partial_sort(order_.begin(), order_.begin() + long(sorted), order_.begin() + long(keep),
+                          better);
+      }
+      if (p.top_p < 1.0f) {
+        double z = 0.0;  // normaliser over the top-k set
+        for (size_t i = 0; i < keep; ++i) z += std::exp(double(work_[order_[i]] * inv_t - mx));
+        double cum = 0.0;
+        size_t i = 0;
+        for (; i < keep; ++i) {
+          if (i == sorted) {
+            std::sort(order_.begin() + long(sorted), order_.begin() + long(keep), better);
+            sorted = keep;
+          }
+          cum += std::exp(double(work_[order_[i]] * inv_t - mx)) / z;
+          if (cum >= double(p.top_p)) break;
+        }
+        keep = std::min(keep, i + 1);  // at least the best token (top_p = 0: greedy)
+        sorted = std::min(sorted, keep);
+      }
+      if (p.min_p > 0.0f) {
+        // prob >= min_p * max_prob  <=>  scaled logit >= max + log(min_p)
+        const float cut = mx + std::log(p.min_p);
+        auto mid = std::partition(order_.begin(), order_.begin() + long(keep),
+                                  [&](int32_t t) { return work_[t] * inv_t >= cut; });
+        keep = std::max<size_t>(1, size_t(mid - order_.begin()));
+        std::sort(order_.begin(), order_.begin() + long(keep), better);
+        sorted = keep;
+      }
+      double total = 0.0;
+      for (size_t i = 0; i < keep; ++i) total += std::exp(double(work_[order_[i]] * inv_t - mx));
+      const double u = p.seed ? philox_uniform(*p.seed, uint32_t(ctx.seq_index),
+                                               uint64_t(ctx.output.size()))
+                              : std::generate_canonical<double, 53>(engine_rng_);
+      const double target = u * total;
+      double cum = 0.0;
+      chosen = order_[keep - 1];
+      for (size_t i = 0; i < keep; ++i) {
+        cum += std::exp(double(work_[order_[i]] * inv_t - mx));
+        if (target < cum) {
+          chosen = order_[i];
+          break;
+        }
+      }
+    }
+  }
+  if (chosen < 0) chosen = 0;
+  result.token = chosen;
+  if (p.logprobs) result.logprob = logits[chosen] - result.logprob;
+  return result;
+}
+
+}  // namespace loom

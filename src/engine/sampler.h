@@ -1,0 +1,59 @@
+// Sampler: chooses the next token of one sequence from its logits row, in
+// vLLM/HF order: penalties (repetition over prompt + output, presence and
+// frequency over output) -> logit_bias -> bans (min_tokens) -> temperature ->
+// top-k -> top-p -> min-p -> draw. Temperature 0 is greedy (argmax, lowest id
+// on ties). Logprobs are those of the raw model distribution (log-softmax of
+// the unmodified logits). A seeded request draws from a counter-based
+// generator (Philox4x32-10) keyed by (seed, sequence index, output step), so
+// its tokens do not depend on the batch, on preemption or on the order of
+// calls; unseeded requests draw from the engine-wide generator.
+// Not thread-safe (engine thread); one Sampler per engine.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <span>
+#include <vector>
+
+#include "engine/sampling_params.h"
+
+namespace loom {
+
+struct TokenLogprob {
+  int32_t token = 0;
+  float logprob = 0.0f;
+};
+
+struct SampleResult {
+  int32_t token = 0;
+  float logprob = 0.0f;            // raw log-softmax of the chosen token (when logprobs asked)
+  std::vector<TokenLogprob> top;   // params.logprobs best raw alternatives, best first
+};
+
+// What the sampler needs to know about one sequence.
+struct SampleContext {
+  const SamplingParams* params = nullptr;
+  std::span<const int32_t> prompt;   // prompt tokens (repetition penalty)
+  std::span<const int32_t> output;   // generated so far (penalties); its size is the step
+  int32_t seq_index = 0;             // index of the sequence within its request
+  std::span<const int32_t> banned;   // tokens forbidden now (eos / stop ids below min_tokens)
+};
+
+// A uniform double in [0, 1) from Philox4x32-10 of (seed, seq_index, step, draw).
+double philox_uniform(uint64_t seed, uint32_t seq_index, uint64_t step, uint32_t draw = 0);
+
+class Sampler {
+ public:
+  explicit Sampler(uint64_t engine_seed = 0x5eed);
+
+  // logits: the sequence's row, [vocab] f32 (not modified).
+  SampleResult sample(std::span<const float> logits, const SampleContext& ctx);
+
+ private:
+  std::mt19937_64 engine_rng_;
+  std::vector<float> work_;        // scratch, vocab sized
+  std::vector<int32_t> order_;
+  std::vector<int32_t> counts_;    // output token counts, reset after each call
+};
+
+}  // namespace loom
