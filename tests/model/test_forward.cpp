@@ -259,7 +259,7 @@ TEST_P(ForwardTest, BatchedEqualsAlone) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, ForwardTest,
-                         ::testing::Values("llama3", "llama3_gguf", "llama2", "llama_linear", "mistral", "qwen2",
+                         ::testing::Values("llama3", "llama3_gguf", "llama2", "llama_linear", "llama_yarn", "mistral", "qwen2",
                                            "qwen3", "gemma3", "gemma3_gguf", "gemma3_layer_types"),
                          [](const auto& info) { return info.param; });
 
