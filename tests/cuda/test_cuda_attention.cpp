@@ -1,0 +1,185 @@
+// CUDA paged attention (and write_kv feeding it) against the CPU fp32 backend.
+// Each scenario first writes every sequence's cached prefix (one write_kv
+// step), then runs a mixed step: new tokens are written and attended, so
+// decodes, prefill chunks over cached prefixes and whole prefills share one
+// launch. Both backends get the same bf16-rounded q/k/v (the CPU cache is f32
+// holding bf16 values). Tolerance: rel 1e-2 + abs 3e-3 (output rounded to bf16,
+// fp32 softmax with fast exp).
+#include <algorithm>
+#include <numeric>
+
+#include "cuda_test_util.h"
+
+namespace loom {
+namespace {
+
+using namespace cudatest;
+
+struct Seq {
+  int n_new;
+  int ctx;
+};
+
+struct Scenario {
+  int heads, kv_heads, head_dim, block_size;
+  std::vector<Seq> seqs;
+  AttentionParams params;
+  uint32_t seed = 1;
+};
+
+class CudaAttentionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    LOOM_REQUIRE_GPU();
+    gpu_ = make_cuda_backend(0);
+    cpu_ = make_cpu_backend(0);
+  }
+
+  void run(const Scenario& sc) {
+    SCOPED_TRACE(::testing::Message() << "heads " << sc.heads << " kv " << sc.kv_heads << " hd " << sc.head_dim
+                                      << " bs " << sc.block_size << " window " << sc.params.sliding_window
+                                      << " softcap " << sc.params.logit_softcap);
+    const int ns = static_cast<int>(sc.seqs.size());
+    const int bs = sc.block_size, hd = sc.head_dim, kvh = sc.kv_heads, heads = sc.heads;
+    int max_blocks = 1, total_blocks = 0;
+    for (const Seq& s : sc.seqs) {
+      const int b = (s.ctx + bs - 1) / bs;
+      max_blocks = std::max(max_blocks, b);
+      total_blocks += b;
+    }
+    const int num_blocks = total_blocks + 3;
+    std::vector<int32_t> ids(num_blocks);
+    std::iota(ids.begin(), ids.end(), 0);
+    std::mt19937 rng(sc.seed);
+    std::shuffle(ids.begin(), ids.end(), rng);
+    std::vector<int32_t> tables(static_cast<size_t>(ns) * max_blocks, 0);
+    for (int s = 0, next = 0; s < ns; ++s)
+      for (int b = 0; b < (sc.seqs[s].ctx + bs - 1) / bs; ++b) tables[s * max_blocks + b] = ids[next++];
+    auto slot_of = [&](int s, int pos) { return int64_t{tables[s * max_blocks + pos / bs]} * bs + pos % bs; };
+
+    // Step 0: the cached prefixes. Step 1: the new tokens.
+    AttentionMetadata step[2];
+    for (int i = 0; i < 2; ++i) {
+      AttentionMetadata& m = step[i];
+      m.num_seqs = ns;
+      m.max_blocks_per_seq = max_blocks;
+      m.block_tables = tables;
+      m.query_start = {0};
+      for (int s = 0; s < ns; ++s) {
+        const int prefix = sc.seqs[s].ctx - sc.seqs[s].n_new;
+        const int b = i == 0 ? 0 : prefix, e = i == 0 ? prefix : sc.seqs[s].ctx;
+        for (int p = b; p < e; ++p) m.slot_mapping.push_back(slot_of(s, p));
+        m.query_start.push_back(m.query_start.back() + (e - b));
+        m.context_lens.push_back(e);
+      }
+    }
+    const int64_t row = int64_t{kvh} * hd;
+    KvLayerCache gcache{gpu_->alloc(DType::BF16, {num_blocks, bs, kvh, hd}),
+                        gpu_->alloc(DType::BF16, {num_blocks, bs, kvh, hd})};
+    KvLayerCache ccache{Tensor::cpu(DType::F32, {num_blocks, bs, kvh, hd}),
+                        Tensor::cpu(DType::F32, {num_blocks, bs, kvh, hd})};
+    for (int i = 0; i < 2; ++i) {
+      const int64_t t = static_cast<int64_t>(step[i].slot_mapping.size());
+      if (t == 0 && i == 0) continue;
+      const auto k = random_bf16_values(t * row, sc.seed * 10 + i);
+      const auto v = random_bf16_values(t * row, sc.seed * 10 + i + 5);
+      gpu_->write_kv(gpu_bf16(*gpu_, k, {t, kvh, hd}), gpu_bf16(*gpu_, v, {t, kvh, hd}), gcache, step[i]);
+      cpu_->write_kv(cpu_f32(k, {t, kvh, hd}), cpu_f32(v, {t, kvh, hd}), ccache, step[i]);
+    }
+    const int64_t t = static_cast<int64_t>(step[1].slot_mapping.size());
+    const auto q = random_bf16_values(t * heads * hd, sc.seed * 10 + 9, -2, 2);
+    Tensor cout = Tensor::cpu(DType::F32, {t, heads, hd});
+    cpu_->paged_attention(cpu_f32(q, {t, heads, hd}), ccache, step[1], sc.params, cout);
+    Tensor gout = gpu_->alloc(DType::BF16, {t, heads, hd});
+    gpu_->paged_attention(gpu_bf16(*gpu_, q, {t, heads, hd}), gcache, step[1], sc.params, gout);
+    expect_close(from_gpu_bf16(*gpu_, gout), values(cout), 1e-2, 3e-3, "attention");
+    // The same metadata again (served from the metadata cache) gives the same result.
+    Tensor gout2 = gpu_->alloc(DType::BF16, {t, heads, hd});
+    gpu_->paged_attention(gpu_bf16(*gpu_, q, {t, heads, hd}), gcache, step[1], sc.params, gout2);
+    EXPECT_EQ(from_gpu_bf16(*gpu_, gout2), from_gpu_bf16(*gpu_, gout));
+  }
+
+  std::unique_ptr<Backend> gpu_, cpu_;
+};
+
+const std::vector<Seq> kMixed = {{1, 1},  {1, 17},  {1, 300}, {13, 40}, {33, 33},
+                                 {5, 16}, {1, 16}, {7, 129}, {1, 32}, {16, 48}};
+
+TEST_F(CudaAttentionTest, MixedBatchHeadSizesAndGqa) {
+  for (int hd : {64, 128, 256})
+    for (int ratio : {1, 4, 8}) {
+      Scenario sc{2 * ratio, 2, hd, 16, kMixed, {}, static_cast<uint32_t>(hd + ratio)};
+      sc.params.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+      run(sc);
+    }
+}
+
+TEST_F(CudaAttentionTest, OddGroupsAndBlockSizes) {
+  for (auto [heads, kvh] : {std::pair{3, 1}, {12, 1}, {28, 4}, {6, 2}})
+    for (int bs : {1, 8, 32}) {
+      Scenario sc{heads, kvh, 128, bs, kMixed, {}, static_cast<uint32_t>(heads * 100 + bs)};
+      sc.params.scale = 0.0883883f;
+      run(sc);
+    }
+}
+
+TEST_F(CudaAttentionTest, SlidingWindowAndSoftcap) {
+  for (int window : {1, 8, 50})
+    for (float cap : {0.0f, 30.0f}) {
+      Scenario sc{8, 2, 128, 16, kMixed, {}, static_cast<uint32_t>(window + 3)};
+      sc.params.scale = 0.0883883f;
+      sc.params.sliding_window = window;
+      sc.params.logit_softcap = cap;
+      run(sc);
+    }
+  Scenario sc{8, 4, 256, 16, kMixed, {}, 77};
+  sc.params.scale = 0.0625f;
+  sc.params.sliding_window = 20;
+  sc.params.logit_softcap = 50.0f;
+  run(sc);
+}
+
+TEST_F(CudaAttentionTest, LongContextsSplitKeys) {
+  // Few (token, kv head) items and long contexts: keys are split in partitions.
+  for (int hd : {64, 128, 256}) {
+    Scenario sc{8, 1, hd, 16, {{1, 3000}, {1, 5001}, {2, 1025}}, {}, static_cast<uint32_t>(hd)};
+    sc.params.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    run(sc);
+  }
+  Scenario sc{32, 8, 128, 16, {{1, 4096}, {64, 2000}}, {}, 5};
+  sc.params.scale = 0.0883883f;
+  run(sc);
+  sc.params.sliding_window = 700;
+  run(sc);
+}
+
+TEST_F(CudaAttentionTest, DecodeBatch) {
+  std::vector<Seq> seqs;
+  for (int i = 0; i < 64; ++i) seqs.push_back({1, 1 + (i * 37) % 700});
+  Scenario sc{32, 8, 128, 16, seqs, {}, 9};
+  sc.params.scale = 0.0883883f;
+  run(sc);
+}
+
+TEST_F(CudaAttentionTest, RejectsBadMetadata) {
+  const int bs = 16;
+  KvLayerCache cache{gpu_->alloc(DType::BF16, {4, bs, 1, 64}), gpu_->alloc(DType::BF16, {4, bs, 1, 64})};
+  AttentionMetadata m;
+  m.num_seqs = 1;
+  m.query_start = {0, 1};
+  m.context_lens = {20};
+  m.max_blocks_per_seq = 2;
+  m.block_tables = {0, 4};  // block 4 does not exist
+  m.slot_mapping = {4 * bs + 3};
+  Tensor q = gpu_->alloc(DType::BF16, {1, 1, 64}), out = gpu_->alloc(DType::BF16, {1, 1, 64});
+  AttentionParams p;
+  EXPECT_THROW(gpu_->paged_attention(q, cache, m, p, out), Error);
+  m.block_tables = {0, 3};
+  m.slot_mapping = {3 * bs + 3};
+  EXPECT_NO_THROW(gpu_->paged_attention(q, cache, m, p, out));
+  Tensor q96 = gpu_->alloc(DType::BF16, {1, 1, 96});
+  EXPECT_THROW(gpu_->paged_attention(q96, cache, m, p, out), Error);
+}
+
+}  // namespace
+}  // namespace loom

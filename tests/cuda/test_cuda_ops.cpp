@@ -1,0 +1,234 @@
+// CUDA elementwise, row and memory ops against the CPU fp32 backend, on inputs
+// rounded to bf16 (so only GPU arithmetic and bf16 output rounding differ).
+// Tolerances (one bf16 rounding is at most 2^-8 relative):
+//  prepare_weight: exact (bf16 of the dequantised value; f32 for vectors)
+//  embedding, add, gather_rows, write_kv: one rounding or exact
+//  rms_norm / add_rms_norm: rel 1e-2 + abs 2e-3 (rounded residual, then rounded output)
+//  rope: rel 5e-3 + abs 5e-3;  gated_activation, softcap: rel 6e-3 + abs 1e-3
+#include "backend/cpu/quant.h"
+#include "cuda_test_util.h"
+
+namespace loom {
+namespace {
+
+using namespace cudatest;
+
+class CudaOpsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    LOOM_REQUIRE_GPU();
+    gpu_ = make_cuda_backend(0);
+    cpu_ = make_cpu_backend(0);
+  }
+  std::unique_ptr<Backend> gpu_, cpu_;
+};
+
+TEST_F(CudaOpsTest, NameAndDtype) {
+  EXPECT_EQ(gpu_->device(), Device::Cuda);
+  EXPECT_EQ(gpu_->activation_dtype(), DType::BF16);
+  EXPECT_NE(gpu_->name().find("cuda"), std::string::npos);
+  Tensor z = gpu_->alloc(DType::BF16, {3, 5});
+  EXPECT_EQ(from_gpu_bf16(*gpu_, z), std::vector<float>(15, 0.0f));
+}
+
+TEST_F(CudaOpsTest, PrepareWeightFloatAndQuantised) {
+  const int64_t rows = 7, cols = 512;
+  const auto vals = random_bf16_values(rows * cols, 1, -2, 2);
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q5_K,
+                  DType::Q6_K}) {
+    SCOPED_TRACE(std::string(dtype_name(t)));
+    Tensor host = Tensor::cpu(t, {rows, cols});
+    std::vector<float> want(vals.size());
+    const int64_t stride = host.row_stride_bytes();
+    for (int64_t r = 0; r < rows; ++r) {
+      auto* dst = static_cast<uint8_t*>(host.data()) + r * stride;
+      cpu::quantize_row(t, vals.data() + r * cols, dst, cols);
+      cpu::dequantize_row(t, dst, want.data() + r * cols, cols);
+    }
+    for (float& w : want) w = bf16_to_f32(f32_to_bf16(w));
+    Tensor dev = gpu_->prepare_weight(host);
+    EXPECT_EQ(dev.device(), Device::Cuda);
+    EXPECT_EQ(dev.dtype(), DType::BF16);
+    EXPECT_EQ(dev.shape(), host.shape());
+    expect_close(from_gpu_bf16(*gpu_, dev), want, 0, 0);
+  }
+  // Vectors stay f32 (exactly).
+  const auto v = random_bf16_values(33, 2);
+  std::vector<float> raw(33);
+  for (size_t i = 0; i < raw.size(); ++i) raw[i] = v[i] * 1.0001f;  // not bf16-representable
+  Tensor dev = gpu_->prepare_weight(cpu_f32(raw, {33}));
+  EXPECT_EQ(dev.dtype(), DType::F32);
+  std::vector<float> back(33);
+  gpu_->copy_to_host(back.data(), dev, 33 * 4);
+  EXPECT_EQ(back, raw);
+}
+
+TEST_F(CudaOpsTest, Embedding) {
+  for (int64_t hidden : {512, 7, 4096}) {
+    SCOPED_TRACE(hidden);
+    const int64_t vocab = 37;
+    const auto table = random_bf16_values(vocab * hidden, 11);
+    const std::vector<int32_t> ids = {0, 36, 5, 5, 17};
+    Tensor gt = gpu_->prepare_weight(cpu_f32(table, {vocab, hidden}));
+    Tensor gout = gpu_->alloc(DType::BF16, {5, hidden});
+    gpu_->embedding(gt, gpu_i32(*gpu_, ids), 2.5f, gout);
+    Tensor cout = Tensor::cpu(DType::F32, {5, hidden});
+    cpu_->embedding(cpu_f32(table, {vocab, hidden}), cpu_i32(ids), 2.5f, cout);
+    expect_close(from_gpu_bf16(*gpu_, gout), values(cout), 4e-3, 0);
+  }
+}
+
+TEST_F(CudaOpsTest, RmsNormAndAddRmsNorm) {
+  for (int64_t rows : {1, 3, 17})
+    for (int64_t h : {7, 64, 896, 4096})
+      for (float offset : {0.0f, 1.0f}) {
+        SCOPED_TRACE(::testing::Message() << rows << "x" << h << " offset " << offset);
+        const auto xv = random_bf16_values(rows * h, 21, -3, 3);
+        const auto rv = random_bf16_values(rows * h, 22, -3, 3);
+        const auto wv = random_bf16_values(h, 23, -1, 1);
+        Tensor cx = cpu_f32(xv, {rows, h}), cw = cpu_f32(wv, {h}), cout = Tensor::cpu(DType::F32, {rows, h});
+        cpu_->rms_norm(cx, cw, 1e-6f, offset, cout);
+        // Weight as prepared (f32 on the GPU), as bf16 on the GPU, and as a host tensor.
+        Tensor weights[] = {gpu_->prepare_weight(cw), gpu_bf16(*gpu_, wv, {h}), cw};
+        for (Tensor& gw : weights) {
+          Tensor gx = gpu_bf16(*gpu_, xv, {rows, h}), gout = gpu_->alloc(DType::BF16, {rows, h});
+          gpu_->rms_norm(gx, gw, 1e-6f, offset, gout);
+          expect_close(from_gpu_bf16(*gpu_, gout), values(cout), 1e-2, 2e-3, "rms_norm");
+        }
+        // In place.
+        Tensor gx = gpu_bf16(*gpu_, xv, {rows, h});
+        gpu_->rms_norm(gx, weights[0], 1e-6f, offset, gx);
+        expect_close(from_gpu_bf16(*gpu_, gx), values(cout), 1e-2, 2e-3, "rms_norm in place");
+
+        Tensor cres = cpu_f32(rv, {rows, h});
+        cpu_->add_rms_norm(cx, cres, cw, 1e-5f, offset, cout);
+        Tensor gres = gpu_bf16(*gpu_, rv, {rows, h}), gout = gpu_->alloc(DType::BF16, {rows, h});
+        gx = gpu_bf16(*gpu_, xv, {rows, h});
+        gpu_->add_rms_norm(gx, gres, weights[0], 1e-5f, offset, gout);
+        expect_close(from_gpu_bf16(*gpu_, gres), values(cres), 4e-3, 0, "add_rms_norm residual");
+        expect_close(from_gpu_bf16(*gpu_, gout), values(cout), 1e-2, 2e-3, "add_rms_norm out");
+      }
+  Tensor x = gpu_->alloc(DType::BF16, {2, 64}), out = gpu_->alloc(DType::BF16, {2, 64});
+  Tensor wrong = gpu_->alloc(DType::F32, {63});
+  EXPECT_THROW(gpu_->rms_norm(x, wrong, 1e-6f, 0.0f, out), Error);
+  Tensor f32x = gpu_->alloc(DType::F32, {2, 64}), w = gpu_->alloc(DType::F32, {64});
+  EXPECT_THROW(gpu_->rms_norm(f32x, w, 1e-6f, 0.0f, out), Error);
+}
+
+TEST_F(CudaOpsTest, Add) {
+  for (int64_t n : {1, 7, 8, 1000, 4096 * 3 + 5}) {
+    const auto a = random_bf16_values(n, 31, -4, 4), b = random_bf16_values(n, 32, -4, 4);
+    Tensor ga = gpu_bf16(*gpu_, a, {n}), gb = gpu_bf16(*gpu_, b, {n});
+    gpu_->add(ga, gb);
+    Tensor ca = cpu_f32(a, {n});
+    cpu_->add(ca, cpu_f32(b, {n}));
+    expect_close(from_gpu_bf16(*gpu_, ga), values(ca), 4e-3, 1e-30);
+  }
+  // An unaligned view (row slice starting at an odd element) takes the scalar path.
+  const auto a = random_bf16_values(3 * 9, 33), b = random_bf16_values(2 * 9, 34);
+  Tensor ga = gpu_bf16(*gpu_, a, {3, 9});
+  Tensor view = ga.slice_rows(1, 2);
+  gpu_->add(view, gpu_bf16(*gpu_, b, {2, 9}));
+  auto got = from_gpu_bf16(*gpu_, ga);
+  for (int i = 0; i < 27; ++i) {
+    const float want = i < 9 ? a[i] : bf16_to_f32(f32_to_bf16(a[i] + b[i - 9]));
+    EXPECT_EQ(got[i], want) << i;
+  }
+}
+
+TEST_F(CudaOpsTest, Rope) {
+  const std::vector<int32_t> pos = {0, 1, 7, 1000, 65000};
+  const int64_t t = 5, heads = 3;
+  for (int64_t hd : {64, 128, 256})
+    for (int rot : {static_cast<int>(hd), static_cast<int>(hd / 2)})
+      for (bool interleaved : {false, true})
+        for (float mscale : {1.0f, 1.2f}) {
+          SCOPED_TRACE(::testing::Message() << "hd " << hd << " rot " << rot << " interleaved " << interleaved
+                                            << " mscale " << mscale);
+          const auto xv = random_bf16_values(t * heads * hd, 41);
+          std::vector<float> freq(rot / 2);
+          for (int j = 0; j < rot / 2; ++j) freq[j] = std::pow(10000.0f, -2.0f * j / rot);
+          Tensor cx = cpu_f32(xv, {t, heads, hd});
+          cpu_->rope(cx, cpu_i32(pos), cpu_f32(freq, {rot / 2}), rot, interleaved, mscale);
+          Tensor gx = gpu_bf16(*gpu_, xv, {t, heads, hd});
+          gpu_->rope(gx, gpu_i32(*gpu_, pos), gpu_->prepare_weight(cpu_f32(freq, {rot / 2})), rot, interleaved,
+                     mscale);
+          expect_close(from_gpu_bf16(*gpu_, gx), values(cx), 5e-3, 5e-3);
+        }
+}
+
+TEST_F(CudaOpsTest, GatedActivationAndSoftcap) {
+  for (int64_t n : {5, 64, 14336 * 2 + 3}) {
+    const auto g = random_bf16_values(n, 51, -6, 6), u = random_bf16_values(n, 52, -2, 2);
+    for (GatedActivation act : {GatedActivation::Silu, GatedActivation::GeluTanh}) {
+      Tensor cout = Tensor::cpu(DType::F32, {n});
+      cpu_->gated_activation(cpu_f32(g, {n}), cpu_f32(u, {n}), act, cout);
+      Tensor gout = gpu_->alloc(DType::BF16, {n});
+      gpu_->gated_activation(gpu_bf16(*gpu_, g, {n}), gpu_bf16(*gpu_, u, {n}), act, gout);
+      expect_close(from_gpu_bf16(*gpu_, gout), values(cout), 6e-3, 1e-3, "gated");
+    }
+    const auto x = random_bf16_values(n, 53, -100, 100);
+    Tensor cx = cpu_f32(x, {n});
+    cpu_->softcap(cx, 30.0f);
+    Tensor gx = gpu_bf16(*gpu_, x, {n});
+    gpu_->softcap(gx, 30.0f);
+    expect_close(from_gpu_bf16(*gpu_, gx), values(cx), 6e-3, 1e-3, "softcap");
+  }
+}
+
+TEST_F(CudaOpsTest, GatherRows) {
+  const auto x = random_bf16_values(10 * 64, 61);
+  Tensor gx = gpu_bf16(*gpu_, x, {10, 64});
+  const std::vector<int32_t> rows = {9, 0, 3, 3};
+  Tensor gout = gpu_->alloc(DType::BF16, {4, 64});
+  gpu_->gather_rows(gx, rows, gout);
+  const auto got = from_gpu_bf16(*gpu_, gout);
+  for (size_t i = 0; i < rows.size(); ++i)
+    for (int j = 0; j < 64; ++j) EXPECT_EQ(got[i * 64 + j], x[rows[i] * 64 + j]);
+  // Odd row sizes (6 bytes) and another dtype.
+  const auto y = random_bf16_values(5 * 3, 62);
+  Tensor gy = gpu_bf16(*gpu_, y, {5, 3}), gyo = gpu_->alloc(DType::BF16, {2, 3});
+  gpu_->gather_rows(gy, {4, 1}, gyo);
+  const auto goty = from_gpu_bf16(*gpu_, gyo);
+  for (int j = 0; j < 3; ++j) {
+    EXPECT_EQ(goty[j], y[12 + j]);
+    EXPECT_EQ(goty[3 + j], y[3 + j]);
+  }
+  std::vector<int32_t> iv = {1, 2, 3, 4, 5, 6};
+  Tensor gi = gpu_->alloc(DType::I32, {3, 2}), gio = gpu_->alloc(DType::I32, {1, 2});
+  gpu_->copy_from_host(gi, iv.data(), 24);
+  gpu_->gather_rows(gi, {2}, gio);
+  int32_t back[2];
+  gpu_->copy_to_host(back, gio, 8);
+  EXPECT_EQ(back[0], 5);
+  EXPECT_EQ(back[1], 6);
+  EXPECT_THROW(gpu_->gather_rows(gx, {10}, gyo), Error);
+}
+
+TEST_F(CudaOpsTest, WriteKv) {
+  const int64_t blocks = 5, bs = 16, kvh = 2, hd = 64, t = 7;
+  KvLayerCache cache{gpu_->alloc(DType::BF16, {blocks, bs, kvh, hd}), gpu_->alloc(DType::BF16, {blocks, bs, kvh, hd})};
+  const auto k = random_bf16_values(t * kvh * hd, 71), v = random_bf16_values(t * kvh * hd, 72);
+  AttentionMetadata meta;
+  meta.slot_mapping = {0, 15, 16, -1, 79, 33, 40};
+  gpu_->write_kv(gpu_bf16(*gpu_, k, {t, kvh, hd}), gpu_bf16(*gpu_, v, {t, kvh, hd}), cache, meta);
+  const auto kc = from_gpu_bf16(*gpu_, cache.k), vc = from_gpu_bf16(*gpu_, cache.v);
+  std::vector<float> want_k(kc.size(), 0.0f), want_v(vc.size(), 0.0f);
+  const int64_t row = kvh * hd;
+  for (int64_t i = 0; i < t; ++i) {
+    const int64_t slot = meta.slot_mapping[i];
+    if (slot < 0) continue;
+    for (int64_t j = 0; j < row; ++j) {
+      want_k[slot * row + j] = k[i * row + j];
+      want_v[slot * row + j] = v[i * row + j];
+    }
+  }
+  EXPECT_EQ(kc, want_k);
+  EXPECT_EQ(vc, want_v);
+  meta.slot_mapping[0] = blocks * bs;  // out of range
+  EXPECT_THROW(gpu_->write_kv(gpu_bf16(*gpu_, k, {t, kvh, hd}), gpu_bf16(*gpu_, v, {t, kvh, hd}), cache, meta),
+               Error);
+}
+
+}  // namespace
+}  // namespace loom
