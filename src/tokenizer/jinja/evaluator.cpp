@@ -352,7 +352,7 @@ Value Renderer::make_macro(const std::vector<MacroParam>& params, const Body& bo
         if (frame->vars.count(p.name)) continue;
         frame->vars[p.name] = p.default_value ? eval(*p.default_value) : Value::undefined(p.name);
       }
-      frame->vars["varargs"] = make_list(std::move(varargs));
+      frame->vars["varargs"] = make_list(std::move(varargs), /*is_tuple=*/true);
       frame->vars["kwargs"] = Value(kwargs);
       std::string text = capture(*b);
       scope_ = saved;
@@ -485,9 +485,16 @@ Value Renderer::eval_getitem(const GetItemExpr& e) {
 
 namespace {
 
-int64_t checked(bool overflow, int64_t v) {
-  if (overflow) LOOM_THROW("integer overflow");
-  return v;
+using IntOp = bool (*)(int64_t, int64_t, int64_t*);
+bool add_op(int64_t a, int64_t b, int64_t* r) { return __builtin_add_overflow(a, b, r); }
+bool sub_op(int64_t a, int64_t b, int64_t* r) { return __builtin_sub_overflow(a, b, r); }
+bool mul_op(int64_t a, int64_t b, int64_t* r) { return __builtin_mul_overflow(a, b, r); }
+
+// Python ints are unbounded; loom's are int64 and overflow is an error.
+int64_t checked(IntOp op, int64_t a, int64_t b) {
+  int64_t r = 0;
+  if (op(a, b, &r)) LOOM_THROW("integer overflow");
+  return r;
 }
 
 Value repeat(Renderer& r, const Value& seq, int64_t n) {
@@ -556,24 +563,21 @@ Value Renderer::eval_binary(const BinaryExpr& e) {
       }
       if (a.is_number() && b.is_number()) {
         if (a.is_float() || b.is_float()) return Value(a.as_double() + b.as_double());
-        int64_t r = 0;
-        return Value(checked(__builtin_add_overflow(a.as_int(), b.as_int(), &r), r));
+        return Value(checked(add_op, a.as_int(), b.as_int()));
       }
       break;
     case Op::kSub:
       sym = "-";
       if (a.is_number() && b.is_number()) {
         if (a.is_float() || b.is_float()) return Value(a.as_double() - b.as_double());
-        int64_t r = 0;
-        return Value(checked(__builtin_sub_overflow(a.as_int(), b.as_int(), &r), r));
+        return Value(checked(sub_op, a.as_int(), b.as_int()));
       }
       break;
     case Op::kMul:
       sym = "*";
       if (a.is_number() && b.is_number()) {
         if (a.is_float() || b.is_float()) return Value(a.as_double() * b.as_double());
-        int64_t r = 0;
-        return Value(checked(__builtin_mul_overflow(a.as_int(), b.as_int(), &r), r));
+        return Value(checked(mul_op, a.as_int(), b.as_int()));
       }
       if ((a.is_string() || a.is_list()) && (b.is_int() || b.is_bool())) return repeat(*this, a, b.as_int());
       if ((b.is_string() || b.is_list()) && (a.is_int() || a.is_bool())) return repeat(*this, b, a.as_int());
@@ -623,9 +627,9 @@ Value Renderer::eval_binary(const BinaryExpr& e) {
         }
         int64_t base = a.as_int(), exp = b.as_int(), r = 1;
         while (exp > 0) {
-          if (exp & 1) r = checked(__builtin_mul_overflow(r, base, &r), r);
+          if (exp & 1) r = checked(mul_op, r, base);
           exp >>= 1;
-          if (exp > 0) base = checked(__builtin_mul_overflow(base, base, &base), base);
+          if (exp > 0) base = checked(mul_op, base, base);
         }
         return Value(r);
       }

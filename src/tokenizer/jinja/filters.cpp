@@ -523,8 +523,12 @@ Value Renderer::apply_filter(const std::string& name, const Value& v, CallArgs& 
   }
   if (name == "attr") {
     auto p = arg({"name"});
+    // jinja2's |attr reads Python attributes only (methods here), never items.
+    std::string attr = soft_str(p[0]);
     if (v.is_undefined()) throw_undefined(v);
-    return get_attr(*this, v, soft_str(p[0]));
+    Value found = get_attr(*this, v, attr);
+    if (v.is_namespace() || found.is_callable()) return found;
+    return Value::undefined(attr);
   }
   if (name == "int") {
     auto p = arg({"default", "base"});

@@ -137,7 +137,15 @@ bool in_set(uint32_t cp, const std::vector<uint32_t>& set) {
 
 }  // namespace
 
-std::string py_upper(const std::string& s) { return map_cps(s, py_toupper); }
+std::string py_upper(const std::string& s) {
+  if (s.find("\xc3\x9f") == std::string::npos) return map_cps(s, py_toupper);
+  std::string out;  // U+00DF (sharp s) upper-cases to "SS"
+  for (uint32_t cp : decode_utf8(s)) {
+    if (cp == 0xdf) out += "SS";
+    else append_utf8(out, py_toupper(cp));
+  }
+  return out;
+}
 std::string py_lower(const std::string& s) { return map_cps(s, py_tolower); }
 
 std::string py_capitalize(const std::string& s) {
