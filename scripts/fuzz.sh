@@ -13,6 +13,8 @@ cmake --build build/fuzz -j2 --target fuzz_gguf fuzz_safetensors make_fuzz_seeds
 corpus=build/fuzz/corpus
 mkdir -p "$corpus/gguf" "$corpus/safetensors"
 build/fuzz/fuzz/make_fuzz_seeds "$corpus/gguf" "$corpus/safetensors"
+cp tests/fixtures/loader/tiny.gguf "$corpus/gguf/ref_tiny.gguf"  # written by the gguf package
+cp tests/fixtures/loader/tiny.safetensors "$corpus/safetensors/ref_tiny.safetensors"
 
 # UB is fatal, so libFuzzer records it as a crash.
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
