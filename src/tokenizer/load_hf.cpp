@@ -379,6 +379,10 @@ std::unique_ptr<Tokenizer> load_tokenizer_hf(const std::string& model_dir) {
         } else {
           gen_eos.push_back(get_id(*it, gcc, "eos_token_id"));
         }
+        for (int32_t id : gen_eos)
+          if (static_cast<size_t>(id) >= cfg.tokens.size())
+            LOOM_THROW("generation_config.json: eos_token_id {} is outside the vocabulary ({} tokens)", id,
+                       cfg.tokens.size());
         if (!sp.eos && !gen_eos.empty()) sp.eos = gen_eos.front();
       }
       if (auto it = gc->find("bos_token_id"); it != gc->end() && !it->is_null() && !sp.bos)
