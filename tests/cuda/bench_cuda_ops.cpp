@@ -1,0 +1,160 @@
+// Micro-benchmark of the CUDA backend's ops at Llama-3-8B shapes (hidden 4096,
+// MLP 14336, 32 q / 8 kv heads of 128, vocab 128256), timed with CUDA events
+// on the backend's stream. Prints time, achieved TB/s and TFLOP/s; asserts
+// nothing. Weights and caches hold a constant bf16 pattern (values do not
+// change the speed of these kernels).
+// Usage: bench_cuda_ops [iterations]
+#include <cuda_runtime_api.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/cuda/cuda_backend.h"
+
+namespace loom {
+namespace {
+
+struct Timer {
+  cudaStream_t stream;
+  int iters;
+  // Mean milliseconds of fn over iters runs, after 3 warm-up runs.
+  double ms(const std::function<void()>& fn) {
+    for (int i = 0; i < 3; ++i) fn();
+    cudaEvent_t a, b;
+    cudaEventCreate(&a);
+    cudaEventCreate(&b);
+    cudaEventRecord(a, stream);
+    for (int i = 0; i < iters; ++i) fn();
+    cudaEventRecord(b, stream);
+    cudaEventSynchronize(b);
+    float t = 0;
+    cudaEventElapsedTime(&t, a, b);
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    return static_cast<double>(t) / iters;
+  }
+};
+
+Tensor filled(Backend& be, DType t, std::vector<int64_t> shape, cudaStream_t stream) {
+  Tensor x = be.alloc(t, std::move(shape));
+  cudaMemsetAsync(x.data(), 0x3c, static_cast<size_t>(x.nbytes()), stream);  // bf16 0x3c3c = 0.0115
+  return x;
+}
+
+void bench_matmul(Backend& be, Timer& timer, cudaStream_t stream) {
+  struct Shape {
+    const char* name;
+    int64_t n, k;
+  };
+  const Shape shapes[] = {{"qkv", 6144, 4096}, {"o", 4096, 4096}, {"gate_up", 28672, 4096},
+                          {"down", 4096, 14336}, {"lm_head", 128256, 4096}};
+  std::vector<Tensor> w;
+  for (const Shape& s : shapes) w.push_back(filled(be, DType::BF16, {s.n, s.k}, stream));
+  std::printf("\n== matmul (bf16, cuBLASLt) ==\n%-8s %5s %7s %6s %10s %8s %9s\n", "shape", "M", "N", "K", "us",
+              "TB/s", "TFLOP/s");
+  for (int64_t m : {1, 8, 64, 256, 1024}) {
+    double step_ms = 0;
+    for (size_t i = 0; i < std::size(shapes); ++i) {
+      const Shape& s = shapes[i];
+      Tensor x = filled(be, DType::BF16, {m, s.k}, stream);
+      Tensor out = be.alloc(DType::BF16, {m, s.n});
+      const double ms = timer.ms([&] { be.matmul(x, w[i], nullptr, out); });
+      const double bytes = 2.0 * (m * s.k + s.n * s.k + m * s.n);
+      const double flops = 2.0 * m * s.n * s.k;
+      std::printf("%-8s %5lld %7lld %6lld %10.1f %8.2f %9.1f\n", s.name, static_cast<long long>(m),
+                  static_cast<long long>(s.n), static_cast<long long>(s.k), ms * 1e3, bytes / ms / 1e9,
+                  flops / ms / 1e9);
+      step_ms += (i + 1 == std::size(shapes)) ? ms : 32 * ms;
+    }
+    std::printf("  -> one forward step's GEMMs at M=%lld (32 layers + lm_head): %.2f ms\n",
+                static_cast<long long>(m), step_ms);
+  }
+}
+
+// Attention over `seqs` sequences of `ctx` cached tokens each, `n_new` of them new.
+void bench_attention(Backend& be, Timer& timer, cudaStream_t stream, int seqs, int ctx, int n_new) {
+  const int heads = 32, kvh = 8, hd = 128, bs = 16;
+  const int blocks_per_seq = (ctx + bs - 1) / bs;
+  const int num_blocks = seqs * blocks_per_seq;
+  KvLayerCache cache{filled(be, DType::BF16, {num_blocks, bs, kvh, hd}, stream),
+                     filled(be, DType::BF16, {num_blocks, bs, kvh, hd}, stream)};
+  AttentionMetadata meta;
+  meta.num_seqs = seqs;
+  meta.max_blocks_per_seq = blocks_per_seq;
+  meta.query_start = {0};
+  for (int s = 0; s < seqs; ++s) {
+    meta.query_start.push_back(meta.query_start.back() + n_new);
+    meta.context_lens.push_back(ctx);
+    for (int b = 0; b < blocks_per_seq; ++b) meta.block_tables.push_back(s * blocks_per_seq + b);
+    for (int p = ctx - n_new; p < ctx; ++p)
+      meta.slot_mapping.push_back(int64_t{s} * blocks_per_seq * bs + p);
+  }
+  const int64_t t = int64_t{seqs} * n_new;
+  Tensor q = filled(be, DType::BF16, {t, heads, hd}, stream);
+  Tensor out = be.alloc(DType::BF16, {t, heads, hd});
+  AttentionParams p;
+  p.scale = 0.0883883f;
+  const double ms = timer.ms([&] { be.paged_attention(q, cache, meta, p, out); });
+  // Keys each query sees (causal), summed; bytes: each sequence's K/V once.
+  double keys = 0;
+  for (int j = 0; j < n_new; ++j) keys += ctx - n_new + j + 1;
+  keys *= seqs;
+  const double kv_bytes = 2.0 * 2.0 * seqs * static_cast<double>(ctx) * kvh * hd;
+  const double flops = 4.0 * keys * heads * hd;
+  std::printf("%6d %6d %6d %10.1f %8.2f %9.2f\n", seqs, ctx, n_new, ms * 1e3,
+              (kv_bytes + 4.0 * t * heads * hd) / ms / 1e9, flops / ms / 1e9);
+}
+
+void bench_small_ops(Backend& be, Timer& timer, cudaStream_t stream) {
+  std::printf("\n== row and elementwise ops (T = 256 tokens) ==\n%-16s %10s %8s\n", "op", "us", "TB/s");
+  const int64_t t = 256, h = 4096, inter = 14336;
+  Tensor x = filled(be, DType::BF16, {t, h}, stream), res = filled(be, DType::BF16, {t, h}, stream);
+  Tensor out = be.alloc(DType::BF16, {t, h}), w = be.alloc(DType::F32, {h});
+  auto row = [&](const char* name, double bytes, const std::function<void()>& fn) {
+    const double ms = timer.ms(fn);
+    std::printf("%-16s %10.2f %8.2f\n", name, ms * 1e3, bytes / ms / 1e9);
+  };
+  row("rms_norm", 4.0 * t * h, [&] { be.rms_norm(x, w, 1e-5f, 0.0f, out); });
+  row("add_rms_norm", 8.0 * t * h, [&] { be.add_rms_norm(x, res, w, 1e-5f, 0.0f, out); });
+  Tensor g = filled(be, DType::BF16, {t, inter}, stream), u = filled(be, DType::BF16, {t, inter}, stream);
+  Tensor a = be.alloc(DType::BF16, {t, inter});
+  row("silu_mul", 6.0 * t * inter, [&] { be.gated_activation(g, u, GatedActivation::Silu, a); });
+  Tensor qk = filled(be, DType::BF16, {t, 40, 128}, stream);
+  std::vector<int32_t> pos(t);
+  for (int64_t i = 0; i < t; ++i) pos[i] = static_cast<int32_t>(i * 7);
+  Tensor pt = be.alloc(DType::I32, {t});
+  be.copy_from_host(pt, pos.data(), pos.size() * 4);
+  Tensor freq = be.alloc(DType::F32, {64});
+  row("rope (q+k)", 4.0 * t * 40 * 128, [&] { be.rope(qk, pt, freq, 128, false, 1.0f); });
+  Tensor table = filled(be, DType::BF16, {128256, h}, stream);
+  row("embedding", 4.0 * t * h, [&] { be.embedding(table, pt, 1.0f, out); });
+}
+
+}  // namespace
+}  // namespace loom
+
+int main(int argc, char** argv) {
+  using namespace loom;
+  if (!cuda_device_available()) {
+    std::printf("no CUDA device visible: nothing to measure\n");
+    return 0;
+  }
+  const int iters = argc > 1 ? std::atoi(argv[1]) : 20;
+  auto be = make_cuda_backend(0);
+  auto stream = static_cast<cudaStream_t>(cuda_backend_stream(*be));
+  Timer timer{stream, iters > 0 ? iters : 20};
+  std::printf("%s, %d iterations per figure\n", be->name().c_str(), timer.iters);
+  bench_matmul(*be, timer, stream);
+  std::printf("\n== paged attention (32 q / 8 kv heads, head_dim 128, block 16, bf16 KV) ==\n");
+  std::printf("%6s %6s %6s %10s %8s %9s\n", "seqs", "ctx", "new", "us", "TB/s", "TFLOP/s");
+  for (auto [seqs, ctx] : {std::pair{64, 1024}, {1, 1024}, {1, 8192}, {16, 4096}, {256, 512}, {256, 1024}})
+    bench_attention(*be, timer, stream, seqs, ctx, 1);
+  bench_attention(*be, timer, stream, 1, 512, 512);    // prefill
+  bench_attention(*be, timer, stream, 4, 2048, 2048);  // prefill
+  bench_attention(*be, timer, stream, 8, 1024, 256);   // chunked prefill over a cached prefix
+  bench_small_ops(*be, timer, stream);
+  return 0;
+}
