@@ -14,7 +14,9 @@ expected.json}; expected.json holds HF's ids and decodes for CORPUS.
     python3 scripts/make_tokenizer_fixtures.py --nfc-tables
         # regenerates src/tokenizer/unicode_nfc_data.cpp (NFC tables)
 
-Deterministic: the same library versions give byte-identical files.
+The corpora are seeded; the HF BPE trainer may still order equal-count merges
+differently from run to run, so a rerun can change a vocabulary -- its
+expected.json is always recomputed with it, so the pair stays consistent.
 """
 import argparse
 import json
@@ -76,6 +78,40 @@ CORPUS = [
 ]
 
 
+def random_corpus(count=80):
+    """Seeded random strings mixing scripts, whitespace runs, marks and specials."""
+    rng = random.Random(7)
+    words = ["the", "The", "THE", "don't", "it's", "We'LL", "hello", "world", "token", "x", "_id", "fooBar"]
+    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<s>", "</s>", "<bos>", "<end_of_turn>",
+                "<|eot_id|>", "<think>", "<tool_call>", "<unk>", "<0x41>"]
+    spaces = [" ", "  ", "   ", "\n", "\n\n", "\t", "\r\n", " \n ", "\u3000", "\u00a0", "\u2003", "\x0b"]
+
+    def char_from(lo, hi):
+        return chr(rng.randint(lo, hi))
+
+    makers = [
+        lambda: rng.choice(words),
+        lambda: rng.choice(spaces),
+        lambda: rng.choice(specials),
+        lambda: str(rng.randint(0, 10 ** rng.randint(1, 12))),
+        lambda: "".join(rng.choice("!@#$%^&*()[]{};:'\",.<>/?\\|`~-_=+") for _ in range(rng.randint(1, 4))),
+        lambda: "".join(char_from(0x4E00, 0x9FFF) for _ in range(rng.randint(1, 5))),
+        lambda: "".join(char_from(0x3041, 0x30FF) for _ in range(rng.randint(1, 5))),
+        lambda: "".join(char_from(0x0621, 0x064A) for _ in range(rng.randint(1, 6))),
+        lambda: "".join(char_from(0xAC00, 0xD7A3) for _ in range(rng.randint(1, 3))),
+        lambda: rng.choice("aeiouAEIOU") + "".join(char_from(0x0300, 0x036F) for _ in range(rng.randint(1, 3))),
+        lambda: char_from(0x1F300, 0x1FAFF) + rng.choice(["", "\U0001F3FD", "\uFE0F", "\u200D" + char_from(0x1F466, 0x1F469)]),
+        lambda: char_from(0x00C0, 0x024F) + char_from(0x0370, 0x03FF) + char_from(0x0400, 0x04FF),
+        lambda: char_from(0x10000, 0x10FFFD) if rng.random() < 0.5 else char_from(0xE000, 0xF8FF),
+    ]
+    out = []
+    for _ in range(count):
+        parts = [rng.choice(makers)() for _ in range(rng.randint(1, 14))]
+        text = "".join(p + (" " if rng.random() < 0.5 else "") for p in parts)
+        out.append("".join(c for c in text if not 0xD800 <= ord(c) <= 0xDFFF))
+    return out
+
+
 def training_corpus():
     rng = random.Random(1234)
     english = [
@@ -135,7 +171,7 @@ def write_json(path, obj):
 
 def expected_cases(encode, decode, encode_unparsed):
     cases = []
-    for text in CORPUS:
+    for text in CORPUS + random_corpus():
         ids = encode(text, False)
         cases.append({
             "text": text,
