@@ -20,6 +20,9 @@ enum class DType : uint8_t {
   Q4_K,  // 256 values: super-block with 6-bit sub-scales
   Q5_K,
   Q6_K,
+  Q4_1,  // 32 values: f16 scale, f16 min + 16 bytes of nibbles
+  Q5_0,  // 32 values: f16 scale + 4 bytes of high bits + 16 bytes of nibbles
+  Q5_1,  // 32 values: f16 scale, f16 min + 4 bytes of high bits + 16 bytes of nibbles
 };
 
 struct DTypeInfo {

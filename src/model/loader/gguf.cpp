@@ -36,6 +36,7 @@ struct GgmlDType {
 constexpr GgmlDType kSupported[] = {
     {0, DType::F32},   {1, DType::F16},   {30, DType::BF16}, {8, DType::Q8_0},
     {2, DType::Q4_0},  {12, DType::Q4_K}, {13, DType::Q5_K}, {14, DType::Q6_K},
+    {3, DType::Q4_1},  {6, DType::Q5_0},  {7, DType::Q5_1},
 };
 
 // Smallest encoding of one value of type t, used to bound element counts by
