@@ -178,6 +178,7 @@ struct ForStmt : Stmt {
   ExprPtr filter;  // `for x in y if cond`; may be null
   Body body;
   Body otherwise;
+  bool uses_loop = false;  // the body names `loop`; otherwise no loop object is built
 };
 struct SetStmt : Stmt {
   explicit SetStmt(int l) : Stmt(StmtKind::kSet, l) {}

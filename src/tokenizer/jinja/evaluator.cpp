@@ -234,6 +234,36 @@ void Renderer::assign(const Target& t, const Value& v, int line) {
   for (size_t i = 0; i < items.size(); ++i) scope_->vars[t.names[i]] = items[i];
 }
 
+namespace {
+
+// The `loop` object of one iteration. Keys are built once per process.
+Value make_loop(const std::vector<Value>& items, int64_t i) {
+  static const Value kIndex("index"), kIndex0("index0"), kRevindex("revindex"),
+      kRevindex0("revindex0"), kFirst("first"), kLast("last"), kLength("length"), kDepth("depth"),
+      kDepth0("depth0"), kPrevitem("previtem"), kNextitem("nextitem"), kCycle("cycle");
+  const int64_t n = static_cast<int64_t>(items.size());
+  auto loop = std::make_shared<Dict>();
+  loop->items.reserve(12);
+  loop->items.emplace_back(kIndex, Value(i + 1));
+  loop->items.emplace_back(kIndex0, Value(i));
+  loop->items.emplace_back(kRevindex, Value(n - i));
+  loop->items.emplace_back(kRevindex0, Value(n - i - 1));
+  loop->items.emplace_back(kFirst, Value(i == 0));
+  loop->items.emplace_back(kLast, Value(i == n - 1));
+  loop->items.emplace_back(kLength, Value(n));
+  loop->items.emplace_back(kDepth, Value(1));
+  loop->items.emplace_back(kDepth0, Value(0));
+  if (i > 0) loop->items.emplace_back(kPrevitem, items[static_cast<size_t>(i - 1)]);
+  if (i + 1 < n) loop->items.emplace_back(kNextitem, items[static_cast<size_t>(i + 1)]);
+  loop->items.emplace_back(kCycle, make_callable("cycle", [i](Renderer&, CallArgs& a) {
+                             if (a.positional.empty()) LOOM_THROW("no items for cycling given");
+                             return a.positional[static_cast<size_t>(i) % a.positional.size()];
+                           }));
+  return Value(std::move(loop));
+}
+
+}  // namespace
+
 void Renderer::exec_for(const ForStmt& s) {
   Value seq = eval(*s.iter);
   std::vector<Value> items = iterate(*this, seq);
@@ -278,24 +308,7 @@ void Renderer::exec_for(const ForStmt& s) {
     Flow f;
     try {
       bind_target(items[i]);
-      auto loop = std::make_shared<Dict>();
-      loop->items.reserve(12);
-      loop->items.emplace_back(Value("index"), Value(i + 1));
-      loop->items.emplace_back(Value("index0"), Value(i));
-      loop->items.emplace_back(Value("revindex"), Value(n - i));
-      loop->items.emplace_back(Value("revindex0"), Value(n - i - 1));
-      loop->items.emplace_back(Value("first"), Value(i == 0));
-      loop->items.emplace_back(Value("last"), Value(i == n - 1));
-      loop->items.emplace_back(Value("length"), Value(n));
-      loop->items.emplace_back(Value("depth"), Value(1));
-      loop->items.emplace_back(Value("depth0"), Value(0));
-      if (i > 0) loop->items.emplace_back(Value("previtem"), items[i - 1]);
-      if (i + 1 < n) loop->items.emplace_back(Value("nextitem"), items[i + 1]);
-      loop->items.emplace_back(Value("cycle"), make_callable("cycle", [i](Renderer&, CallArgs& a) {
-                                 if (a.positional.empty()) LOOM_THROW("no items for cycling given");
-                                 return a.positional[static_cast<size_t>(i) % a.positional.size()];
-                               }));
-      scope_->vars["loop"] = Value(std::move(loop));
+      if (s.uses_loop) scope_->vars["loop"] = make_loop(items, i);
       f = exec_body(s.body);
     } catch (...) {
       scope_ = outer;

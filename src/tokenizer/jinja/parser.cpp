@@ -205,7 +205,9 @@ class Parser {
     if (is_name("recursive")) fail("recursive loops are not supported");
     expect_block_end();
     ++loop_depth_;
+    int refs_before = loop_refs_;
     s->body = parse_body({"endfor", "else"});
+    s->uses_loop = loop_refs_ != refs_before;
     --loop_depth_;
     if (cur().text == "else") {
       next();
@@ -493,6 +495,7 @@ class Parser {
         if (n == "true" || n == "True") return std::make_unique<LiteralExpr>(line, Value(true));
         if (n == "false" || n == "False") return std::make_unique<LiteralExpr>(line, Value(false));
         if (n == "none" || n == "None") return std::make_unique<LiteralExpr>(line, Value::none());
+        if (n == "loop") ++loop_refs_;
         return std::make_unique<NameExpr>(line, std::move(n));
       }
       case Tok::kString: {
@@ -691,6 +694,7 @@ class Parser {
   int max_depth_;
   int depth_ = 0;
   int loop_depth_ = 0;
+  int loop_refs_ = 0;  // `loop` names seen so far
 };
 
 }  // namespace
