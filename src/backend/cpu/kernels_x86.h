@@ -182,18 +182,35 @@ float x86_dot_q4_0(const BlockQ4_0* w, const ActQ8_0* x, int64_t nb) {
   return hsum(_mm256_add_ps(a0, a1));
 }
 
+// The 8 six-bit scales (bytes 0..7 of the result) and mins (bytes 8..15) of a
+// Q4_K / Q5_K super-block, unpacked from their 12-byte packing (see k_scale_min).
+inline __m128i unpack_k_scales(const uint8_t* s) {
+  uint32_t u[3];
+  __builtin_memcpy(u, s, 12);
+  constexpr uint32_t k6 = 0x3f3f3f3f, k4 = 0x0f0f0f0f, k2 = 0x03030303;
+  const uint32_t sc_lo = u[0] & k6, m_lo = u[1] & k6;
+  const uint32_t sc_hi = (u[2] & k4) | (((u[0] >> 6) & k2) << 4);
+  const uint32_t m_hi = ((u[2] >> 4) & k4) | (((u[1] >> 6) & k2) << 4);
+  return _mm_setr_epi32(static_cast<int>(sc_lo), static_cast<int>(sc_hi), static_cast<int>(m_lo),
+                        static_cast<int>(m_hi));
+}
+
 // Q4_K / Q5_K: integer sum of sc_j * q.x over the 8 sub-blocks, minus the mins
 // term m_j * sum(x) from the activation block sums.
 template <bool kFive, class Block>
 float x86_dot_k45(const Block* w, const ActQ8_K* x, int64_t nb) {
   const __m256i low4 = _mm256_set1_epi8(0x0F);
-  __m256 acc = _mm256_setzero_ps();
-  float mins = 0;
+  __m256 acc = _mm256_setzero_ps(), acc_min = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    int sc[8], m[8];
-    for (int j = 0; j < 8; ++j) k_scale_min(w[b].scales, j, sc[j], m[j]);
-    int summ = 0;
-    for (int j = 0; j < 8; ++j) summ += m[j] * (x[b].bsums[2 * j] + x[b].bsums[2 * j + 1]);
+    const __m128i scm = unpack_k_scales(w[b].scales);
+    // mins: m_j duplicated into int16 pairs against the 16 bsums.
+    const __m128i m16 = _mm_cvtepu8_epi16(_mm_unpackhi_epi64(scm, scm));
+    const __m256i m_pairs = _mm256_setr_m128i(_mm_unpacklo_epi16(m16, m16), _mm_unpackhi_epi16(m16, m16));
+    const __m256i summ = _mm256_madd_epi16(m_pairs, load256(x[b].bsums));
+    acc_min = _mm256_fmadd_ps(_mm256_set1_ps(f16(w[b].dmin) * x[b].d), _mm256_cvtepi32_ps(summ), acc_min);
+    // scales as int16 x 8, each broadcast to a whole register when used.
+    alignas(16) int16_t sc[8];
+    _mm_store_si128(reinterpret_cast<__m128i*>(sc), _mm_cvtepu8_epi16(scm));
     __m256i sumi = _mm256_setzero_si256();
     __m256i hbits;
     if constexpr (kFive) hbits = load256(w[b].qh);
@@ -206,13 +223,14 @@ float x86_dot_k45(const Block* w, const ActQ8_K* x, int64_t nb) {
         lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hbits, 2 * g), one), 4));
         hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hbits, 2 * g + 1), one), 4));
       }
-      sumi = _mm256_add_epi32(sumi, dot_us_scaled(lo, load256(x[b].qs + 64 * g), sc[2 * g], sc[2 * g]));
-      sumi = _mm256_add_epi32(sumi, dot_us_scaled(hi, load256(x[b].qs + 64 * g + 32), sc[2 * g + 1], sc[2 * g + 1]));
+      const __m256i p_lo = _mm256_maddubs_epi16(lo, load256(x[b].qs + 64 * g));
+      const __m256i p_hi = _mm256_maddubs_epi16(hi, load256(x[b].qs + 64 * g + 32));
+      sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p_lo, _mm256_set1_epi16(sc[2 * g])));
+      sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p_hi, _mm256_set1_epi16(sc[2 * g + 1])));
     }
     acc = _mm256_fmadd_ps(_mm256_set1_ps(f16(w[b].d) * x[b].d), _mm256_cvtepi32_ps(sumi), acc);
-    mins += f16(w[b].dmin) * x[b].d * static_cast<float>(summ);
   }
-  return hsum(acc) - mins;
+  return hsum(_mm256_sub_ps(acc, acc_min));
 }
 
 float x86_dot_q4_k(const BlockQ4_K* w, const ActQ8_K* x, int64_t nb) { return x86_dot_k45<false>(w, x, nb); }
@@ -223,8 +241,9 @@ float x86_dot_q6_k(const BlockQ6_K* w, const ActQ8_K* x, int64_t nb) {
   __m256 acc = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const int8_t* sc = w[b].scales;
-    int offset = 0;  // sum_j sc_j * 32 * sum(x in sub-block j): the -32 of every q
-    for (int j = 0; j < 16; ++j) offset += sc[j] * x[b].bsums[j];
+    // sum_j sc_j * sum(x in sub-block j), times 32 below: the -32 of every q.
+    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
+    const __m256i offset = _mm256_madd_epi16(sc16, load256(x[b].bsums));
     __m256i sumi = _mm256_setzero_si256();
     for (int h = 0; h < 2; ++h) {
       const __m256i l0 = load256(w[b].ql + 64 * h), l1 = load256(w[b].ql + 64 * h + 32);
@@ -243,7 +262,7 @@ float x86_dot_q6_k(const BlockQ6_K* w, const ActQ8_K* x, int64_t nb) {
       sumi = _mm256_add_epi32(sumi, dot_us_scaled(q3, load256(xq + 64), s[4], s[5]));
       sumi = _mm256_add_epi32(sumi, dot_us_scaled(q4, load256(xq + 96), s[6], s[7]));
     }
-    sumi = _mm256_sub_epi32(sumi, _mm256_setr_epi32(32 * offset, 0, 0, 0, 0, 0, 0, 0));
+    sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32(offset, 5));
     acc = _mm256_fmadd_ps(_mm256_set1_ps(f16(w[b].d) * x[b].d), _mm256_cvtepi32_ps(sumi), acc);
   }
   return hsum(acc);
