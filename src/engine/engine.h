@@ -1,0 +1,179 @@
+// Engine: continuous batching of many requests over one model. One engine
+// thread owns every Sequence, the Scheduler, the KvManager, the KV cache and
+// the model; other threads talk to it only through submit()/abort() (a locked
+// inbox) and get results through callbacks run on the engine thread. Life
+// cycle, invariants and threads: engine/README.md.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "core/dtype.h"
+#include "engine/request.h"
+#include "engine/sampler.h"
+#include "engine/scheduler.h"
+#include "kv/kv_manager.h"
+#include "model/transformer.h"
+#include "tokenizer/tokenizer.h"
+
+namespace loom {
+
+struct EngineConfig {
+  int32_t block_size = 16;
+  int32_t num_kv_blocks = 0;      // > 0: pool size in blocks; else from kv_cache_bytes
+  int64_t kv_cache_bytes = int64_t(1) << 30;
+  DType kv_dtype = DType::F32;
+  bool enable_prefix_caching = true;
+  SchedulerConfig scheduler;      // max_model_len 0: the model's max_position (and the pool)
+  uint64_t seed = 0x10011;        // engine-wide generator for unseeded requests
+  std::vector<int32_t> eos_ids;   // ids ending generation; empty: the tokenizer's eos_ids
+};
+
+enum class EngineErrorKind : uint8_t { None, QueueFull, TooLong, Invalid, Internal, Shutdown };
+
+// One update of one sequence, delivered on the engine thread.
+struct StreamEvent {
+  RequestId request_id = 0;
+  int32_t seq_index = 0;
+  std::vector<int32_t> token_ids;      // new tokens (one per step; none on errors)
+  std::string text;                    // new text that became safe to stream
+  std::vector<SampleResult> logprobs;  // per new token, when the request asked
+  FinishReason finish = FinishReason::None;  // set on the sequence's last event
+  EngineErrorKind error = EngineErrorKind::None;
+  std::string error_message;
+  bool request_done = false;           // the request's last event
+};
+
+// Runs on the engine thread; must not block (push to the requester's queue,
+// e.g. an EventQueue) and must not call back into the engine except abort().
+using StreamCallback = std::function<void(const StreamEvent&)>;
+
+// A thread-safe unbounded queue of events: push never blocks the engine.
+class EventQueue {
+ public:
+  void push(StreamEvent e);
+  StreamEvent pop();  // blocks until an event is there
+  std::optional<StreamEvent> try_pop();
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<StreamEvent> q_;
+};
+
+struct SequenceResult {
+  int32_t index = 0;
+  std::vector<int32_t> output_ids;
+  std::string text;
+  FinishReason finish_reason = FinishReason::None;
+  std::vector<SampleResult> logprobs;
+};
+
+struct Result {
+  RequestId id = 0;
+  std::string external_id;
+  int32_t prompt_tokens = 0;
+  std::vector<SequenceResult> sequences;  // by index
+  EngineErrorKind error = EngineErrorKind::None;
+  std::string error_message;
+};
+
+struct EngineStats {
+  uint64_t steps = 0;
+  uint64_t prompt_tokens_computed = 0;
+  uint64_t generated_tokens = 0;
+  uint64_t cached_prompt_tokens = 0;
+  uint64_t preemptions = 0;
+  uint64_t finished_requests = 0;
+  size_t running = 0;
+  size_t waiting = 0;
+  KvStats kv;
+};
+
+class Engine {
+ public:
+  // model (and tokenizer, which may be null: no text) must outlive the engine.
+  Engine(Transformer& model, const Tokenizer* tokenizer, EngineConfig config);
+  ~Engine();  // stops the engine thread; unfinished requests end with abort
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Starts / stops the engine thread. Without it, generate() and run_step()
+  // drive the engine on the caller's thread.
+  void start();
+  void stop();
+
+  // Any thread. Validates the request (throws loom::Error for bad fields);
+  // admission (queue bounds) happens on the engine thread and a rejection
+  // arrives as one event with error set.
+  RequestId submit(Request request, StreamCallback callback);
+  void abort(RequestId id);  // any thread; unknown or finished ids are ignored
+
+  // Submits every request and waits for all results (in input order).
+  // Uses the engine thread when started, else runs the loop on this thread.
+  std::vector<Result> generate(std::vector<Request> requests);
+
+  // Engine-thread API (or single-threaded use): handles the inbox and runs at
+  // most one step; false when there was nothing to do.
+  bool run_step();
+
+  EngineStats stats() const;  // any thread
+  int32_t num_kv_blocks() const { return kv_->num_blocks(); }
+  int32_t block_size() const { return kv_->block_size(); }
+
+ private:
+  struct SeqState;
+  struct RequestState;
+  struct Inbox {
+    std::vector<std::pair<RequestId, Request>> submits;
+    std::vector<StreamCallback> callbacks;
+    std::vector<RequestId> aborts;
+  };
+
+  void loop();
+  void drain_inbox();
+  void admit(RequestId id, Request request, StreamCallback callback);
+  void execute(const StepPlan& plan);
+  void apply_copies(const std::vector<BlockCopy>& copies);
+  void on_token(SeqId seq, int32_t token, const SampleResult& sample);
+  void end_sequence(SeqId seq, FinishReason reason, EngineErrorKind error,
+                    const std::string& message, bool free_in_scheduler);
+  void end_request_with_error(RequestId id, EngineErrorKind error, const std::string& message);
+  void abort_all(EngineErrorKind error, const std::string& message);
+  void publish_stats();
+
+  Transformer& model_;
+  const Tokenizer* tokenizer_;
+  EngineConfig config_;
+  std::vector<int32_t> eos_ids_;
+  std::unique_ptr<KvManager> kv_;
+  std::unique_ptr<Scheduler> scheduler_;
+  KvCache cache_;
+  Sampler sampler_;
+  std::unordered_map<RequestId, std::unique_ptr<RequestState>> requests_;
+  std::unordered_map<SeqId, std::unique_ptr<SeqState>> seqs_;
+  EngineStats counters_;  // engine thread
+  std::vector<float> logits_host_;
+
+  // Shared with other threads.
+  std::atomic<RequestId> next_request_id_{1};
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  Inbox inbox_;
+  bool stopping_ = false;
+  EngineStats published_;
+  std::thread thread_;
+  std::atomic<bool> running_thread_{false};
+};
+
+}  // namespace loom
