@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "model/model.h"
 #include "model/transformer.h"
+#include "../common/paged_step.h"
 
 namespace loom {
 namespace {
@@ -26,98 +27,25 @@ constexpr float kTolerance = 1e-3f;
 constexpr int64_t kBlockSize = 4;
 constexpr int64_t kNumBlocks = 96;
 
-struct Reference {
-  std::vector<std::vector<int32_t>> prompts;
-  std::vector<std::vector<std::vector<float>>> logits;  // [prompt][position][vocab]
-  std::vector<std::vector<int32_t>> greedy;
-};
+using testing::argmax;
+using Sequence = testing::PagedSequence;
+using Reference = testing::ModelReference;
 
-std::string fixture_dir(const std::string& name) {
-  return std::string(LOOM_SOURCE_DIR) + "/tests/fixtures/models/" + name;
-}
-
-Reference load_reference(const std::string& name) {
-  std::ifstream in(fixture_dir(name) + "/reference.json");
-  EXPECT_TRUE(in) << "missing fixture " << name;
-  const nlohmann::json j = nlohmann::json::parse(in);
-  Reference r;
-  r.prompts = j.at("prompts").get<std::vector<std::vector<int32_t>>>();
-  r.logits = j.at("logits").get<std::vector<std::vector<std::vector<float>>>>();
-  r.greedy = j.at("greedy").get<std::vector<std::vector<int32_t>>>();
-  return r;
-}
-
-std::string model_path(const std::string& name) {
-  const std::string dir = fixture_dir(name);
-  return name.ends_with("_gguf") ? dir + "/model.gguf" : dir;
-}
-
-// One sequence's place in the paged cache: its physical blocks (in logical
-// order) and how many tokens the cache already holds.
-struct Sequence {
-  std::vector<int32_t> blocks;
-  int32_t cached = 0;
-};
-
-// Hands out physical blocks in a fixed shuffled order, so a sequence's blocks
-// are neither contiguous nor ascending.
-class BlockPool {
+class BlockPool : public testing::ShuffledBlockPool {
  public:
-  explicit BlockPool(uint32_t seed) : free_(kNumBlocks) {
-    std::iota(free_.begin(), free_.end(), 0);
-    std::shuffle(free_.begin(), free_.end(), std::mt19937(seed));
-  }
-  int32_t take() {
-    if (free_.empty()) throw std::runtime_error("block pool exhausted");
-    const int32_t b = free_.back();
-    free_.pop_back();
-    return b;
-  }
-
- private:
-  std::vector<int32_t> free_;
+  explicit BlockPool(uint32_t seed) : ShuffledBlockPool(kNumBlocks, seed) {}
 };
 
-// A step holding, for each (sequence, new tokens) pair, the tokens appended
-// after what the sequence has cached. Every new row gets logits.
+std::string fixture_dir(const std::string& name) { return testing::model_fixture_dir(name); }
+std::string model_path(const std::string& name) { return testing::model_fixture_path(name); }
+Reference load_reference(const std::string& name) { return testing::load_model_reference(name); }
+
 StepInput make_step(std::vector<std::pair<Sequence*, std::vector<int32_t>>> parts, BlockPool& pool) {
-  StepInput step;
-  AttentionMetadata& m = step.attn;
-  m.num_seqs = static_cast<int32_t>(parts.size());
-  m.query_start.push_back(0);
-  int32_t max_blocks = 0;
-  for (auto& [seq, tokens] : parts) {
-    const int32_t len = seq->cached + static_cast<int32_t>(tokens.size());
-    while (static_cast<int64_t>(seq->blocks.size()) * kBlockSize < len) seq->blocks.push_back(pool.take());
-    max_blocks = std::max(max_blocks, static_cast<int32_t>(seq->blocks.size()));
-  }
-  m.max_blocks_per_seq = max_blocks;
-  for (auto& [seq, tokens] : parts) {
-    for (size_t i = 0; i < tokens.size(); ++i) {
-      const int32_t pos = seq->cached + static_cast<int32_t>(i);
-      step.logit_rows.push_back(static_cast<int32_t>(step.tokens.size()));
-      step.tokens.push_back(tokens[i]);
-      step.positions.push_back(pos);
-      m.slot_mapping.push_back(int64_t{seq->blocks[static_cast<size_t>(pos / kBlockSize)]} * kBlockSize +
-                               pos % kBlockSize);
-    }
-    seq->cached += static_cast<int32_t>(tokens.size());
-    m.query_start.push_back(static_cast<int32_t>(step.tokens.size()));
-    m.context_lens.push_back(seq->cached);
-    for (int32_t b = 0; b < max_blocks; ++b)
-      m.block_tables.push_back(b < static_cast<int32_t>(seq->blocks.size()) ? seq->blocks[static_cast<size_t>(b)] : 0);
-  }
-  return step;
+  return testing::make_paged_step(std::move(parts), pool, kBlockSize);
 }
 
 std::vector<std::vector<float>> to_rows(Backend& backend, const Tensor& logits) {
-  std::vector<float> flat(static_cast<size_t>(logits.numel()));
-  backend.copy_to_host(flat.data(), logits, flat.size() * sizeof(float));
-  std::vector<std::vector<float>> rows;
-  const int64_t vocab = logits.dim(1);
-  for (int64_t r = 0; r < logits.dim(0); ++r)
-    rows.emplace_back(flat.begin() + r * vocab, flat.begin() + (r + 1) * vocab);
-  return rows;
+  return testing::logits_to_rows(backend, logits);
 }
 
 float max_abs_diff(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
@@ -128,10 +56,6 @@ float max_abs_diff(const std::vector<std::vector<float>>& a, const std::vector<s
     for (size_t j = 0; j < std::min(a[i].size(), b[i].size()); ++j) m = std::max(m, std::fabs(a[i][j] - b[i][j]));
   }
   return m;
-}
-
-int32_t argmax(const std::vector<float>& row) {
-  return static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
 }
 
 // Worst |Δlogit| seen per fixture, printed at the end.

@@ -1,0 +1,101 @@
+// The whole forward pass on the CUDA backend (bf16) against HF's fp32 logits
+// for every tiny fixture model, prefilled in one step and fed token by token
+// through the paged cache; and CUDA batched rows against the same rows alone.
+// Tolerance: bf16 weights and activations carry ~3 significant digits, so
+// |Δlogit| <= 0.05 + 0.03 * max|logit| of the row; greedy tokens must agree
+// wherever HF's top-2 margin exceeds that tolerance.
+#include <gtest/gtest.h>
+
+#include "../common/paged_step.h"
+#include "backend/cuda/cuda_backend.h"
+#include "model/model.h"
+
+namespace loom {
+namespace {
+
+constexpr int64_t kBlockSize = 16;
+constexpr int64_t kNumBlocks = 64;
+
+float row_tolerance(const std::vector<float>& ref) {
+  float m = 0;
+  for (float v : ref) m = std::max(m, std::fabs(v));
+  return 0.05f + 0.03f * m;
+}
+
+class CudaModelTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device visible";
+    backend_ = make_cuda_backend(0);
+    ref_ = testing::load_model_reference(GetParam());
+    model_ = open_model(testing::model_fixture_path(GetParam()));
+    transformer_ = std::make_unique<Transformer>(model_.config, *model_.weights, *backend_);
+  }
+
+  std::vector<std::vector<float>> run(const std::vector<int32_t>& prompt, size_t chunk) {
+    KvCache cache = transformer_->allocate_kv_cache(kNumBlocks, kBlockSize, DType::BF16);
+    testing::ShuffledBlockPool pool(kNumBlocks, 5);
+    testing::PagedSequence seq;
+    std::vector<std::vector<float>> out;
+    for (size_t b = 0; b < prompt.size(); b += chunk) {
+      const size_t e = std::min(prompt.size(), b + chunk);
+      auto step = testing::make_paged_step({{&seq, {prompt.begin() + b, prompt.begin() + e}}}, pool,
+                                           kBlockSize);
+      for (auto& r : testing::logits_to_rows(*backend_, transformer_->forward(step, cache)))
+        out.push_back(std::move(r));
+    }
+    return out;
+  }
+
+  void check(const std::vector<std::vector<float>>& got, const std::vector<std::vector<float>>& ref) {
+    ASSERT_EQ(got.size(), ref.size());
+    float worst = 0;
+    for (size_t r = 0; r < ref.size(); ++r) {
+      const float tol = row_tolerance(ref[r]);
+      float d = 0;
+      for (size_t j = 0; j < ref[r].size(); ++j) d = std::max(d, std::fabs(got[r][j] - ref[r][j]));
+      worst = std::max(worst, d / tol);
+      EXPECT_LE(d, tol) << "row " << r;
+      auto sorted = ref[r];
+      std::sort(sorted.begin(), sorted.end(), std::greater<>());
+      if (sorted[0] - sorted[1] > 2 * tol) {
+        EXPECT_EQ(testing::argmax(got[r]), testing::argmax(ref[r])) << "row " << r;
+      }
+    }
+    std::printf("%-20s worst |dlogit| / tolerance = %.3f\n", GetParam().c_str(), worst);
+  }
+
+  std::unique_ptr<Backend> backend_;
+  testing::ModelReference ref_;
+  LoadedModel model_;
+  std::unique_ptr<Transformer> transformer_;
+};
+
+TEST_P(CudaModelTest, PrefillMatchesHf) {
+  for (size_t p = 0; p < ref_.prompts.size(); ++p) check(run(ref_.prompts[p], ref_.prompts[p].size()), ref_.logits[p]);
+}
+
+TEST_P(CudaModelTest, TokenByTokenMatchesHf) {
+  for (size_t p = 0; p < ref_.prompts.size(); ++p) check(run(ref_.prompts[p], 1), ref_.logits[p]);
+}
+
+TEST_P(CudaModelTest, BatchedRowsEqualAlone) {
+  KvCache cache = transformer_->allocate_kv_cache(kNumBlocks, kBlockSize, DType::BF16);
+  testing::ShuffledBlockPool pool(kNumBlocks, 9);
+  testing::PagedSequence a, b;
+  const auto& pa = ref_.prompts[1];
+  const auto& pb = ref_.prompts[2];
+  auto rows = testing::logits_to_rows(
+      *backend_, transformer_->forward(testing::make_paged_step({{&a, pa}, {&b, pb}}, pool, kBlockSize), cache));
+  std::vector<std::vector<float>> rows_b(rows.begin() + static_cast<long>(pa.size()), rows.end());
+  check(rows_b, ref_.logits[2]);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, CudaModelTest,
+                         ::testing::Values("llama3", "llama3_gguf", "llama2", "llama_linear", "llama_yarn",
+                                           "mistral", "qwen2", "qwen3", "gemma3", "gemma3_gguf",
+                                           "gemma3_layer_types"),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace loom
