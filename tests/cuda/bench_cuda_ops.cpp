@@ -138,6 +138,7 @@ void bench_small_ops(Backend& be, Timer& timer, cudaStream_t stream) {
 
 int main(int argc, char** argv) {
   using namespace loom;
+  std::setvbuf(stdout, nullptr, _IONBF, 0);
   if (!cuda_device_available()) {
     std::printf("no CUDA device visible: nothing to measure\n");
     return 0;

@@ -39,23 +39,37 @@ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) ==
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-class CudaBackend final : public Backend {
+// The backend's stream. Declared first among CudaBackend's members so that it
+// is destroyed last, after every buffer that frees memory in its order.
+class OwnedStream {
  public:
-  explicit CudaBackend(int device) : device_(device) {
+  explicit OwnedStream(int device) {
     int count = 0;
     LOOM_CUDA_CHECK(cudaGetDeviceCount(&count));
     LOOM_CHECK(device >= 0 && device < count, "CUDA device {} does not exist ({} visible)", device, count);
     LOOM_CUDA_CHECK(cudaSetDevice(device));
-    LOOM_CUDA_CHECK(cudaGetDeviceProperties(&props_, device));
     LOOM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  }
+  ~OwnedStream() {
+    cudaStreamSynchronize(stream_);
+    cudaStreamDestroy(stream_);
+  }
+  OwnedStream(const OwnedStream&) = delete;
+  OwnedStream& operator=(const OwnedStream&) = delete;
+  cudaStream_t get() const { return stream_; }
+
+ private:
+  cudaStream_t stream_ = nullptr;
+};
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(int device) : owned_stream_(device), stream_(owned_stream_.get()), device_(device) {
+    LOOM_CUDA_CHECK(cudaGetDeviceProperties(&props_, device));
     gemm_ = std::make_unique<cuda::Gemm>(stream_);
   }
 
-  ~CudaBackend() override {
-    cudaStreamSynchronize(stream_);
-    gemm_.reset();
-    cudaStreamDestroy(stream_);
-  }
+  ~CudaBackend() override { cudaStreamSynchronize(stream_); }
 
   cudaStream_t stream() const { return stream_; }
 
@@ -308,9 +322,10 @@ class CudaBackend final : public Backend {
     return static_cast<uint16_t>(u >> 16);
   }
 
+  OwnedStream owned_stream_;
+  cudaStream_t stream_;
   int device_;
   cudaDeviceProp props_{};
-  cudaStream_t stream_ = nullptr;
   std::unique_ptr<cuda::Gemm> gemm_;
   cuda::PinnedUploader uploader_;
   cuda::StepMetadataCache metadata_;
