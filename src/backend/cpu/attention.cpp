@@ -162,20 +162,22 @@ void paged_attention(ThreadPool& pool, const Tensor& q, const KvLayerCache& cach
     for (int64_t blk = key_lo / bs; blk * bs <= pos_hi; ++blk) {
       const int64_t k0 = blk * bs, k1 = std::min(pos_hi + 1, k0 + bs);
       const int64_t nk = k1 - k0;
-      // This kv head's rows of the block, as f32 [nk, hd].
+      // This kv head's rows of the block as f32: read in place from an f32
+      // cache (rows kstride apart), converted into kf/vf otherwise.
       const int64_t base = (static_cast<int64_t>(table[blk]) * bs * slot_stride + it.kv_head * hd);
-      for (int64_t i = 0; i < nk; ++i) {
-        const uint8_t* kr = kbase + (base + i * slot_stride) * elem;
-        const uint8_t* vr = vbase + (base + i * slot_stride) * elem;
-        if (dt == DType::F32) {
-          std::memcpy(kf + i * hd, kr, static_cast<size_t>(hd) * 4);
-          std::memcpy(vf + i * hd, vr, static_cast<size_t>(hd) * 4);
-        } else if (dt == DType::F16) {
-          kern.f16_to_f32(reinterpret_cast<const uint16_t*>(kr), kf + i * hd, hd);
-          kern.f16_to_f32(reinterpret_cast<const uint16_t*>(vr), vf + i * hd, hd);
-        } else {
-          kern.bf16_to_f32(reinterpret_cast<const uint16_t*>(kr), kf + i * hd, hd);
-          kern.bf16_to_f32(reinterpret_cast<const uint16_t*>(vr), vf + i * hd, hd);
+      const float* kr = kf;
+      const float* vr = vf;
+      int64_t kstride = hd;
+      if (dt == DType::F32) {
+        kr = reinterpret_cast<const float*>(kbase) + base;
+        vr = reinterpret_cast<const float*>(vbase) + base;
+        kstride = slot_stride;
+      } else {
+        auto convert = dt == DType::F16 ? kern.f16_to_f32 : kern.bf16_to_f32;
+        for (int64_t i = 0; i < nk; ++i) {
+          const int64_t at = (base + i * slot_stride) * elem;
+          convert(reinterpret_cast<const uint16_t*>(kbase + at), kf + i * hd, hd);
+          convert(reinterpret_cast<const uint16_t*>(vbase + at), vf + i * hd, hd);
         }
       }
       for (int64_t j = 0; j < nq; ++j) {
@@ -190,7 +192,7 @@ void paged_attention(ThreadPool& pool, const Tensor& q, const KvLayerCache& cach
           const int64_t r = j * group + g;
           float bmax = -std::numeric_limits<float>::infinity();
           for (int64_t key = lo; key < hi; ++key) {
-            float s = kern.dot_f32(kf + (key - k0) * hd, qv, hd) * scale;
+            float s = kern.dot_f32(kr + (key - k0) * kstride, qv, hd) * scale;
             if (cap > 0) s = cap * std::tanh(s / cap);
             p[key - lo] = s;
             bmax = std::max(bmax, s);
@@ -203,7 +205,7 @@ void paged_attention(ThreadPool& pool, const Tensor& q, const KvLayerCache& cach
           for (int64_t key = lo; key < hi; ++key) {
             const float e = std::exp(p[key - lo] - m_new);
             l += e;
-            kern.axpy(e, vf + (key - k0) * hd, a, hd);
+            kern.axpy(e, vr + (key - k0) * kstride, a, hd);
           }
           sum[r] = l;
           mx[r] = m_new;
