@@ -415,13 +415,13 @@ std::optional<BpeTokenizer::MergeResult> BpeTokenizer::find_merge(int32_t left, 
 
 void BpeTokenizer::encode_word(std::string_view word, std::vector<int32_t>& out) const {
   if (word.empty()) return;
-  std::string mapped;
-  if (cfg_.byte_level) {
-    mapped.reserve(word.size() * 2);
-    const auto& chars = byte_level_chars();
-    for (unsigned char b : word) mapped += chars[b];
-  }
   if (cfg_.ignore_merges) {
+    // A word that is a token as a whole skips the merges (Llama 3).
+    std::string mapped;
+    if (cfg_.byte_level) {
+      mapped.reserve(word.size() * 2);
+      for (unsigned char b : word) mapped += byte_level_chars()[b];
+    }
     auto it = cfg_.vocab.find(cfg_.byte_level ? std::string_view(mapped) : word);
     if (it != cfg_.vocab.end()) {
       out.push_back(it->second);

@@ -41,7 +41,11 @@ class Tokenizer {
   // content when include_special, else "".
   virtual std::string token_bytes(int32_t id, bool include_special = false) const = 0;
   // Decodes a sequence (joins token_bytes, applying the decoder's rules such as
-  // SentencePiece's leading-space strip). Invalid UTF-8 is replaced by U+FFFD.
+  // SentencePiece's leading-space strip). Invalid UTF-8 is replaced by U+FFFD,
+  // one per maximal invalid subpart (as HF's byte-level decoder does; HF's
+  // ByteFallback decoder instead gives one per byte of an invalid run -- the
+  // only place loom's decode differs from HF's, and only on invalid bytes).
+  // Text given to encode() that is not valid UTF-8 is first made valid the same way.
   virtual std::string decode(const std::vector<int32_t>& ids, bool skip_special = true) const = 0;
 
   virtual int32_t vocab_size() const = 0;
