@@ -34,9 +34,9 @@ int main(int argc, char** argv) {
   all.kv("i16", gv_i(GgufType::I16, -2)).kv("i32", gv_i(GgufType::I32, -3)).kv("u64", gv_u(GgufType::U64, 4));
   all.kv("i64", gv_i(GgufType::I64, -4)).kv("f64", gv_f(GgufType::F64, 0.5)).kv("b", gv_bool(true));
   all.kv("nested", gv_arr(GgufType::ARRAY, {gv_arr(GgufType::STRING, {gv_str("x")}), gv_arr(GgufType::I16, {})}));
-  const uint32_t types[] = {0, 1, 30, 8, 2, 12, 13, 14};
-  const size_t bytes_per_256[] = {1024, 512, 512, 272, 144, 144, 176, 210};
-  for (size_t i = 0; i < 8; ++i)
+  const uint32_t types[] = {0, 1, 30, 8, 2, 12, 13, 14, 3, 6, 7};
+  const size_t bytes_per_256[] = {1024, 512, 512, 272, 144, 144, 176, 210, 160, 176, 192};
+  for (size_t i = 0; i < std::size(types); ++i)
     all.tensor("t" + std::to_string(i), {256, 1}, types[i], std::vector<uint8_t>(bytes_per_256[i], 7));
   write(g + "/all_types.gguf", all.build());
 

@@ -32,7 +32,8 @@ std::string_view gguf_type_name(GgufType t);
 // when the id was never assigned by ggml.
 std::string_view ggml_type_name(uint32_t ggml_type);
 // The loom DType that stores a ggml tensor type, or nullopt when loom does not
-// support it (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K).
+// support it (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K,
+// Q5_K, Q6_K).
 std::optional<DType> dtype_from_ggml_type(uint32_t ggml_type);
 // The inverse; throws loom::Error for a DType that has no GGUF tensor type here.
 uint32_t ggml_type_from_dtype(DType dtype);
