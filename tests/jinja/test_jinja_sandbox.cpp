@@ -192,6 +192,14 @@ TEST(JinjaSandbox, SyntaxErrorsCarryTheLine) {
   }
 }
 
+TEST(JinjaSandbox, OddArgumentsAreLoomErrors) {
+  json ctx = {{"l", json::array({{{"a", 1}}})}};
+  for (const char* src : {"{{ '{99999999999999999999}'.format() }}", "{{ '%99999s'|format('x') }}", "{{ 'a'.split('') }}",
+                          "{{ 'abc'[::0] }}", "{{ 1|batch(0) }}", "{{ 'x'|truncate(1) }}"}) {
+    expect_error(src, "", {}, ctx);
+  }
+}
+
 TEST(JinjaSandbox, RuntimeErrorsCarryTheLine) {
   try {
     render("ok\n\n{{ 1 / 0 }}");

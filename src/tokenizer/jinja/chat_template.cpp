@@ -21,7 +21,13 @@ ChatTemplate::ChatTemplate(const std::string& source, TemplateLimits limits)
   if (static_cast<int64_t>(source.size()) > limits.max_output_bytes)
     LOOM_THROW("template source too large ({} bytes)", source.size());
   impl_->limits = limits;
-  impl_->body = jinja::parse(jinja::tokenize(source), limits.max_depth);
+  try {
+    impl_->body = jinja::parse(jinja::tokenize(source), limits.max_depth);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {  // safety net: nothing but loom::Error leaves
+    LOOM_THROW("template error: {}", e.what());
+  }
 }
 
 ChatTemplate::~ChatTemplate() = default;
@@ -34,7 +40,15 @@ std::string render_json(const TemplateLimits& limits, const jinja::Body& body, c
   if (!context.is_object()) LOOM_THROW("template context must be a JSON object");
   jinja::Value globals = jinja::from_json(context, limits.max_depth);
   jinja::Renderer renderer(limits, options.now_unix_seconds);
-  return renderer.render(body, globals);
+  try {
+    return renderer.render(body, globals);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::bad_alloc&) {
+    LOOM_THROW("template rendering ran out of memory");
+  } catch (const std::exception& e) {  // safety net: nothing but loom::Error leaves
+    LOOM_THROW("template error: {}", e.what());
+  }
 }
 }  // namespace
 

@@ -38,7 +38,7 @@ struct Renderer::DepthGuard {
   explicit DepthGuard(Renderer* r) : r_(r) {
     // Every evaluator frame counts: this bounds native stack use whatever
     // mix of macros, loops and expressions the template nests.
-    if (++r_->depth_ > r_->limits_.max_depth * 8) LOOM_THROW("template recursion too deep");
+    if (++r_->depth_ > r_->limits_.max_depth * 4) LOOM_THROW("template recursion too deep");
   }
   ~DepthGuard() { --r_->depth_; }
   Renderer* r_;

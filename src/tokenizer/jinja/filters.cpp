@@ -50,7 +50,7 @@ Value attribute_of(Renderer& r, const Value& item, const Value& attribute) {
     size_t dot = path.find('.', start);
     std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
     if (cur.is_undefined()) throw_undefined(cur);
-    if (!part.empty() && part.find_first_not_of("0123456789") == std::string::npos)
+    if (!part.empty() && part.size() < 18 && part.find_first_not_of("0123456789") == std::string::npos)
       cur = get_item(r, cur, Value(static_cast<int64_t>(std::stoll(part))));
     else
       cur = get_item(r, cur, Value(part));

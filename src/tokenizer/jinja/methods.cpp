@@ -73,7 +73,7 @@ std::string str_format(Renderer& r, const std::string& fmt, const CallArgs& args
     if (field.empty()) {
       if (auto_index >= args.positional.size()) LOOM_THROW("format: index out of range");
       v = args.positional[auto_index++];
-    } else if (field.find_first_not_of("0123456789") == std::string::npos) {
+    } else if (field.size() < 9 && field.find_first_not_of("0123456789") == std::string::npos) {
       size_t idx = std::stoul(field);
       if (idx >= args.positional.size()) LOOM_THROW("format: index out of range");
       v = args.positional[idx];
