@@ -1,0 +1,76 @@
+// OpenAI /v1/completions and /v1/chat/completions bodies -> validated
+// generation requests. Pure (no I/O); every rejection is an ApiError naming
+// the field. Unknown fields are ignored; null counts as absent. Thread-safe
+// (the model context is read-only).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/sampling_params.h"
+
+namespace loom {
+class Tokenizer;
+class ChatFormatter;
+}  // namespace loom
+
+namespace loom::server {
+
+// Bounds on what a client can make large.
+struct RequestLimits {
+  size_t max_body_bytes = size_t(4) << 20;
+  int max_json_depth = 64;
+  int32_t max_n = 16;                 // n (and prompts * n: max_choices)
+  int32_t max_choices = 64;
+  int32_t max_prompts = 32;           // entries of a batched completions prompt
+  int32_t max_tokens = 32768;         // per sequence, besides the context length
+  int32_t max_logprobs = 20;
+  int32_t max_stop = 16;
+  size_t max_stop_bytes = 256;
+  int32_t max_logit_bias = 1024;
+  int32_t max_messages = 1024;
+  size_t max_user_bytes = 256;
+};
+
+// What parsing needs to know about the served model.
+struct ModelContext {
+  std::string name;                   // the served model id; "" accepts any
+  const Tokenizer* tokenizer = nullptr;   // required
+  const ChatFormatter* chat = nullptr;    // null: chat completions unavailable
+  int32_t max_model_len = 0;          // prompt + generated tokens per sequence
+  int32_t vocab_size = 0;
+};
+
+enum class Endpoint : uint8_t { Completions, ChatCompletions };
+
+struct GenerationRequest {
+  Endpoint endpoint = Endpoint::Completions;
+  std::string model;                         // as the response reports it
+  std::vector<std::vector<int32_t>> prompts; // one engine request each; choices prompt-major
+  std::vector<std::string> prompt_texts;     // decoded prompts (echo), parallel to prompts
+  SamplingParams params;
+  int32_t priority = 0;
+  bool stream = false;
+  bool include_usage = false;                // stream_options.include_usage
+  bool echo = false;                         // completions: output starts with the prompt
+  bool logprobs = false;                     // return logprobs (params.logprobs: top count)
+  std::string user;
+  int64_t prompt_tokens() const;             // over every prompt
+  int32_t num_choices() const { return int32_t(prompts.size()) * params.n; }
+};
+
+// body: the raw request body (checked for size, UTF-8 and depth first).
+GenerationRequest parse_completion_request(std::string_view body, const ModelContext& model,
+                                           const RequestLimits& limits);
+GenerationRequest parse_chat_request(std::string_view body, const ModelContext& model,
+                                     const RequestLimits& limits);
+
+// Both endpoints, from an already parsed body.
+GenerationRequest parse_generation_request(Endpoint endpoint, const nlohmann::json& body,
+                                           const ModelContext& model, const RequestLimits& limits);
+
+}  // namespace loom::server
