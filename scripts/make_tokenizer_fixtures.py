@@ -8,7 +8,8 @@ expected.json}; expected.json holds HF's ids and decodes for CORPUS.
 
     pip install tokenizers transformers
     python3 scripts/make_tokenizer_fixtures.py              # trained fixtures
-    python3 scripts/make_tokenizer_fixtures.py --gguf models/x.gguf --name qwen2
+    python3 scripts/make_tokenizer_fixtures.py --skip-trained \
+        --gguf models/qwen2.5-coder-0.5b-instruct.gguf --name qwen2.5-coder-0.5b
         # + tests/fixtures/tokenizer/gguf_qwen2.json: ids HF transformers gives for
         #   CORPUS with the tokenizer it builds from that GGUF (needs `pip install gguf`)
     python3 scripts/make_tokenizer_fixtures.py --nfc-tables
@@ -355,6 +356,7 @@ def make_gguf(path, name):
         "sha256": h.hexdigest(),
         "general_name": general_name,
         "n_vocab": n_vocab,
+        "fetch": f"scripts/fetch_model.sh {name}",
         "cases": expected_cases(encode, decode, encode_unparsed),
     })
     print(f"wrote {out}", file=sys.stderr)

@@ -107,7 +107,8 @@ void check_real_model(const std::string& name) {
   if (!path)
     GTEST_SKIP() << fx["model_file"].get<std::string>() << " (" << fx["general_name"].get<std::string>()
                  << ") not found in " << models_dir()
-                 << "; fetch it with scripts/fetch_model.sh (or point LOOM_TEST_MODELS_DIR at it)";
+                 << "; fetch it with `" << fx.value("fetch", std::string("scripts/fetch_model.sh"))
+                 << "` (or point LOOM_TEST_MODELS_DIR at a folder holding it)";
   std::unique_ptr<Tokenizer> tok;
   std::string metadata;
   try {
