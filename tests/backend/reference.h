@@ -33,19 +33,19 @@ inline std::vector<float> random_floats(size_t n, uint32_t seed, float lo = -1.0
 inline Tensor f32_tensor(const std::vector<float>& v, std::vector<int64_t> shape) {
   Tensor t = Tensor::cpu(DType::F32, std::move(shape));
   EXPECT_EQ(static_cast<size_t>(t.numel()), v.size());
-  std::memcpy(t.data(), v.data(), v.size() * 4);
+  if (!v.empty()) std::memcpy(t.data(), v.data(), v.size() * 4);
   return t;
 }
 
 inline Tensor i32_tensor(const std::vector<int32_t>& v) {
   Tensor t = Tensor::cpu(DType::I32, {static_cast<int64_t>(v.size())});
-  std::memcpy(t.data(), v.data(), v.size() * 4);
+  if (!v.empty()) std::memcpy(t.data(), v.data(), v.size() * 4);
   return t;
 }
 
 inline std::vector<float> to_vector(const Tensor& t) {
   std::vector<float> v(static_cast<size_t>(t.numel()));
-  std::memcpy(v.data(), t.data(), v.size() * 4);
+  if (!v.empty()) std::memcpy(v.data(), t.data(), v.size() * 4);
   return v;
 }
 
