@@ -218,6 +218,9 @@ bool Engine::run_step() {
     }
   }
   counters_.steps++;
+#ifndef NDEBUG
+  scheduler_->check_invariants();  // O(blocks + sequences): debug builds only
+#endif
   publish_stats();
   return !plan.empty() || !plan.expired.empty();
 }
