@@ -23,7 +23,13 @@ std::string render(const std::string& src, const json& ctx = json::object(), Tem
   return ChatTemplate(src, limits).render(ctx);
 }
 
-// Expects loom::Error whose message contains `needle`, within a second.
+#if defined(__SANITIZE_ADDRESS__) || !defined(NDEBUG)
+constexpr double kMaxSeconds = 120;  // sanitizers and -O0 are 10-50x slower
+#else
+constexpr double kMaxSeconds = 5;
+#endif
+
+// Expects loom::Error whose message contains `needle`, within kMaxSeconds.
 void expect_error(const std::string& src, const std::string& needle, TemplateLimits limits = {},
                   const json& ctx = json::object()) {
   auto start = std::chrono::steady_clock::now();
@@ -35,7 +41,7 @@ void expect_error(const std::string& src, const std::string& needle, TemplateLim
         << "message: " << e.what() << "\n  template: " << src.substr(0, 200);
   }
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  EXPECT_LT(secs, 5.0) << "took " << secs << "s: " << src.substr(0, 200);
+  EXPECT_LT(secs, kMaxSeconds) << "took " << secs << "s: " << src.substr(0, 200);
 }
 
 TEST(JinjaSandbox, HugeRangeIsRefusedBeforeMaterialising) {
@@ -128,13 +134,13 @@ TEST(JinjaSandbox, DeepNestingIsASyntaxErrorNotACrash) {
 }
 
 TEST(JinjaSandbox, DeepContextIsRefused) {
-  json deep = json::array();
-  json* cur = &deep;
-  for (int i = 0; i < 10000; ++i) {
+  json ctx = json::object();
+  json* cur = &ctx["x"];
+  for (int i = 0; i < 1000; ++i) {
     cur->push_back(json::array());
     cur = &(*cur)[0];
   }
-  expect_error("{{ x }}", "nested too deeply", {}, json{{"x", deep}});
+  expect_error("{{ x }}", "nested too deeply", {}, ctx);
 }
 
 TEST(JinjaSandbox, SelfReferenceDoesNotHangOrLeak) {

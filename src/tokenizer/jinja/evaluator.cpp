@@ -53,8 +53,9 @@ Renderer::~Renderer() {
 }
 
 size_t Renderer::max_items() const {
-  int64_t n = std::min<int64_t>(limits_.max_steps, int64_t{1} << 24);
-  return static_cast<size_t>(std::max<int64_t>(n, 0));
+  // A Value is 16-32 bytes: a collection may take about the output budget.
+  int64_t n = std::min<int64_t>(limits_.max_steps, limits_.max_output_bytes / 16);
+  return static_cast<size_t>(std::max<int64_t>(n, 65536));
 }
 
 void Renderer::charge(int64_t steps) {
