@@ -18,6 +18,7 @@ struct Command {
 };
 
 constexpr Command kCommands[] = {
+    {"generate", loom::cli::cmd_generate, "generate text from a prompt"},
     {"tokenize", loom::cli::cmd_tokenize, "text on stdin -> token ids"},
     {"detokenize", loom::cli::cmd_detokenize, "token ids on stdin -> text"},
     {"render", loom::cli::cmd_render, "chat messages JSON on stdin -> prompt text"},

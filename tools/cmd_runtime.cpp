@@ -1,0 +1,112 @@
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <cstdlib>
+#include <thread>
+
+#include "core/error.h"
+#include "core/logging.h"
+#include "core/thread_pool.h"
+#include "runtime.h"
+#include "tokenizer/tokenizer.h"
+#ifdef LOOM_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
+
+namespace loom::cli {
+
+void add_runtime_options(CLI::App& app, RuntimeOptions& o) {
+  app.add_option("--model", o.model, "a .gguf file or an HF model directory")->required();
+  app.add_option("--device", o.device, "auto, cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  app.add_option("--threads", o.threads, "CPU threads (0: all cores)")->check(CLI::Range(0, 1024));
+  app.add_option("--kv-cache-memory", o.kv_cache_memory, "CPU KV cache budget, e.g. 2GiB");
+  app.add_option("--gpu-memory-utilization", o.gpu_memory_utilization,
+                 "fraction of GPU memory for weights, activations and KV cache")
+      ->check(CLI::Range(0.05, 0.99));
+  app.add_option("--kv-cache-dtype", o.kv_cache_dtype, "auto, f32, f16 or bf16")
+      ->check(CLI::IsMember({"auto", "f32", "f16", "bf16"}));
+  app.add_option("--block-size", o.block_size, "tokens per KV block")->check(CLI::Range(1, 1024));
+  app.add_option("--max-num-seqs", o.max_num_seqs, "sequences running at once")->check(CLI::Range(1, 65536));
+  app.add_option("--max-num-batched-tokens", o.max_num_batched_tokens, "tokens computed per step")
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--max-model-len", o.max_model_len, "prompt + output tokens limit (0: the model's)")
+      ->check(CLI::Range(0, 1 << 24));
+  app.add_flag("--no-prefix-caching", o.no_prefix_caching, "disable automatic prefix caching");
+  app.add_option("--engine-seed", o.seed, "seed of the engine-wide generator (requests without a seed)");
+}
+
+int64_t parse_bytes(const std::string& text) {
+  static const std::pair<const char*, double> kUnits[] = {
+      {"KiB", 1024.0}, {"MiB", 1024.0 * 1024}, {"GiB", 1024.0 * 1024 * 1024},
+      {"KB", 1e3},     {"MB", 1e6},            {"GB", 1e9},
+      {"K", 1024.0},   {"M", 1024.0 * 1024},   {"G", 1024.0 * 1024 * 1024},
+      {"B", 1.0},
+  };
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  std::string unit = end ? std::string(end) : "";
+  double mult = unit.empty() ? 1.0 : 0.0;
+  for (const auto& [name, m] : kUnits)
+    if (unit == name) mult = m;
+  if (end == text.c_str() || mult == 0.0 || !(v > 0) || !std::isfinite(v * mult) || v * mult > 1e15)
+    LOOM_THROW("'{}' is not a byte size (e.g. 512MiB, 2GiB, 1e9)", text);
+  return static_cast<int64_t>(v * mult);
+}
+
+namespace {
+
+DType parse_kv_dtype(const std::string& name, bool gpu) {
+  if (name == "f32") return DType::F32;
+  if (name == "f16") return DType::F16;
+  if (name == "bf16") return DType::BF16;
+  return gpu ? DType::BF16 : DType::F32;
+}
+
+}  // namespace
+
+std::unique_ptr<ModelRuntime> build_runtime(const RuntimeOptions& o) {
+  auto rt = std::make_unique<ModelRuntime>();
+  rt->model = open_model(o.model);
+  // An HF directory without tokenizer.json (random-weight test models) still
+  // runs on token ids; the engine then produces no text.
+  const bool has_tokenizer = rt->model.format == ModelFormat::Gguf ||
+                             std::filesystem::exists(std::filesystem::path(o.model) / "tokenizer.json");
+  if (has_tokenizer) rt->text = load_tokenizer_bundle(o.model, rt->model.gguf);
+
+  bool use_cuda = o.device == "cuda";
+#ifdef LOOM_HAVE_CUDA
+  if (o.device == "auto") use_cuda = cuda_device_available();
+  if (use_cuda) {
+    if (!cuda_device_available()) LOOM_THROW("--device cuda: no usable CUDA GPU is visible");
+    rt->backend = make_cuda_backend(0);
+  }
+#else
+  if (use_cuda) LOOM_THROW("--device cuda: this loom was built without CUDA (configure with -DLOOM_CUDA=ON)");
+#endif
+  if (!rt->backend) {
+    ThreadPool::set_global_threads(o.threads);
+    rt->backend = make_cpu_backend(o.threads);
+  }
+  rt->device_name = rt->backend->name();
+  rt->transformer = std::make_unique<Transformer>(rt->model.config, *rt->model.weights, *rt->backend);
+
+  EngineConfig ec;
+  ec.block_size = o.block_size;
+  ec.kv_dtype = parse_kv_dtype(o.kv_cache_dtype, use_cuda);
+  ec.kv_cache_bytes = parse_bytes(o.kv_cache_memory);
+  ec.enable_prefix_caching = !o.no_prefix_caching;
+  ec.seed = o.seed;
+  ec.scheduler.max_num_seqs = o.max_num_seqs;
+  ec.scheduler.max_num_batched_tokens = o.max_num_batched_tokens;
+  ec.scheduler.max_model_len = o.max_model_len;
+  ec.eos_ids = rt->model.generation.eos_token_ids;
+  if (!ec.eos_ids.empty() && rt->text.tokenizer)
+    for (int32_t id : rt->text.tokenizer->special().eos_ids)
+      if (std::find(ec.eos_ids.begin(), ec.eos_ids.end(), id) == ec.eos_ids.end()) ec.eos_ids.push_back(id);
+  rt->engine = std::make_unique<Engine>(*rt->transformer, rt->text.tokenizer.get(), ec);
+  LOOM_LOG_INFO("loom: {} on {}, {} KV blocks of {} tokens", o.model, rt->device_name,
+                rt->engine->num_kv_blocks(), rt->engine->block_size());
+  return rt;
+}
+
+}  // namespace loom::cli

@@ -1,0 +1,53 @@
+// ModelRuntime: what `loom generate`, `loom bench` and `loom serve` share — a
+// model opened from a path, its tokenizer and chat template, a backend (CPU,
+// or CUDA when built with it and a GPU is present), the Transformer and an
+// Engine sized by the flags. Built once at start-up; start-up errors (bad
+// path, model too large for memory) are loom::Error with one clear line.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "backend/backend.h"
+#include "engine/engine.h"
+#include "model/model.h"
+#include "tokenizer/chat.h"
+
+namespace loom::cli {
+
+struct RuntimeOptions {
+  std::string model;
+  std::string device = "auto";  // auto | cpu | cuda
+  int threads = 0;               // CPU threads; 0: all cores
+  std::string kv_cache_memory = "1GiB";  // CPU KV pool budget
+  double gpu_memory_utilization = 0.9;   // GPU: fraction of device memory loom may use
+  std::string kv_cache_dtype = "auto";   // auto (f32 on CPU, bf16 on GPU) | f32 | f16 | bf16
+  int32_t block_size = 16;
+  int32_t max_num_seqs = 256;
+  int32_t max_num_batched_tokens = 2048;
+  int32_t max_model_len = 0;
+  bool no_prefix_caching = false;
+  uint64_t seed = 0x10011;
+};
+
+// Adds --model, --device, --threads, --kv-cache-memory, ... to `app`.
+void add_runtime_options(CLI::App& app, RuntimeOptions& options);
+
+// Parses "1GiB", "512MiB", "1e9", "2048" into bytes; throws loom::Error.
+int64_t parse_bytes(const std::string& text);
+
+struct ModelRuntime {
+  LoadedModel model;
+  TokenizerBundle text;
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<Transformer> transformer;
+  std::unique_ptr<Engine> engine;
+  std::string device_name;
+};
+
+std::unique_ptr<ModelRuntime> build_runtime(const RuntimeOptions& options);
+
+}  // namespace loom::cli
