@@ -17,20 +17,25 @@ from gguf import quants
 rng = np.random.default_rng(20240601)
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
 
-# (type, values, byte offsets of f16 scale fields within a block, block bytes)
+# (type, values, byte offsets of f16 scale/min fields within a block, block bytes,
+# values per block). New types go at the end: the shared generator then leaves
+# the earlier fixtures unchanged.
 TYPES = {
-    "q8_0": (T.Q8_0, 32 * 64, [0], 34),
-    "q4_0": (T.Q4_0, 32 * 64, [0], 18),
-    "q4_K": (T.Q4_K, 256 * 16, [0, 2], 144),
-    "q5_K": (T.Q5_K, 256 * 16, [0, 2], 176),
-    "q6_K": (T.Q6_K, 256 * 16, [208], 210),
+    "q8_0": (T.Q8_0, 32 * 64, [0], 34, 32),
+    "q4_0": (T.Q4_0, 32 * 64, [0], 18, 32),
+    "q4_K": (T.Q4_K, 256 * 16, [0, 2], 144, 256),
+    "q5_K": (T.Q5_K, 256 * 16, [0, 2], 176, 256),
+    "q6_K": (T.Q6_K, 256 * 16, [208], 210, 256),
+    "q4_1": (T.Q4_1, 32 * 128, [0, 2], 20, 32),
+    "q5_0": (T.Q5_0, 32 * 128, [0], 22, 32),
+    "q5_1": (T.Q5_1, 32 * 128, [0, 2], 24, 32),
 }
 
 
 def main():
     os.makedirs(OUT, exist_ok=True)
-    for name, (qtype, n, scale_offsets, block_bytes) in TYPES.items():
-        blocks = n // (32 if block_bytes in (34, 18) else 256)
+    for name, (qtype, n, scale_offsets, block_bytes, block_elems) in TYPES.items():
+        blocks = n // block_elems
         raw = rng.integers(0, 256, size=(blocks, block_bytes), dtype=np.uint8)
         # Every other bit pattern is fair game; keep the f16 scales finite and
         # of a realistic size (some negative, as ggml's quantisers may write).

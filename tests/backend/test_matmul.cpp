@@ -3,7 +3,7 @@
 // Tolerances, per output element y = sum_k x_k w_k (w as dequantised):
 //  * float weights (f32/f16/bf16): |err| <= 1e-5 * sum_k |x_k w_k|  (f32 accumulation).
 //  * quantised weights: activations are rounded to 8 bits per block of B values
-//    (B = 32 for Q8_0/Q4_0, 256 for K-quants) with step d_b = max|x in block| / 127,
+//    (B = 32 for Q8_0/Q4_0/Q4_1/Q5_0/Q5_1, 256 for K-quants) with step d_b = max|x in block| / 127,
 //    so |x_k - x^_k| <= d_b / 2 and |err| <= sum_k |w_k| d_b / 2, plus the f32 term
 //    above. The test computes this bound per output and allows 1% slack on it.
 #include <cmath>
@@ -16,7 +16,10 @@ namespace {
 int64_t act_block(DType t) {
   switch (t) {
     case DType::Q8_0:
-    case DType::Q4_0: return 32;
+    case DType::Q4_0:
+    case DType::Q4_1:
+    case DType::Q5_0:
+    case DType::Q5_1: return 32;
     case DType::Q4_K:
     case DType::Q5_K:
     case DType::Q6_K: return 256;
@@ -88,10 +91,11 @@ TEST_F(MatmulTest, FloatWeights) {
 
 TEST_F(MatmulTest, BlockQuantisedWeights) {
   uint32_t seed = 100;
-  for (DType t : {DType::Q8_0, DType::Q4_0})
+  for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1})
     for (int64_t m : {1, 3, 17})
       for (int64_t n : {1, 5, 33})
         for (int64_t k : {32, 96, 896}) check_matmul(*be_, t, m, n, k, (n & 1) != 0, seed++);
+  check_matmul(*be_, DType::Q5_0, 40, 70, 896, true, 199);
 }
 
 TEST_F(MatmulTest, KQuantisedWeights) {

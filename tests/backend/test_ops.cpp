@@ -24,8 +24,8 @@ class OpsTest : public ::testing::Test {
 };
 
 TEST_F(OpsTest, Embedding) {
-  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q5_K,
-                  DType::Q6_K}) {
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0,
+                  DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
     SCOPED_TRACE(std::string(dtype_name(t)));
     const int64_t vocab = 37, hidden = 512;
     const ref::Weight table = ref::make_weight(t, ref::random_floats(vocab * hidden, 11), vocab, hidden);

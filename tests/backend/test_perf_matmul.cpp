@@ -44,7 +44,8 @@ Tensor random_weight(DType t, int64_t n, int64_t k) {
         std::memcpy(blk + 208, &small, 2);
       } else {
         std::memcpy(blk, &small, 2);
-        if (t == DType::Q4_K || t == DType::Q5_K) std::memcpy(blk + 2, &small, 2);
+        if (t == DType::Q4_K || t == DType::Q5_K || t == DType::Q4_1 || t == DType::Q5_1)
+          std::memcpy(blk + 2, &small, 2);
       }
     }
   }
@@ -98,6 +99,8 @@ TEST(Perf, DISABLED_Matvec) {
       {DType::Q8_0, 896, 4864},    {DType::Q4_0, 896, 4864},   {DType::F16, 896, 4864},
       {DType::BF16, 896, 4864},    {DType::F32, 896, 4864},    {DType::Q8_0, 4864, 896},
       {DType::Q8_0, 151936, 896},  {DType::Q6_K, 151936, 1024}, {DType::Q4_K, 151936, 1024},
+      {DType::Q5_0, 896, 4864},    {DType::Q4_1, 896, 4864},   {DType::Q5_1, 896, 4864},
+      {DType::Q5_0, 151936, 896},
   };
   std::printf("%s\n", be->name().c_str());
   for (const Shape& sh : shapes) {
@@ -115,7 +118,7 @@ TEST(Perf, DISABLED_Matvec) {
 
 TEST(Perf, DISABLED_Prefill) {
   auto be = make_cpu_backend(perf_threads());
-  for (DType t : {DType::Q4_K, DType::Q6_K, DType::Q8_0, DType::F16, DType::F32}) {
+  for (DType t : {DType::Q4_K, DType::Q6_K, DType::Q8_0, DType::Q5_0, DType::F16, DType::F32}) {
     const int64_t m = 64, n = 896, k = 4864;
     Tensor w = random_weight(t, n, k);
     Tensor x = ref::f32_tensor(ref::random_floats(m * k, 1), {m, k});

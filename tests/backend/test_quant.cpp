@@ -31,7 +31,8 @@ Fixture load_fixture(const std::string& name) {
   return fx;
 }
 
-const std::vector<DType> kQuantTypes = {DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+const std::vector<DType> kQuantTypes = {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0,
+                                        DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::Q6_K};
 
 TEST(Quant, DequantizeMatchesGgmlBitExactly) {
   for (DType t : kQuantTypes) {
@@ -91,8 +92,9 @@ TEST(Quant, QuantizeRoundTrip) {
   const struct {
     DType type;
     double max_rel_rms;
-  } cases[] = {{DType::F16, 1e-3}, {DType::BF16, 5e-3}, {DType::Q8_0, 0.01}, {DType::Q4_0, 0.12},
-               {DType::Q4_K, 0.12}, {DType::Q5_K, 0.06}, {DType::Q6_K, 0.03}};
+  } cases[] = {{DType::F16, 1e-3},  {DType::BF16, 5e-3}, {DType::Q8_0, 0.01}, {DType::Q4_0, 0.12},
+               {DType::Q4_1, 0.12}, {DType::Q5_0, 0.06}, {DType::Q5_1, 0.06}, {DType::Q4_K, 0.12},
+               {DType::Q5_K, 0.06}, {DType::Q6_K, 0.03}};
   const int64_t n = 4096;
   std::mt19937 rng(3);
   std::normal_distribution<float> dist(0.0f, 1.0f);
@@ -113,6 +115,7 @@ TEST(Quant, RejectsPartialBlocks) {
   std::vector<uint8_t> q(1000);
   EXPECT_THROW(cpu::dequantize_row(DType::Q4_K, q.data(), x.data(), 100), Error);
   EXPECT_THROW(cpu::quantize_row(DType::Q8_0, x.data(), q.data(), 40), Error);
+  EXPECT_THROW(cpu::dequantize_row(DType::Q5_0, q.data(), x.data(), 48), Error);
   EXPECT_THROW(cpu::dequantize_row(DType::I32, q.data(), x.data(), 4), Error);
 }
 

@@ -14,8 +14,9 @@ namespace loom::cpu {
 
 struct CpuKernels {
   Isa isa;
-  // Activation rows to 8-bit blocks: k a multiple of 32 (q8_0) or 256 (q8_k).
+  // Activation rows to 8-bit blocks: k a multiple of 32 (q8_0, q8_1) or 256 (q8_k).
   void (*quantize_q8_0)(const float* x, ActQ8_0* dst, int64_t k);
+  void (*quantize_q8_1)(const float* x, ActQ8_1* dst, int64_t k);
   void (*quantize_q8_k)(const float* x, ActQ8_K* dst, int64_t k);
   // sum_i w[i] * x[i] over one row: k elements (float types) or nb blocks.
   float (*dot_f32)(const float* w, const float* x, int64_t k);
@@ -23,6 +24,9 @@ struct CpuKernels {
   float (*dot_bf16)(const uint16_t* w, const float* x, int64_t k);
   float (*dot_q8_0)(const BlockQ8_0* w, const ActQ8_0* x, int64_t nb);
   float (*dot_q4_0)(const BlockQ4_0* w, const ActQ8_0* x, int64_t nb);
+  float (*dot_q4_1)(const BlockQ4_1* w, const ActQ8_1* x, int64_t nb);
+  float (*dot_q5_0)(const BlockQ5_0* w, const ActQ8_0* x, int64_t nb);
+  float (*dot_q5_1)(const BlockQ5_1* w, const ActQ8_1* x, int64_t nb);
   float (*dot_q4_k)(const BlockQ4_K* w, const ActQ8_K* x, int64_t nb);
   float (*dot_q5_k)(const BlockQ5_K* w, const ActQ8_K* x, int64_t nb);
   float (*dot_q6_k)(const BlockQ6_K* w, const ActQ8_K* x, int64_t nb);

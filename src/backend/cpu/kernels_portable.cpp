@@ -19,6 +19,18 @@ void quantize_q8_0(const float* x, ActQ8_0* dst, int64_t k) {
   }
 }
 
+void quantize_q8_1(const float* x, ActQ8_1* dst, int64_t k) {
+  for (int64_t b = 0; b < k / kQK; ++b, x += kQK) {
+    float amax = 0;
+    for (int l = 0; l < kQK; ++l) amax = std::max(amax, std::fabs(x[l]));
+    const float d = amax / 127.0f, id = amax > 0 ? 127.0f / amax : 0.0f;
+    dst[b].d = d;
+    int sum = 0;
+    for (int l = 0; l < kQK; ++l) sum += dst[b].qs[l] = static_cast<int8_t>(std::nearbyint(x[l] * id));
+    dst[b].sum = sum;
+  }
+}
+
 void quantize_q8_k(const float* x, ActQ8_K* dst, int64_t k) {
   for (int64_t b = 0; b < k / kQKK; ++b, x += kQKK) {
     float amax = 0;
@@ -79,6 +91,54 @@ float dot_q4_0(const BlockQ4_0* w, const ActQ8_0* x, int64_t nb) {
     for (int l = 0; l < kQK / 2; ++l)
       sumi += ((w[b].qs[l] & 0xF) - 8) * x[b].qs[l] + ((w[b].qs[l] >> 4) - 8) * x[b].qs[l + 16];
     s += f16_to_f32(w[b].d) * x[b].d * static_cast<float>(sumi);
+  }
+  return s;
+}
+
+// Q4_1: sum of (d*q + m) * dx*qx = d*dx*sum(q*qx) + m*dx*sum(qx).
+float dot_q4_1(const BlockQ4_1* w, const ActQ8_1* x, int64_t nb) {
+  float s = 0;
+  for (int64_t b = 0; b < nb; ++b) {
+    int sumi = 0;
+    for (int l = 0; l < kQK / 2; ++l)
+      sumi += (w[b].qs[l] & 0xF) * x[b].qs[l] + (w[b].qs[l] >> 4) * x[b].qs[l + 16];
+    s += x[b].d * (f16_to_f32(w[b].d) * static_cast<float>(sumi) +
+                   f16_to_f32(w[b].m) * static_cast<float>(x[b].sum));
+  }
+  return s;
+}
+
+// The five-bit values 0..31 of a Q5_0 / Q5_1 block.
+template <class Block>
+void unpack_q5(const Block& w, int* q) {
+  const uint32_t qh = w.qh[0] | (uint32_t{w.qh[1]} << 8) | (uint32_t{w.qh[2]} << 16) | (uint32_t{w.qh[3]} << 24);
+  for (int l = 0; l < kQK / 2; ++l) {
+    q[l] = (w.qs[l] & 0xF) | static_cast<int>(((qh >> l) & 1) << 4);
+    q[l + 16] = (w.qs[l] >> 4) | static_cast<int>(((qh >> (l + 16)) & 1) << 4);
+  }
+}
+
+float dot_q5_0(const BlockQ5_0* w, const ActQ8_0* x, int64_t nb) {
+  float s = 0;
+  int q[kQK];
+  for (int64_t b = 0; b < nb; ++b) {
+    unpack_q5(w[b], q);
+    int sumi = 0;
+    for (int l = 0; l < kQK; ++l) sumi += (q[l] - 16) * x[b].qs[l];
+    s += f16_to_f32(w[b].d) * x[b].d * static_cast<float>(sumi);
+  }
+  return s;
+}
+
+float dot_q5_1(const BlockQ5_1* w, const ActQ8_1* x, int64_t nb) {
+  float s = 0;
+  int q[kQK];
+  for (int64_t b = 0; b < nb; ++b) {
+    unpack_q5(w[b], q);
+    int sumi = 0;
+    for (int l = 0; l < kQK; ++l) sumi += q[l] * x[b].qs[l];
+    s += x[b].d * (f16_to_f32(w[b].d) * static_cast<float>(sumi) +
+                   f16_to_f32(w[b].m) * static_cast<float>(x[b].sum));
   }
   return s;
 }
@@ -154,9 +214,10 @@ void bf16_row(const uint16_t* x, float* y, int64_t n) {
 }  // namespace
 
 const CpuKernels& kernels_portable() {
-  static const CpuKernels k{Isa::Portable, quantize_q8_0, quantize_q8_k, dot_f32,  dot_f16,
-                            dot_bf16,      dot_q8_0,      dot_q4_0,      dot_q4_k, dot_q5_k,
-                            dot_q6_k,      axpy,          scale,         f16_row,  bf16_row};
+  static const CpuKernels k{Isa::Portable, quantize_q8_0, quantize_q8_1, quantize_q8_k, dot_f32,
+                            dot_f16,       dot_bf16,      dot_q8_0,      dot_q4_0,      dot_q4_1,
+                            dot_q5_0,      dot_q5_1,      dot_q4_k,      dot_q5_k,      dot_q6_k,
+                            axpy,          scale,         f16_row,       bf16_row};
   return k;
 }
 

@@ -81,6 +81,25 @@ void x86_quantize_q8_0(const float* x, ActQ8_0* dst, int64_t k) {
   }
 }
 
+inline int hsum_i32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
+  return _mm_cvtsi128_si32(s);
+}
+
+void x86_quantize_q8_1(const float* x, ActQ8_1* dst, int64_t k) {
+  for (int64_t b = 0; b < k / kQK; ++b, x += kQK) {
+    const float amax = max_abs(x, kQK);
+    dst[b].d = amax / 127.0f;
+    const __m256 id = _mm256_set1_ps(amax > 0 ? 127.0f / amax : 0.0f);
+    const __m256i q = round_pack32(x, id);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst[b].qs), q);
+    const __m256i s16 = _mm256_maddubs_epi16(_mm256_set1_epi8(1), q);
+    dst[b].sum = hsum_i32(_mm256_madd_epi16(s16, _mm256_set1_epi16(1)));
+  }
+}
+
 void x86_quantize_q8_k(const float* x, ActQ8_K* dst, int64_t k) {
   for (int64_t b = 0; b < k / kQKK; ++b, x += kQKK) {
     const float amax = max_abs(x, kQKK);
@@ -177,6 +196,67 @@ float x86_dot_q4_0(const BlockQ4_0* w, const ActQ8_0* x, int64_t nb) {
   }
   for (; b < nb; ++b) {
     const __m256i p = dot_ss(unpack_q4_0(w[b].qs), load256(x[b].qs));
+    a0 = _mm256_fmadd_ps(_mm256_set1_ps(f16(w[b].d) * x[b].d), _mm256_cvtepi32_ps(p), a0);
+  }
+  return hsum(_mm256_add_ps(a0, a1));
+}
+
+inline __m256i unpack_nibbles(const uint8_t* qs) {  // 16 bytes to 32 values 0..15, in order
+  const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m128i m = _mm_set1_epi8(0x0F);
+  return _mm256_setr_m128i(_mm_and_si128(q, m), _mm_and_si128(_mm_srli_epi16(q, 4), m));
+}
+
+// Byte i = 0x10 where bit i of the 32 high bits is set, else 0.
+inline __m256i unpack_fifth_bits(const uint8_t* qh_bytes) {
+  uint32_t qh;
+  __builtin_memcpy(&qh, qh_bytes, 4);
+#if LOOM_X86_VNNI  // AVX-512BW/VL: the bits are a byte mask
+  return _mm256_maskz_set1_epi8(qh, 0x10);
+#else
+  // Byte i gets byte i/8 of qh, then tests its bit i%8.
+  const __m256i bytes = _mm256_shuffle_epi8(
+      _mm256_set1_epi32(static_cast<int>(qh)),
+      _mm256_setr_epi64x(0, 0x0101010101010101, 0x0202020202020202, 0x0303030303030303));
+  const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
+  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit), _mm256_set1_epi8(0x10));
+#endif
+}
+
+// Q4_1 / Q5_1 (unsigned q): d*dx*sum(q*qx) + m*dx*sum(qx), per block.
+template <bool kFive, class Block>
+float x86_dot_affine(const Block* w, const ActQ8_1* x, int64_t nb) {
+  __m256 acc = _mm256_setzero_ps();
+  float acc_m = 0;
+  for (int64_t b = 0; b < nb; ++b) {
+    __m256i q = unpack_nibbles(w[b].qs);
+    if constexpr (kFive) q = _mm256_or_si256(q, unpack_fifth_bits(w[b].qh));
+    const __m256i p = dot_us(q, load256(x[b].qs));
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(f16(w[b].d) * x[b].d), _mm256_cvtepi32_ps(p), acc);
+    acc_m += f16(w[b].m) * x[b].d * static_cast<float>(x[b].sum);
+  }
+  return hsum(acc) + acc_m;
+}
+
+float x86_dot_q4_1(const BlockQ4_1* w, const ActQ8_1* x, int64_t nb) { return x86_dot_affine<false>(w, x, nb); }
+float x86_dot_q5_1(const BlockQ5_1* w, const ActQ8_1* x, int64_t nb) { return x86_dot_affine<true>(w, x, nb); }
+
+float x86_dot_q5_0(const BlockQ5_0* w, const ActQ8_0* x, int64_t nb) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+  const __m256i sixteen = _mm256_set1_epi8(16);
+  int64_t b = 0;
+  for (; b + 2 <= nb; b += 2) {
+    const __m256i q0 = _mm256_sub_epi8(_mm256_or_si256(unpack_nibbles(w[b].qs), unpack_fifth_bits(w[b].qh)), sixteen);
+    const __m256i q1 =
+        _mm256_sub_epi8(_mm256_or_si256(unpack_nibbles(w[b + 1].qs), unpack_fifth_bits(w[b + 1].qh)), sixteen);
+    const __m256i p0 = dot_ss(q0, load256(x[b].qs));
+    const __m256i p1 = dot_ss(q1, load256(x[b + 1].qs));
+    a0 = _mm256_fmadd_ps(_mm256_set1_ps(f16(w[b].d) * x[b].d), _mm256_cvtepi32_ps(p0), a0);
+    a1 = _mm256_fmadd_ps(_mm256_set1_ps(f16(w[b + 1].d) * x[b + 1].d), _mm256_cvtepi32_ps(p1), a1);
+  }
+  for (; b < nb; ++b) {
+    const __m256i q = _mm256_sub_epi8(_mm256_or_si256(unpack_nibbles(w[b].qs), unpack_fifth_bits(w[b].qh)), sixteen);
+    const __m256i p = dot_ss(q, load256(x[b].qs));
     a0 = _mm256_fmadd_ps(_mm256_set1_ps(f16(w[b].d) * x[b].d), _mm256_cvtepi32_ps(p), a0);
   }
   return hsum(_mm256_add_ps(a0, a1));

@@ -1,7 +1,7 @@
 // matmul: out[M, N] = x[M, K] . w[N, K]^T (+ bias). Float weights multiply the
 // f32 activations directly; quantised weights multiply activations quantised
-// once per call to 8-bit blocks (Q8_0 for Q8_0/Q4_0, Q8_K for K-quants) with
-// integer dot products, as llama.cpp does. Threads split the output columns in
+// once per call to 8-bit blocks (Q8_0 for Q8_0/Q4_0/Q5_0, Q8_1 with block sums
+// for Q4_1/Q5_1, Q8_K for K-quants) with integer dot products, as llama.cpp does. Threads split the output columns in
 // tiles of kColTile; within a tile each weight row is read from memory once and
 // reused for every activation row.
 #include <algorithm>
@@ -80,6 +80,15 @@ void matmul(ThreadPool& pool, const Tensor& x, const Tensor& w, const Tensor* bi
     case DType::Q4_0:
       dot = row_dot<&CpuKernels::dot_q4_0, BlockQ4_0, ActQ8_0, kQK>;
       break;
+    case DType::Q4_1:
+      dot = row_dot<&CpuKernels::dot_q4_1, BlockQ4_1, ActQ8_1, kQK>;
+      break;
+    case DType::Q5_0:
+      dot = row_dot<&CpuKernels::dot_q5_0, BlockQ5_0, ActQ8_0, kQK>;
+      break;
+    case DType::Q5_1:
+      dot = row_dot<&CpuKernels::dot_q5_1, BlockQ5_1, ActQ8_1, kQK>;
+      break;
     case DType::Q4_K:
       dot = row_dot<&CpuKernels::dot_q4_k, BlockQ4_K, ActQ8_K, kQKK>;
       break;
@@ -95,7 +104,12 @@ void matmul(ThreadPool& pool, const Tensor& x, const Tensor& w, const Tensor* bi
   switch (w.dtype()) {
     case DType::Q8_0:
     case DType::Q4_0:
+    case DType::Q5_0:
       quantize_rows<ActQ8_0>(pool, x, m, k, kQK, kern.quantize_q8_0, act);
+      break;
+    case DType::Q4_1:
+    case DType::Q5_1:
+      quantize_rows<ActQ8_1>(pool, x, m, k, kQK, kern.quantize_q8_1, act);
       break;
     case DType::Q4_K:
     case DType::Q5_K:

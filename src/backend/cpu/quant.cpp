@@ -31,6 +31,47 @@ void dequant_q4_0(const BlockQ4_0* b, float* y, int64_t nb) {
   }
 }
 
+void dequant_q4_1(const BlockQ4_1* b, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, y += kQK) {
+    const float d = f16_to_f32(b[i].d), m = f16_to_f32(b[i].m);
+    for (int l = 0; l < kQK / 2; ++l) {
+      y[l] = d * static_cast<float>(b[i].qs[l] & 0xF) + m;
+      y[l + kQK / 2] = d * static_cast<float>(b[i].qs[l] >> 4) + m;
+    }
+  }
+}
+
+uint32_t load_qh(const uint8_t* qh) {
+  return qh[0] | (uint32_t{qh[1]} << 8) | (uint32_t{qh[2]} << 16) | (uint32_t{qh[3]} << 24);
+}
+
+// The 32 five-bit values (0..31) of a Q5_0 / Q5_1 block, in order.
+void unpack_q5(const uint8_t* qh_bytes, const uint8_t* qs, int* q) {
+  const uint32_t qh = load_qh(qh_bytes);
+  for (int l = 0; l < kQK / 2; ++l) {
+    q[l] = (qs[l] & 0xF) | static_cast<int>(((qh >> l) & 1) << 4);
+    q[l + kQK / 2] = (qs[l] >> 4) | static_cast<int>(((qh >> (l + kQK / 2)) & 1) << 4);
+  }
+}
+
+void dequant_q5_0(const BlockQ5_0* b, float* y, int64_t nb) {
+  int q[kQK];
+  for (int64_t i = 0; i < nb; ++i, y += kQK) {
+    const float d = f16_to_f32(b[i].d);
+    unpack_q5(b[i].qh, b[i].qs, q);
+    for (int l = 0; l < kQK; ++l) y[l] = d * static_cast<float>(q[l] - 16);
+  }
+}
+
+void dequant_q5_1(const BlockQ5_1* b, float* y, int64_t nb) {
+  int q[kQK];
+  for (int64_t i = 0; i < nb; ++i, y += kQK) {
+    const float d = f16_to_f32(b[i].d), m = f16_to_f32(b[i].m);
+    unpack_q5(b[i].qh, b[i].qs, q);
+    for (int l = 0; l < kQK; ++l) y[l] = d * static_cast<float>(q[l]) + m;
+  }
+}
+
 void dequant_q4_k(const BlockQ4_K* b, float* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i) {
     const float d = f16_to_f32(b[i].d), dmin = f16_to_f32(b[i].dmin);
@@ -116,6 +157,49 @@ void quant_q4_0(const float* x, BlockQ4_0* b, int64_t nb) {
       const int q1 = std::clamp(nearest(x[l + kQK / 2] * id) + 8, 0, 15);
       b[i].qs[l] = static_cast<uint8_t>(q0 | (q1 << 4));
     }
+  }
+}
+
+// Q5_0: as Q4_0 with 32 levels (the value of largest magnitude maps to -16).
+void quant_q5_0(const float* x, BlockQ5_0* b, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, x += kQK) {
+    float amax = 0, vmax = 0;
+    for (int l = 0; l < kQK; ++l)
+      if (std::fabs(x[l]) > amax) amax = std::fabs(x[l]), vmax = x[l];
+    const float d = vmax / -16.0f;
+    const float id = d != 0 ? 1.0f / d : 0.0f;
+    b[i].d = f32_to_f16(d);
+    uint32_t qh = 0;
+    for (int l = 0; l < kQK / 2; ++l) {
+      const int q0 = std::clamp(nearest(x[l] * id) + 16, 0, 31);
+      const int q1 = std::clamp(nearest(x[l + kQK / 2] * id) + 16, 0, 31);
+      b[i].qs[l] = static_cast<uint8_t>((q0 & 0xF) | ((q1 & 0xF) << 4));
+      qh |= static_cast<uint32_t>(q0 >> 4) << l | static_cast<uint32_t>(q1 >> 4) << (l + kQK / 2);
+    }
+    for (int j = 0; j < 4; ++j) b[i].qh[j] = static_cast<uint8_t>(qh >> (8 * j));
+  }
+}
+
+// Q4_1 / Q5_1: d = (max - min) / levels, m = min, q = round((x - m) / d).
+template <class Block, int kLevels>
+void quant_affine(const float* x, Block* b, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, x += kQK) {
+    float lo = x[0], hi = x[0];
+    for (int l = 1; l < kQK; ++l) lo = std::min(lo, x[l]), hi = std::max(hi, x[l]);
+    const float d = (hi - lo) / kLevels;
+    const float id = d > 0 ? 1.0f / d : 0.0f;
+    b[i].d = f32_to_f16(d);
+    b[i].m = f32_to_f16(lo);
+    const float m = f16_to_f32(b[i].m);
+    uint32_t qh = 0;
+    for (int l = 0; l < kQK / 2; ++l) {
+      const int q0 = std::clamp(nearest((x[l] - m) * id), 0, kLevels);
+      const int q1 = std::clamp(nearest((x[l + kQK / 2] - m) * id), 0, kLevels);
+      b[i].qs[l] = static_cast<uint8_t>((q0 & 0xF) | ((q1 & 0xF) << 4));
+      qh |= static_cast<uint32_t>(q0 >> 4) << l | static_cast<uint32_t>(q1 >> 4) << (l + kQK / 2);
+    }
+    if constexpr (kLevels == 31)
+      for (int j = 0; j < 4; ++j) b[i].qh[j] = static_cast<uint8_t>(qh >> (8 * j));
   }
 }
 
@@ -242,6 +326,9 @@ void dequantize_row(DType type, const void* src, float* dst, int64_t n) {
     }
     case DType::Q8_0: return dequant_q8_0(static_cast<const BlockQ8_0*>(src), dst, nb);
     case DType::Q4_0: return dequant_q4_0(static_cast<const BlockQ4_0*>(src), dst, nb);
+    case DType::Q4_1: return dequant_q4_1(static_cast<const BlockQ4_1*>(src), dst, nb);
+    case DType::Q5_0: return dequant_q5_0(static_cast<const BlockQ5_0*>(src), dst, nb);
+    case DType::Q5_1: return dequant_q5_1(static_cast<const BlockQ5_1*>(src), dst, nb);
     case DType::Q4_K: return dequant_q4_k(static_cast<const BlockQ4_K*>(src), dst, nb);
     case DType::Q5_K: return dequant_q5_k(static_cast<const BlockQ5_K*>(src), dst, nb);
     case DType::Q6_K: return dequant_q6_k(static_cast<const BlockQ6_K*>(src), dst, nb);
@@ -265,6 +352,9 @@ void quantize_row(DType type, const float* src, void* dst, int64_t n) {
     }
     case DType::Q8_0: return quant_q8_0(src, static_cast<BlockQ8_0*>(dst), nb);
     case DType::Q4_0: return quant_q4_0(src, static_cast<BlockQ4_0*>(dst), nb);
+    case DType::Q4_1: return quant_affine<BlockQ4_1, 15>(src, static_cast<BlockQ4_1*>(dst), nb);
+    case DType::Q5_0: return quant_q5_0(src, static_cast<BlockQ5_0*>(dst), nb);
+    case DType::Q5_1: return quant_affine<BlockQ5_1, 31>(src, static_cast<BlockQ5_1*>(dst), nb);
     case DType::Q4_K: return quant_q4_k(src, static_cast<BlockQ4_K*>(dst), nb);
     case DType::Q5_K: return quant_q5_k(src, static_cast<BlockQ5_K*>(dst), nb);
     case DType::Q6_K: return quant_q6_k(src, static_cast<BlockQ6_K*>(dst), nb);

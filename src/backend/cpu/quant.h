@@ -11,7 +11,8 @@
 namespace loom::cpu {
 
 // dst[0, n) = the n values stored at src as one row of `type`. n must be a whole
-// number of blocks of `type`. Accepts F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K.
+// number of blocks of `type`. Accepts F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0,
+// Q5_1, Q4_K, Q5_K, Q6_K.
 void dequantize_row(DType type, const void* src, float* dst, int64_t n);
 
 // Writes n values as one row of `type` at dst (row_bytes(type, n) bytes). Plain

@@ -7,7 +7,7 @@
 
 namespace loom::cpu {
 
-constexpr int kQK = 32;    // values per Q8_0 / Q4_0 block
+constexpr int kQK = 32;    // values per Q8_0 / Q4_0 / Q4_1 / Q5_0 / Q5_1 block
 constexpr int kQKK = 256;  // values per K-quant super-block
 
 struct BlockQ8_0 {  // x = d * qs
@@ -16,6 +16,22 @@ struct BlockQ8_0 {  // x = d * qs
 };
 struct BlockQ4_0 {  // x = d * (q - 8); low nibbles are values 0..15, high ones 16..31
   uint16_t d;
+  uint8_t qs[kQK / 2];
+};
+struct BlockQ4_1 {  // x = d * q + m, q in [0, 15]; nibbles ordered as Q4_0
+  uint16_t d, m;
+  uint8_t qs[kQK / 2];
+};
+// Five-bit values: the low four bits as Q4_0's nibbles, the fifth bit of value i
+// is bit i of qh (read as a little-endian uint32).
+struct BlockQ5_0 {  // x = d * (q - 16), q in [0, 31]
+  uint16_t d;
+  uint8_t qh[4];
+  uint8_t qs[kQK / 2];
+};
+struct BlockQ5_1 {  // x = d * q + m, q in [0, 31]
+  uint16_t d, m;
+  uint8_t qh[4];
   uint8_t qs[kQK / 2];
 };
 // 8 sub-blocks of 32 with 6-bit scale sc and min m: x = d*sc*q - dmin*m, q in [0, 15].
@@ -42,11 +58,17 @@ struct BlockQ6_K {
   uint16_t d;
 };
 static_assert(sizeof(BlockQ8_0) == 34 && sizeof(BlockQ4_0) == 18);
+static_assert(sizeof(BlockQ4_1) == 20 && sizeof(BlockQ5_0) == 22 && sizeof(BlockQ5_1) == 24);
 static_assert(sizeof(BlockQ4_K) == 144 && sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210);
 
 // Activation blocks (our own, never stored in files): f32 scale, |q| <= 127.
-struct ActQ8_0 {  // pairs with Q8_0 / Q4_0 weights
+struct ActQ8_0 {  // pairs with Q8_0 / Q4_0 / Q5_0 weights
   float d;
+  int8_t qs[kQK];
+};
+struct ActQ8_1 {  // pairs with Q4_1 / Q5_1 weights (whose min term needs sum(qs))
+  float d;
+  int32_t sum;  // sum of qs
   int8_t qs[kQK];
 };
 struct ActQ8_K {  // pairs with K-quant weights; bsums[i] = sum of qs[16i, 16i+16)
@@ -54,7 +76,7 @@ struct ActQ8_K {  // pairs with K-quant weights; bsums[i] = sum of qs[16i, 16i+1
   int8_t qs[kQKK];
   int16_t bsums[kQKK / 16];
 };
-static_assert(sizeof(ActQ8_0) == 36 && sizeof(ActQ8_K) == 292);
+static_assert(sizeof(ActQ8_0) == 36 && sizeof(ActQ8_1) == 40 && sizeof(ActQ8_K) == 292);
 
 // The 6-bit scale and min of sub-block j (0..7) of a Q4_K / Q5_K super-block.
 inline void k_scale_min(const uint8_t* s, int j, int& sc, int& m) {
