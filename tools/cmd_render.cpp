@@ -21,10 +21,10 @@ int cmd_render(int argc, char** argv) {
                "do not append the assistant turn's opening");
   CLI11_PARSE(app, argc, argv);
   return guarded("render", [&] {
-    auto input = nlohmann::json::parse(read_stdin(), nullptr, false);
+    auto input = nlohmann::ordered_json::parse(read_stdin(), nullptr, false);
     if (input.is_discarded()) LOOM_THROW("stdin is not valid JSON");
-    nlohmann::json extra = nlohmann::json::object();
-    nlohmann::json messages = input;
+    nlohmann::ordered_json extra = nlohmann::ordered_json::object();
+    nlohmann::ordered_json messages = input;
     if (input.is_object()) {
       if (!input.contains("messages")) LOOM_THROW("expected \"messages\" in the input object");
       messages = input["messages"];

@@ -19,9 +19,11 @@ struct Command {
 
 constexpr Command kCommands[] = {
     {"generate", loom::cli::cmd_generate, "generate text from a prompt"},
+    {"serve", loom::cli::cmd_serve, "OpenAI-compatible HTTP server"},
     {"tokenize", loom::cli::cmd_tokenize, "text on stdin -> token ids"},
     {"detokenize", loom::cli::cmd_detokenize, "token ids on stdin -> text"},
     {"render", loom::cli::cmd_render, "chat messages JSON on stdin -> prompt text"},
+    {"bench", loom::cli::cmd_bench, "benchmarks: latency, offline, workload"},
     {"env", loom::cli::cmd_env, "what this machine and build offer"},
 };
 

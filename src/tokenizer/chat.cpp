@@ -80,10 +80,10 @@ std::optional<ChatFormatter> ChatFormatter::from_hf_dir(const std::string& dir,
                        token_field(cfg, "eos_token", token_or_empty(tokenizer, tokenizer.special().eos)));
 }
 
-nlohmann::json normalize_messages(const nlohmann::json& messages) {
+nlohmann::ordered_json normalize_messages(const nlohmann::ordered_json& messages) {
   if (!messages.is_array()) LOOM_THROW("messages: expected an array");
   if (messages.empty()) LOOM_THROW("messages: must not be empty");
-  nlohmann::json out = nlohmann::json::array();
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
   for (size_t i = 0; i < messages.size(); ++i) {
     const auto& m = messages[i];
     const std::string where = "messages[" + std::to_string(i) + "]";
@@ -93,7 +93,7 @@ nlohmann::json normalize_messages(const nlohmann::json& messages) {
     if (role != "system" && role != "user" && role != "assistant" && role != "tool" &&
         role != "developer")
       LOOM_THROW("{}.role: unknown role '{}'", where, role);
-    nlohmann::json msg = m;
+    nlohmann::ordered_json msg = m;
     if (m.contains("content")) {
       const auto& c = m["content"];
       if (c.is_array()) {
@@ -119,9 +119,9 @@ nlohmann::json normalize_messages(const nlohmann::json& messages) {
   return out;
 }
 
-std::string ChatFormatter::render(const nlohmann::json& messages, bool add_generation_prompt,
-                                  const nlohmann::json& extra) const {
-  nlohmann::json ctx = extra.is_object() ? extra : nlohmann::json::object();
+std::string ChatFormatter::render(const nlohmann::ordered_json& messages, bool add_generation_prompt,
+                                  const nlohmann::ordered_json& extra) const {
+  nlohmann::ordered_json ctx = extra.is_object() ? extra : nlohmann::ordered_json::object();
   ctx["messages"] = normalize_messages(messages);
   ctx["add_generation_prompt"] = add_generation_prompt;
   ctx["bos_token"] = bos_token_;

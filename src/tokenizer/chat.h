@@ -27,11 +27,12 @@ class ChatFormatter {
 
   // messages: [{role, content: string | [{type: "text", text}...], ...}]. Text
   // parts are joined with "\n" into one string (as vLLM does for templates that
-  // expect string content). `extra` adds template variables (tools,
+  // expect string content). Key order is kept (tojson prints it as Python
+  // would). `extra` adds template variables (tools,
   // enable_thinking...). Throws loom::Error on malformed messages or when the
   // template raises.
-  std::string render(const nlohmann::json& messages, bool add_generation_prompt,
-                     const nlohmann::json& extra = nlohmann::json::object()) const;
+  std::string render(const nlohmann::ordered_json& messages, bool add_generation_prompt,
+                     const nlohmann::ordered_json& extra = nlohmann::ordered_json::object()) const;
 
  private:
   std::shared_ptr<const ChatTemplate> template_;
@@ -40,7 +41,7 @@ class ChatFormatter {
 
 // Checks and normalises OpenAI-style messages (roles, content types); throws
 // loom::Error naming the offending field, e.g. "messages[2].content".
-nlohmann::json normalize_messages(const nlohmann::json& messages);
+nlohmann::ordered_json normalize_messages(const nlohmann::ordered_json& messages);
 
 }  // namespace loom
 

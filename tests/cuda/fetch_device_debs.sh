@@ -9,5 +9,6 @@ mkdir -p .git/info .cuda-deps
 grep -qx "/.cuda-deps/" .git/info/exclude 2>/dev/null || echo "/.cuda-deps/" >> .git/info/exclude
 cd .cuda-deps
 apt-get download libfmt-dev libfmt9 libspdlog-dev libspdlog1.10 libgtest-dev libpcre2-dev libpcre2-8-0 \
-  libpcre2-16-0 libpcre2-32-0 libpcre2-posix3 libre2-dev libre2-9
+  libpcre2-16-0 libpcre2-32-0 libpcre2-posix3 libre2-dev libre2-9 libboost1.74-dev nlohmann-json3-dev \
+  libcli11-dev
 ls -la
