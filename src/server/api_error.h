@@ -20,11 +20,18 @@ class ApiError : public std::runtime_error {
   int status() const { return status_; }
   const std::string& param() const { return param_; }  // "" when no single field is at fault
   const std::string& type() const { return type_; }
+  // 429 / 503: seconds the client should wait (Retry-After); 0: none.
+  int64_t retry_after() const { return retry_after_; }
+  ApiError&& with_retry_after(int64_t seconds) && {
+    retry_after_ = seconds;
+    return std::move(*this);
+  }
 
  private:
   int status_;
   std::string param_;
   std::string type_;
+  int64_t retry_after_ = 0;
 };
 
 // 400 invalid_request_error naming `param`.

@@ -1,0 +1,568 @@
+// Routes, authentication, admission (filter, tenant limits, drain) and the
+// life of one generation request: submit one engine request per prompt, turn
+// events into SSE chunks or one body, abort when the client goes away, then
+// record metrics and one access-log line.
+#include "server/openai_server.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <random>
+
+#include "core/error.h"
+#include "server/api_error.h"
+#include "server/json_body.h"
+#include "server/response_builder.h"
+#include "tokenizer/chat.h"
+#include "tokenizer/tokenizer.h"
+
+namespace loom::server {
+
+using nlohmann::json;
+using SteadyClock = std::chrono::steady_clock;
+
+namespace {
+
+double seconds_since(SteadyClock::time_point t, SteadyClock::time_point now = SteadyClock::now()) {
+  return std::chrono::duration<double>(now - t).count();
+}
+
+HttpResponse json_response(int status, const json& body) {
+  return {status, "application/json", body.dump(-1, ' ', false, json::error_handler_t::replace), {}};
+}
+
+HttpResponse error_response(const ApiError& e) {
+  HttpResponse r{e.status(), "application/json", error_body(e), {}};
+  if (e.retry_after() > 0) r.headers.emplace_back("Retry-After", std::to_string(e.retry_after()));
+  return r;
+}
+
+const std::vector<double> kLatencyBuckets = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,
+                                             0.25,  0.5,   0.75, 1.0,  2.5,  5.0,  7.5,  10.0,
+                                             20.0,  40.0,  80.0, 160.0, 640.0};
+
+std::string random_prefix() {
+  std::random_device rd;
+  return fmt::format("{:08x}", rd());
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// One generation request in flight.
+struct OpenAiServer::Call {
+  OpenAiServer& server;
+  std::shared_ptr<ResponseSink> sink;
+  GenerationRequest request;
+  ResponseBuilder builder;
+  const Tenant* tenant;
+  std::string route;
+  std::string remote;
+  SteadyClock::time_point arrived;
+
+  std::mutex mu;
+  std::vector<RequestId> engine_ids;   // by prompt; 0 until submitted
+  size_t submitted = 0;
+  size_t done = 0;
+  bool all_submitted = false;
+  bool aborted = false;                // client gone or shutdown
+  bool headers_sent = false;
+  bool finished = false;
+  std::optional<ApiError> error;       // the first engine error
+  std::optional<SteadyClock::time_point> first_token;
+  std::vector<SteadyClock::time_point> last_token;  // by choice
+
+  Call(OpenAiServer& s, std::shared_ptr<ResponseSink> k, GenerationRequest r, const Tenant* t,
+       std::string route_, std::string remote_, SteadyClock::time_point arrived_, std::string id,
+       int64_t created)
+      : server(s),
+        sink(std::move(k)),
+        request(std::move(r)),
+        builder(request, *s.model_.tokenizer, std::move(id), created),
+        tenant(t),
+        route(std::move(route_)),
+        remote(std::move(remote_)),
+        arrived(arrived_) {
+    engine_ids.assign(request.prompts.size(), 0);
+    last_token.resize(size_t(request.num_choices()));
+  }
+
+  void send_sse(const std::string& payload) { sink->write("data: " + payload + "\n\n"); }
+
+  // Engine thread.
+  void on_event(size_t prompt_index, const StreamEvent& e) {
+    std::unique_lock<std::mutex> lk(mu);
+    if (e.error != EngineErrorKind::None && !error) {
+      error = engine_error(e);
+      for (size_t i = 0; i < engine_ids.size(); ++i)  // the others cannot succeed now
+        if (i != prompt_index && engine_ids[i] != 0) server.service_.abort(engine_ids[i]);
+    }
+    if (!e.token_ids.empty()) {
+      const auto now = SteadyClock::now();
+      if (!first_token) {
+        first_token = now;
+        server.metrics_.observe("loom_time_to_first_token_seconds", seconds_since(arrived, now));
+      }
+      const size_t choice = prompt_index * size_t(request.params.n) + size_t(e.seq_index);
+      if (choice < last_token.size()) {
+        if (last_token[choice] != SteadyClock::time_point{})
+          server.metrics_.observe("loom_inter_token_latency_seconds",
+                                  seconds_since(last_token[choice], now));
+        last_token[choice] = now;
+      }
+    }
+    auto chunks = builder.on_event(int32_t(prompt_index), e);
+    if (request.stream && !error && !aborted) {
+      if (!chunks.empty() && !headers_sent) {
+        sink->begin_stream(200, "text/event-stream", {});
+        headers_sent = true;
+      }
+      for (const auto& c : chunks) send_sse(c);
+    }
+    if (e.request_done) ++done;
+    maybe_finish(lk);
+  }
+
+  static ApiError engine_error(const StreamEvent& e) {
+    switch (e.error) {
+      case EngineErrorKind::QueueFull:
+        return ApiError(503, "the server is at capacity: " + e.error_message, "",
+                        "service_unavailable")
+            .with_retry_after(1);
+      case EngineErrorKind::Shutdown:
+        return ApiError(503, "the server is shutting down", "", "service_unavailable")
+            .with_retry_after(1);
+      case EngineErrorKind::TooLong: return ApiError(400, e.error_message, "max_tokens");
+      case EngineErrorKind::Invalid: return ApiError(400, e.error_message);
+      default: return ApiError(500, e.error_message.empty() ? "internal error" : e.error_message,
+                               "", "server_error");
+    }
+  }
+
+  // Client gone or shutdown: abort everything submitted. Any thread.
+  void abort() {
+    std::lock_guard<std::mutex> lk(mu);
+    if (aborted || finished) return;
+    aborted = true;
+    for (RequestId id : engine_ids)
+      if (id != 0) server.service_.abort(id);
+  }
+
+  // mu held. Ends the exchange once every submitted prompt is done.
+  void maybe_finish(std::unique_lock<std::mutex>& lk) {
+    if (finished || !all_submitted || done < submitted) return;
+    finished = true;
+    int status = 200;
+    if (error) {
+      status = error->status();
+      if (!headers_sent) {
+        sink->send(error_response(*error));
+      } else {
+        send_sse(error_body(*error));
+        send_sse("[DONE]");
+        sink->end_stream();
+      }
+    } else if (request.stream) {
+      if (!headers_sent) sink->begin_stream(200, "text/event-stream", {});
+      if (request.include_usage) send_sse(builder.usage_chunk());
+      send_sse("[DONE]");
+      sink->end_stream();
+    } else {
+      sink->send(HttpResponse{200, "application/json", builder.final_body(), {}});
+    }
+    if (aborted && !error) status = 499;  // client closed the request (nginx's code)
+    lk.unlock();
+    record(status);
+    server.finished(this);
+  }
+
+  void record(int status) {
+    const auto now = SteadyClock::now();
+    const Usage u = builder.usage();
+    Metrics& m = server.metrics_;
+    const std::string st = std::to_string(status);
+    const std::string tenant_name = tenant ? tenant->name : "";
+    m.inc("loom_requests_total", {{"route", route}, {"status", st}});
+    m.inc("loom_tenant_requests_total", {{"tenant", tenant_name}, {"status", st}});
+    m.inc("loom_prompt_tokens_total", {}, double(u.prompt_tokens));
+    m.inc("loom_generation_tokens_total", {}, double(u.completion_tokens));
+    m.inc("loom_tenant_tokens_total", {{"tenant", tenant_name}, {"kind", "prompt"}},
+          double(u.prompt_tokens));
+    m.inc("loom_tenant_tokens_total", {{"tenant", tenant_name}, {"kind", "generation"}},
+          double(u.completion_tokens));
+    const double e2e = seconds_since(arrived, now);
+    double ttft = -1;
+    if (status == 200) {
+      m.observe("loom_e2e_request_latency_seconds", e2e);
+      if (first_token) {
+        ttft = seconds_since(arrived, *first_token);
+        const int64_t per_choice = u.completion_tokens / std::max(1, request.num_choices());
+        if (per_choice > 1)
+          m.observe("loom_time_per_output_token_seconds",
+                    seconds_since(*first_token, now) / double(per_choice - 1));
+      }
+    }
+    if (tenant) server.limiter_.release(*tenant, u.completion_tokens);
+    spdlog::info(
+        "access id={} tenant={} route={} status={} stream={} n={} prompt_tokens={} "
+        "completion_tokens={} ttft_ms={:.1f} e2e_ms={:.1f} remote={}",
+        builder.id(), tenant_name.empty() ? "-" : tenant_name, route, status, request.stream,
+        request.params.n, u.prompt_tokens, u.completion_tokens, ttft * 1e3, e2e * 1e3,
+        remote.empty() ? "-" : remote);
+  }
+};
+
+// ---------------------------------------------------------------------------
+
+OpenAiServer::OpenAiServer(OpenAiServerConfig config, GenerationService& service,
+                           ModelContext model, TenantRegistry tenants, RequestFilter filter)
+    : config_(std::move(config)),
+      service_(service),
+      model_(std::move(model)),
+      tenants_(std::move(tenants)),
+      filter_(std::move(filter)),
+      id_prefix_(random_prefix()),
+      last_progress_(SteadyClock::now()) {
+  LOOM_CHECK(model_.tokenizer != nullptr, "the server needs the model's tokenizer");
+  auto& m = metrics_;
+  m.declare_counter("loom_requests_total", "HTTP requests by route and status");
+  m.declare_counter("loom_tenant_requests_total", "generation requests by tenant and status");
+  m.declare_counter("loom_tenant_tokens_total", "tokens by tenant and kind (prompt, generation)");
+  m.declare_counter("loom_prompt_tokens_total", "prompt tokens of finished requests");
+  m.declare_counter("loom_generation_tokens_total", "generated tokens of finished requests");
+  m.declare_counter("loom_filtered_requests_total", "requests denied by a filter rule");
+  m.declare_counter("loom_rate_limited_requests_total", "requests refused by a tenant limit");
+  m.declare_histogram("loom_time_to_first_token_seconds", "arrival to first generated token",
+                      kLatencyBuckets);
+  m.declare_histogram("loom_time_per_output_token_seconds",
+                      "mean time per generated token after the first", kLatencyBuckets);
+  m.declare_histogram("loom_inter_token_latency_seconds", "time between tokens of one sequence",
+                      kLatencyBuckets);
+  m.declare_histogram("loom_e2e_request_latency_seconds", "arrival to last byte (status 200)",
+                      kLatencyBuckets);
+  m.declare_gauge("loom_http_requests_in_flight", "generation requests being served");
+  m.declare_gauge("loom_num_requests_running", "sequences running in the engine");
+  m.declare_gauge("loom_num_requests_waiting", "sequences waiting in the engine (queue depth)");
+  m.declare_gauge("loom_kv_cache_usage_ratio", "used KV blocks / all KV blocks");
+  m.declare_gauge("loom_kv_cache_used_blocks", "KV blocks in use");
+  m.declare_gauge("loom_kv_cache_total_blocks", "KV blocks in the pool");
+  m.declare_gauge("loom_prefix_cache_hit_rate", "prefix-cache hit tokens / queried tokens");
+  m.declare_counter("loom_prefix_cache_queried_tokens_total", "prompt tokens looked up");
+  m.declare_counter("loom_prefix_cache_hit_tokens_total", "prompt tokens found in the cache");
+  m.declare_counter("loom_preemptions_total", "sequences preempted (recomputed later)");
+  m.declare_counter("loom_engine_steps_total", "engine forward steps");
+  m.declare_counter("loom_engine_prompt_tokens_computed_total", "prompt tokens prefilled");
+  m.declare_gauge("loom_engine_stalled", "1 when the engine has work but made no step "
+                                         "within the watchdog window");
+  refresh_engine_metrics();
+  monitor_ = std::thread([this] { monitor_loop(); });
+}
+
+OpenAiServer::~OpenAiServer() {
+  {
+    std::lock_guard<std::mutex> lk(monitor_mu_);
+    stop_monitor_ = true;
+  }
+  monitor_cv_.notify_all();
+  monitor_.join();
+}
+
+size_t OpenAiServer::in_flight() const {
+  std::lock_guard<std::mutex> lk(calls_mu_);
+  return calls_.size();
+}
+
+DrainHooks OpenAiServer::drain_hooks() {
+  DrainHooks h;
+  h.begin = [this] { draining_ = true; };
+  h.in_flight = [this] { return in_flight(); };
+  h.abort_all = [this] {
+    std::vector<std::shared_ptr<Call>> calls;
+    {
+      std::lock_guard<std::mutex> lk(calls_mu_);
+      calls.assign(calls_.begin(), calls_.end());
+    }
+    for (auto& c : calls) c->abort();
+  };
+  return h;
+}
+
+void OpenAiServer::finished(Call* call) {
+  std::lock_guard<std::mutex> lk(calls_mu_);
+  for (auto it = calls_.begin(); it != calls_.end(); ++it)
+    if (it->get() == call) {
+      calls_.erase(it);
+      break;
+    }
+  metrics_.set("loom_http_requests_in_flight", double(calls_.size()));
+}
+
+void OpenAiServer::monitor_loop() {
+  std::unique_lock<std::mutex> lk(monitor_mu_);
+  while (!stop_monitor_) {
+    monitor_cv_.wait_for(lk, config_.stats_interval);
+    if (stop_monitor_) break;
+    lk.unlock();
+    refresh_engine_metrics();
+    lk.lock();
+  }
+}
+
+void OpenAiServer::refresh_engine_metrics() {
+  const EngineStats s = service_.stats();
+  const auto now = SteadyClock::now();
+  bool stalled;
+  {
+    std::lock_guard<std::mutex> lk(watchdog_mu_);
+    const bool busy = s.running + s.waiting > 0;
+    if (s.steps != last_steps_ || !busy) {
+      last_steps_ = s.steps;
+      last_progress_ = now;
+    }
+    stalled_ = busy && now - last_progress_ > config_.watchdog;
+    stalled = stalled_;
+  }
+  auto& m = metrics_;
+  m.set("loom_num_requests_running", double(s.running));
+  m.set("loom_num_requests_waiting", double(s.waiting));
+  m.set("loom_kv_cache_used_blocks", double(s.kv.used_blocks));
+  m.set("loom_kv_cache_total_blocks", double(s.kv.num_blocks));
+  m.set("loom_kv_cache_usage_ratio",
+        s.kv.num_blocks > 0 ? double(s.kv.used_blocks) / double(s.kv.num_blocks) : 0.0);
+  m.set("loom_prefix_cache_hit_rate", s.kv.prefix_hit_rate());
+  m.set("loom_prefix_cache_queried_tokens_total", double(s.kv.prefix_queried_tokens));
+  m.set("loom_prefix_cache_hit_tokens_total", double(s.kv.prefix_hit_tokens));
+  m.set("loom_preemptions_total", double(s.preemptions));
+  m.set("loom_engine_steps_total", double(s.steps));
+  m.set("loom_engine_prompt_tokens_computed_total", double(s.prompt_tokens_computed));
+  m.set("loom_engine_stalled", stalled ? 1.0 : 0.0);
+}
+
+HttpResponse OpenAiServer::ready() {
+  refresh_engine_metrics();
+  if (draining_) return json_response(503, {{"status", "shutting down"}});
+  std::lock_guard<std::mutex> lk(watchdog_mu_);
+  if (stalled_)
+    return json_response(503, {{"status", "stalled"},
+                               {"seconds_since_progress", seconds_since(last_progress_)}});
+  return json_response(200, {{"status", "ready"}});
+}
+
+void OpenAiServer::handle(HttpRequest req, std::shared_ptr<ResponseSink> sink) {
+  const auto arrived = SteadyClock::now();
+  const std::string path = req.path();
+  HttpResponse resp;
+  bool deferred = false;
+  const Tenant* tenant = nullptr;
+  try {
+    const bool open_route = path == "/health" || path == "/ready";
+    if (tenants_.enabled() && !open_route) {
+      tenant = tenants_.authenticate(req.header("authorization"));
+      if (!tenant) {
+        if (req.header("authorization").empty())
+          throw ApiError(401, "missing API key: send 'Authorization: Bearer <key>'", "",
+                         "authentication_error");
+        throw ApiError(401, "invalid API key", "", "authentication_error");
+      }
+    }
+    resp = route(req, sink, tenant, &deferred);
+  } catch (const ApiError& e) {
+    resp = error_response(e);
+  } catch (const loom::Error& e) {
+    resp = error_response(ApiError(400, e.what()));
+  } catch (const std::exception& e) {
+    spdlog::error("request {} {} failed: {}", req.method, path, e.what());
+    resp = error_response(ApiError(500, "internal error", "", "server_error"));
+  }
+  if (deferred) return;  // a generation call answers and logs on its own
+  const bool known = path == "/health" || path == "/ready" || path == "/metrics" ||
+                     path == "/v1/models" || path == "/tokenize" || path == "/detokenize" ||
+                     path == "/v1/completions" || path == "/v1/chat/completions";
+  const std::string route_label = known ? path : "other";
+  metrics_.inc("loom_requests_total", {{"route", route_label}, {"status", std::to_string(resp.status)}});
+  if (path != "/health" && path != "/metrics" && path != "/ready")
+    spdlog::info("access route={} method={} status={} tenant={} e2e_ms={:.1f} remote={}",
+                 route_label, req.method, resp.status, tenant ? tenant->name : "-",
+                 seconds_since(arrived) * 1e3, req.remote.empty() ? "-" : req.remote);
+  if ((path == "/v1/completions" || path == "/v1/chat/completions") && tenant)
+    metrics_.inc("loom_tenant_requests_total",
+                 {{"tenant", tenant->name}, {"status", std::to_string(resp.status)}});
+  sink->send(std::move(resp));
+}
+
+HttpResponse OpenAiServer::route(const HttpRequest& req, const std::shared_ptr<ResponseSink>& sink,
+                                 const Tenant* tenant, bool* deferred) {
+  const std::string path = req.path();
+  auto need = [&](const char* method) {
+    if (req.method != method)
+      throw ApiError(405, fmt::format("{} needs {}", path, method));
+  };
+  if (path == "/health") {
+    need("GET");
+    return json_response(200, {{"status", "ok"}});
+  }
+  if (path == "/ready") {
+    need("GET");
+    return ready();
+  }
+  if (path == "/metrics") {
+    need("GET");
+    refresh_engine_metrics();
+    return {200, "text/plain; version=0.0.4; charset=utf-8", metrics_.render(), {}};
+  }
+  if (path == "/v1/models") {
+    need("GET");
+    return models();
+  }
+  if (path == "/tokenize") {
+    need("POST");
+    return tokenize(req);
+  }
+  if (path == "/detokenize") {
+    need("POST");
+    return detokenize(req);
+  }
+  if (path == "/v1/completions" || path == "/v1/chat/completions") {
+    need("POST");
+    start_generation(path == "/v1/completions" ? Endpoint::Completions : Endpoint::ChatCompletions,
+                     req, sink, tenant);
+    *deferred = true;
+    return {};
+  }
+  throw ApiError(404, fmt::format("no route {} {}", req.method, path.substr(0, 200)), "",
+                 "not_found_error");
+}
+
+HttpResponse OpenAiServer::models() const {
+  json data = json::array();
+  data.push_back({{"id", model_.name},
+                  {"object", "model"},
+                  {"created", 0},
+                  {"owned_by", "loom"},
+                  {"max_model_len", model_.max_model_len}});
+  return json_response(200, {{"object", "list"}, {"data", data}});
+}
+
+HttpResponse OpenAiServer::tokenize(const HttpRequest& req) const {
+  const auto& lim = config_.limits;
+  json body = parse_json_body(req.body, lim.max_body_bytes, lim.max_json_depth);
+  std::string text;
+  bool add_special = true;
+  if (body.contains("messages") && !body["messages"].is_null()) {
+    GenerationRequest g = parse_generation_request(
+        Endpoint::ChatCompletions, json{{"messages", body["messages"]}, {"max_tokens", 1}},
+        model_, lim);
+    return json_response(200, {{"count", g.prompts[0].size()},
+                               {"max_model_len", model_.max_model_len},
+                               {"tokens", g.prompts[0]}});
+  }
+  if (!body.contains("prompt") || !body["prompt"].is_string())
+    throw_bad_field("prompt", "'prompt' must be a string (or send 'messages')");
+  text = body["prompt"].get<std::string>();
+  if (body.contains("add_special_tokens") && !body["add_special_tokens"].is_null()) {
+    if (!body["add_special_tokens"].is_boolean())
+      throw_bad_field("add_special_tokens", "'add_special_tokens' must be a boolean");
+    add_special = body["add_special_tokens"].get<bool>();
+  }
+  const auto ids = model_.tokenizer->encode(text, add_special, true);
+  return json_response(200, {{"count", ids.size()},
+                             {"max_model_len", model_.max_model_len},
+                             {"tokens", ids}});
+}
+
+HttpResponse OpenAiServer::detokenize(const HttpRequest& req) const {
+  const auto& lim = config_.limits;
+  json body = parse_json_body(req.body, lim.max_body_bytes, lim.max_json_depth);
+  if (!body.contains("tokens") || !body["tokens"].is_array())
+    throw_bad_field("tokens", "'tokens' must be a list of token ids");
+  std::vector<int32_t> ids;
+  for (const auto& t : body["tokens"]) {
+    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= model_.vocab_size)
+      throw_bad_field("tokens", fmt::format("token ids must be integers in [0, {})", model_.vocab_size));
+    ids.push_back(int32_t(t.get<int64_t>()));
+  }
+  return json_response(200, {{"prompt", model_.tokenizer->decode(ids, true)}});
+}
+
+void OpenAiServer::start_generation(Endpoint endpoint, const HttpRequest& req,
+                                    const std::shared_ptr<ResponseSink>& sink,
+                                    const Tenant* tenant) {
+  const auto arrived = SteadyClock::now();
+  const auto& lim = config_.limits;
+  GenerationRequest g = parse_generation_request(
+      endpoint, parse_json_body(req.body, lim.max_body_bytes, lim.max_json_depth), model_, lim);
+  const char* prompt_param = endpoint == Endpoint::ChatCompletions ? "messages" : "prompt";
+  for (const auto& text : g.prompt_texts)
+    if (auto rule = filter_.check(text)) {
+      metrics_.inc("loom_filtered_requests_total", {{"rule", *rule}});
+      throw ApiError(400, fmt::format("the request was denied by the content filter (rule '{}')",
+                                      *rule),
+                     prompt_param);
+    }
+  if (tenant && tenant->limits.max_prompt_tokens > 0)
+    for (const auto& p : g.prompts)
+      if (int64_t(p.size()) > tenant->limits.max_prompt_tokens) {
+        metrics_.inc("loom_filtered_requests_total", {{"rule", "max_prompt_tokens"}});
+        throw ApiError(400, fmt::format("the prompt has {} tokens; tenant '{}' is limited to {}",
+                                        p.size(), tenant->name, tenant->limits.max_prompt_tokens),
+                       prompt_param);
+      }
+  if (draining_)
+    throw ApiError(503, "the server is shutting down", "", "service_unavailable")
+        .with_retry_after(config_.retry_after_seconds);
+  if (tenant) {
+    const RateLimitDecision d = limiter_.try_admit(*tenant, g.prompt_tokens());
+    if (!d.admitted) {
+      metrics_.inc("loom_rate_limited_requests_total",
+                   {{"tenant", tenant->name}, {"reason", d.reason}});
+      throw ApiError(429, fmt::format("tenant '{}' is over its {} limit", tenant->name, d.reason),
+                     "", "rate_limit_error")
+          .with_retry_after(d.retry_after_seconds);
+    }
+  }
+
+  const bool chat = endpoint == Endpoint::ChatCompletions;
+  const std::string id = fmt::format("{}-{}{:x}", chat ? "chatcmpl" : "cmpl", id_prefix_, next_id_++);
+  const int64_t created = std::chrono::duration_cast<std::chrono::seconds>(
+                              std::chrono::system_clock::now().time_since_epoch())
+                              .count();
+  auto call = std::make_shared<Call>(*this, sink, std::move(g), tenant, req.path(), req.remote,
+                                     arrived, id, created);
+  {
+    std::lock_guard<std::mutex> lk(calls_mu_);
+    calls_.insert(call);
+    metrics_.set("loom_http_requests_in_flight", double(calls_.size()));
+  }
+  sink->on_close([weak = std::weak_ptr<Call>(call)] {
+    if (auto c = weak.lock()) c->abort();
+  });
+
+  const GenerationRequest& r = call->request;
+  for (size_t i = 0; i < r.prompts.size(); ++i) {
+    Request er;
+    er.external_id = id;
+    er.prompt_ids = r.prompts[i];
+    er.params = r.params;
+    er.priority = r.priority;
+    er.cache_salt = tenant ? tenant->name : "";
+    RequestId eid = 0;
+    try {
+      eid = service_.submit(std::move(er), [call, i](const StreamEvent& e) { call->on_event(i, e); });
+    } catch (const std::exception& e) {
+      std::unique_lock<std::mutex> lk(call->mu);
+      if (!call->error) call->error = ApiError(400, e.what());
+      for (RequestId other : call->engine_ids)
+        if (other != 0) service_.abort(other);
+      break;
+    }
+    std::lock_guard<std::mutex> lk(call->mu);
+    call->engine_ids[i] = eid;
+    ++call->submitted;
+    if (call->aborted) service_.abort(eid);
+  }
+  std::unique_lock<std::mutex> lk(call->mu);
+  call->all_submitted = true;
+  call->maybe_finish(lk);
+}
+
+}  // namespace loom::server

@@ -1,0 +1,89 @@
+// OpenAiServer: the routes of `loom serve` over a GenerationService —
+// /v1/completions, /v1/chat/completions (JSON or SSE), /v1/models, /tokenize,
+// /detokenize, /health, /ready, /metrics — with API keys, per-tenant limits,
+// the request filter, metrics and one access-log line per request. Transport
+// free: HttpServer calls handle() on its worker threads. Thread-safe.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "server/generation_service.h"
+#include "server/http_server.h"
+#include "server/http_types.h"
+#include "server/metrics.h"
+#include "server/openai_request.h"
+#include "server/request_filter.h"
+#include "server/tenants.h"
+
+namespace loom::server {
+
+struct OpenAiServerConfig {
+  RequestLimits limits;
+  std::chrono::milliseconds watchdog{30000};  // /ready fails when busy and no step for this long
+  std::chrono::milliseconds stats_interval{500};
+  int64_t retry_after_seconds = 1;            // on 503 queue full / shutting down
+};
+
+class OpenAiServer {
+ public:
+  // service, model's tokenizer and chat formatter must outlive the server.
+  OpenAiServer(OpenAiServerConfig config, GenerationService& service, ModelContext model,
+               TenantRegistry tenants = {}, RequestFilter filter = {});
+  ~OpenAiServer();
+  OpenAiServer(const OpenAiServer&) = delete;
+  OpenAiServer& operator=(const OpenAiServer&) = delete;
+
+  void handle(HttpRequest request, std::shared_ptr<ResponseSink> sink);
+  DrainHooks drain_hooks();
+  Metrics& metrics() { return metrics_; }
+  size_t in_flight() const;
+
+  struct Call;  // one generation request in flight (openai_server.cpp)
+
+ private:
+  HttpResponse route(const HttpRequest& req, const std::shared_ptr<ResponseSink>& sink,
+                     const Tenant* tenant, bool* deferred);
+  void start_generation(Endpoint endpoint, const HttpRequest& req,
+                        const std::shared_ptr<ResponseSink>& sink, const Tenant* tenant);
+  HttpResponse models() const;
+  HttpResponse tokenize(const HttpRequest& req) const;
+  HttpResponse detokenize(const HttpRequest& req) const;
+  HttpResponse ready();
+  void monitor_loop();
+  void refresh_engine_metrics();
+  void finished(Call* call);
+
+  OpenAiServerConfig config_;
+  GenerationService& service_;
+  ModelContext model_;
+  TenantRegistry tenants_;
+  RequestFilter filter_;
+  TenantLimiter limiter_;
+  Metrics metrics_;
+  std::atomic<bool> draining_{false};
+  std::atomic<uint64_t> next_id_{1};
+  const std::string id_prefix_;
+
+  mutable std::mutex calls_mu_;
+  std::set<std::shared_ptr<Call>> calls_;
+
+  // Watchdog: the engine's step count and when it last changed (or was idle).
+  std::mutex watchdog_mu_;
+  uint64_t last_steps_ = 0;
+  std::chrono::steady_clock::time_point last_progress_;
+  bool stalled_ = false;
+
+  std::mutex monitor_mu_;
+  std::condition_variable monitor_cv_;
+  bool stop_monitor_ = false;
+  std::thread monitor_;
+};
+
+}  // namespace loom::server

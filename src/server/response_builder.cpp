@@ -1,0 +1,172 @@
+// OpenAI response and SSE chunk bodies for completions and chat completions.
+#include "server/response_builder.h"
+
+#include "tokenizer/tokenizer.h"
+
+namespace loom::server {
+
+using nlohmann::json;
+
+namespace {
+// Output JSON: invalid UTF-8 (never expected: the engine emits valid text) is
+// replaced rather than throwing.
+std::string dump(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+}  // namespace
+
+std::string finish_reason_string(FinishReason reason) {
+  return std::string(finish_reason_name(reason));
+}
+
+ResponseBuilder::ResponseBuilder(const GenerationRequest& request, const Tokenizer& tokenizer,
+                                 std::string id, int64_t created)
+    : request_(request), tokenizer_(tokenizer), id_(std::move(id)), created_(created) {
+  choices_.resize(size_t(request.num_choices()));
+  const bool chat = request.endpoint == Endpoint::ChatCompletions;
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    if (request.logprobs)
+      choices_[i].logprobs = chat ? json{{"content", json::array()}}
+                                  : json{{"tokens", json::array()},
+                                         {"token_logprobs", json::array()},
+                                         {"top_logprobs", json::array()},
+                                         {"text_offset", json::array()}};
+    if (request.echo && !request.stream) {
+      const auto& prompt = request.prompt_texts[i / size_t(request.params.n)];
+      choices_[i].text = prompt;
+      choices_[i].text_offset = int64_t(prompt.size());
+    }
+  }
+}
+
+Usage ResponseBuilder::usage() const {
+  return {request_.prompt_tokens(), completion_tokens_};
+}
+
+json ResponseBuilder::chunk_base() const {
+  const bool chat = request_.endpoint == Endpoint::ChatCompletions;
+  json j = {{"id", id_},
+            {"object", chat ? "chat.completion.chunk" : "text_completion"},
+            {"created", created_},
+            {"model", request_.model},
+            {"choices", json::array()}};
+  if (request_.include_usage) j["usage"] = nullptr;
+  return j;
+}
+
+// The logprobs of the event's tokens, in the endpoint's format; also appended
+// to the choice's accumulated logprobs when not streaming.
+json ResponseBuilder::logprobs_json(Choice& choice, const StreamEvent& event) {
+  const bool chat = request_.endpoint == Endpoint::ChatCompletions;
+  json out = chat ? json{{"content", json::array()}}
+                  : json{{"tokens", json::array()},
+                         {"token_logprobs", json::array()},
+                         {"top_logprobs", json::array()},
+                         {"text_offset", json::array()}};
+  for (const SampleResult& s : event.logprobs) {
+    const std::string text = tokenizer_.decode({s.token}, /*skip_special=*/false);
+    if (chat) {
+      auto bytes_of = [&](int32_t id) {
+        const std::string b = tokenizer_.token_bytes(id, /*include_special=*/true);
+        json arr = json::array();
+        for (unsigned char c : b) arr.push_back(int(c));
+        return arr;
+      };
+      json top = json::array();
+      for (const TokenLogprob& t : s.top)
+        top.push_back({{"token", tokenizer_.decode({t.token}, false)},
+                       {"logprob", t.logprob},
+                       {"bytes", bytes_of(t.token)}});
+      out["content"].push_back({{"token", text},
+                                {"logprob", s.logprob},
+                                {"bytes", bytes_of(s.token)},
+                                {"top_logprobs", std::move(top)}});
+    } else {
+      json top = json::object();
+      for (const TokenLogprob& t : s.top) top[tokenizer_.decode({t.token}, false)] = t.logprob;
+      out["tokens"].push_back(text);
+      out["token_logprobs"].push_back(s.logprob);
+      out["top_logprobs"].push_back(std::move(top));
+      out["text_offset"].push_back(choice.text_offset);
+      choice.text_offset += int64_t(text.size());
+    }
+  }
+  if (!request_.stream) {
+    for (auto& [key, arr] : out.items())
+      for (auto& v : arr) choice.logprobs[key].push_back(v);
+  }
+  return out;
+}
+
+std::vector<std::string> ResponseBuilder::on_event(int32_t prompt_index, const StreamEvent& e) {
+  std::vector<std::string> chunks;
+  const bool chat = request_.endpoint == Endpoint::ChatCompletions;
+  if (e.error == EngineErrorKind::None && e.seq_index >= 0 && e.seq_index < request_.params.n) {
+    const size_t index = size_t(prompt_index) * size_t(request_.params.n) + size_t(e.seq_index);
+    Choice& c = choices_[index];
+    completion_tokens_ += int64_t(e.token_ids.size());
+    c.tokens.insert(c.tokens.end(), e.token_ids.begin(), e.token_ids.end());
+    json lp = request_.logprobs && !e.logprobs.empty() ? logprobs_json(c, e) : json(nullptr);
+    if (e.finish != FinishReason::None) c.finish_reason = finish_reason_string(e.finish);
+    if (request_.stream) {
+      std::string text = e.text;
+      if (!c.started && request_.echo) text = request_.prompt_texts[size_t(prompt_index)] + text;
+      const bool first = !c.started;
+      c.started = true;
+      if (!text.empty() || first || e.finish != FinishReason::None || !lp.is_null()) {
+        json chunk = chunk_base();
+        json choice = {{"index", index}, {"logprobs", lp},
+                       {"finish_reason", c.finish_reason.empty() ? json(nullptr)
+                                                                 : json(c.finish_reason)}};
+        if (chat) {
+          json delta = json::object();
+          if (first) delta["role"] = "assistant";
+          if (!text.empty() || first) delta["content"] = text;
+          choice["delta"] = std::move(delta);
+        } else {
+          choice["text"] = text;
+        }
+        chunk["choices"].push_back(std::move(choice));
+        chunks.push_back(dump(chunk));
+      }
+    } else {
+      c.text += e.text;
+    }
+  }
+  if (e.request_done) ++prompts_done_;
+  return chunks;
+}
+
+std::string ResponseBuilder::final_body() const {
+  const bool chat = request_.endpoint == Endpoint::ChatCompletions;
+  json j = {{"id", id_},
+            {"object", chat ? "chat.completion" : "text_completion"},
+            {"created", created_},
+            {"model", request_.model},
+            {"choices", json::array()}};
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    const Choice& c = choices_[i];
+    json choice = {{"index", i},
+                   {"logprobs", request_.logprobs ? c.logprobs : json(nullptr)},
+                   {"finish_reason", c.finish_reason.empty() ? json("abort") : json(c.finish_reason)}};
+    if (chat) choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+    else choice["text"] = c.text;
+    j["choices"].push_back(std::move(choice));
+  }
+  const Usage u = usage();
+  j["usage"] = {{"prompt_tokens", u.prompt_tokens},
+                {"completion_tokens", u.completion_tokens},
+                {"total_tokens", u.total()}};
+  return dump(j);
+}
+
+std::string ResponseBuilder::usage_chunk() const {
+  json j = chunk_base();
+  const Usage u = usage();
+  j["usage"] = {{"prompt_tokens", u.prompt_tokens},
+                {"completion_tokens", u.completion_tokens},
+                {"total_tokens", u.total()}};
+  return dump(j);
+}
+
+}  // namespace loom::server

@@ -1,0 +1,70 @@
+// ResponseBuilder: the engine's StreamEvents of one HTTP generation request
+// (one engine request per prompt, n sequences each) turned into OpenAI
+// response bodies: SSE chunks while streaming, or one JSON body at the end.
+// Choice index = prompt_index * n + sequence index. Pure; not thread-safe
+// (the caller serialises events).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "server/openai_request.h"
+
+namespace loom::server {
+
+struct Usage {
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+  int64_t total() const { return prompt_tokens + completion_tokens; }
+};
+
+class ResponseBuilder {
+ public:
+  // request and tokenizer must outlive the builder.
+  ResponseBuilder(const GenerationRequest& request, const Tokenizer& tokenizer, std::string id,
+                  int64_t created);
+
+  // Applies one event of the engine request for prompts[prompt_index].
+  // Streaming: returns the chunks (JSON text, without the "data: " framing)
+  // this event produces; otherwise accumulates and returns nothing.
+  std::vector<std::string> on_event(int32_t prompt_index, const StreamEvent& event);
+
+  bool done() const { return prompts_done_ == int32_t(request_.prompts.size()); }
+  Usage usage() const;
+  // The complete non-streaming body (after done()).
+  std::string final_body() const;
+  // The usage-only chunk sent last when stream_options.include_usage.
+  std::string usage_chunk() const;
+  int64_t completion_tokens() const { return completion_tokens_; }
+  const std::string& id() const { return id_; }
+
+ private:
+  struct Choice {
+    std::string text;
+    std::vector<int32_t> tokens;
+    nlohmann::json logprobs;     // accumulated (non-streaming) in the endpoint's format
+    std::string finish_reason;   // "" while running
+    bool started = false;        // streaming: first chunk sent (role / echo)
+    int64_t text_offset = 0;     // completions logprobs: offset of the next token
+  };
+
+  nlohmann::json chunk_base() const;
+  nlohmann::json logprobs_json(Choice& choice, const StreamEvent& event);
+
+  const GenerationRequest& request_;
+  const Tokenizer& tokenizer_;
+  std::string id_;
+  int64_t created_;
+  std::vector<Choice> choices_;
+  int32_t prompts_done_ = 0;
+  int64_t completion_tokens_ = 0;
+};
+
+// "stop", "length", "abort", "error".
+std::string finish_reason_string(FinishReason reason);
+
+}  // namespace loom::server
