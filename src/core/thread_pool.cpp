@@ -1,70 +1,184 @@
+// ThreadPool: spin-then-sleep workers and atomic chunk claiming (see the header).
+// Synchronisation, in short:
+//  * The caller writes the job fields while the job is closed, then publishes
+//    them with a seq_cst store of a new open generation to job_state_. A worker
+//    reads them only after a successful CAS that joins that same open
+//    generation, so it reads what that store published.
+//  * The caller closes a job only by a CAS from "open, 0 joined", so no worker
+//    is inside it; each worker leaves with a RMW after its last chunk, so the
+//    close CAS sees (happens after) everything the workers wrote.
+//  * Sleeping: a worker announces itself in sleeping_workers_ under mu_ and
+//    re-checks job_state_ before waiting; the caller stores job_state_ before
+//    reading sleeping_workers_. All are seq_cst, so either the caller sees the
+//    sleeper and notifies under mu_, or the sleeper sees the new job. The
+//    caller's own sleep on completion mirrors this with caller_sleeping_.
 #include "core/thread_pool.h"
 
 #include <algorithm>
-#include <memory>
+#include <chrono>
+#include <cstdlib>
 
 namespace loom {
 
 namespace {
+
 int g_requested_threads = 0;
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
 }
+
+// How long idle threads spin before sleeping: long enough to bridge the gap
+// between two ops of a decode step, short enough not to burn a core when idle.
+// LOOM_POOL_SPIN_US overrides it (0: always sleep).
+std::chrono::nanoseconds spin_budget() {
+  static const std::chrono::nanoseconds budget = [] {
+    long us = 50;
+    if (const char* s = std::getenv("LOOM_POOL_SPIN_US")) us = std::max(0L, std::strtol(s, nullptr, 10));
+    return std::chrono::nanoseconds(us * 1000);
+  }();
+  return budget;
+}
+
+// Spins until done() or the budget runs out; true when done() held.
+template <class Done>
+bool spin_until(Done&& done) {
+  const auto budget = spin_budget();
+  if (budget.count() == 0) return done();
+  const auto start = std::chrono::steady_clock::now();
+  for (;;) {
+    for (int i = 0; i < 64; ++i) {
+      if (done()) return true;
+      cpu_relax();
+    }
+    if (std::chrono::steady_clock::now() - start > budget) return done();
+  }
+}
+
+constexpr uint32_t generation_of(uint64_t s) { return static_cast<uint32_t>(s >> 32); }
+
+}  // namespace
 
 ThreadPool::ThreadPool(int num_threads) {
   num_threads = std::max(1, num_threads);
-  for (int i = 1; i < num_threads; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+  workers_.reserve(static_cast<size_t>(num_threads - 1));
+  for (int i = 1; i < num_threads; ++i) workers_.emplace_back([this] { worker_loop(); });
 }
 
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
+    stop_.store(true);
   }
   work_cv_.notify_all();
   for (auto& t : workers_) t.join();
 }
 
-void ThreadPool::worker_loop(int index) {
-  int64_t seen = 0;
+uint64_t ThreadPool::wait_for_job(uint32_t seen) {
+  uint64_t s = 0;
+  auto ready = [&] {
+    s = job_state_.load();
+    return generation_of(s) != seen || stop_.load(std::memory_order_relaxed);
+  };
+  if (spin_until(ready)) return s;
+  std::unique_lock<std::mutex> lock(mu_);
+  sleeping_workers_.fetch_add(1);
+  work_cv_.wait(lock, [&] { return ready() || stop_.load(); });
+  sleeping_workers_.fetch_sub(1);
+  return s;
+}
+
+void ThreadPool::worker_loop() {
+  uint32_t seen = 0;
   for (;;) {
-    std::unique_lock<std::mutex> lock(mu_);
-    work_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
-    if (stop_) return;
-    seen = generation_;
-    const auto* job = job_;
-    const int64_t n = job_n_, chunk = job_chunk_;
-    lock.unlock();
-    const int64_t begin = index * chunk;
-    if (begin < n) (*job)(begin, std::min(n, begin + chunk));
-    lock.lock();
-    if (--pending_ == 0) done_cv_.notify_one();
+    uint64_t s = wait_for_job(seen);
+    if (stop_.load()) return;
+    seen = generation_of(s);
+    // Join only while this generation is open; a failed CAS reloads s.
+    while (!(s & kClosed) && generation_of(s) == seen) {
+      if (job_state_.compare_exchange_weak(s, s + 1)) {
+        run_chunks();
+        leave_job();
+        break;
+      }
+    }
   }
 }
 
-void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn,
-                              int64_t grain) {
+void ThreadPool::run_chunks() {
+  for (;;) {
+    const int64_t c = next_chunk_.fetch_add(1, std::memory_order_relaxed);
+    if (c >= num_chunks_) return;
+    const int64_t b = c * chunk_;
+    try {
+      invoke_(fn_, b, std::min(n_, b + chunk_));
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!error_) error_ = std::current_exception();
+      next_chunk_.store(num_chunks_, std::memory_order_relaxed);  // skip the rest
+    }
+  }
+}
+
+void ThreadPool::leave_job() {
+  const uint64_t prev = job_state_.fetch_sub(1);
+  if ((prev & kJoinedMask) == 1 && caller_sleeping_.load()) {
+    { std::lock_guard<std::mutex> lock(mu_); }
+    done_cv_.notify_one();
+  }
+}
+
+void ThreadPool::wait_job_done() {
+  // Every chunk has been claimed (the caller's run_chunks returned); close the
+  // job as soon as no worker is inside it.
+  auto try_close = [&] {
+    uint64_t s = job_state_.load();
+    return (s & kJoinedMask) == 0 && job_state_.compare_exchange_strong(s, s | kClosed);
+  };
+  if (spin_until(try_close)) return;
+  std::unique_lock<std::mutex> lock(mu_);
+  caller_sleeping_.store(true);
+  done_cv_.wait(lock, try_close);
+  caller_sleeping_.store(false);
+}
+
+void ThreadPool::run(int64_t n, int64_t grain, void* fn, Invoke invoke) {
   if (n <= 0) return;
   const int64_t threads = num_threads();
   grain = std::max<int64_t>(1, grain);
-  if (threads == 1 || n <= grain || busy_) {
-    fn(0, n);
+  // A few chunks per thread, so a thread that is descheduled mid-job leaves
+  // less behind for the others.
+  const int64_t chunk = std::max(grain, (n + 4 * threads - 1) / (4 * threads));
+  if (threads == 1 || n <= chunk || busy_.exchange(true, std::memory_order_acquire)) {
+    invoke(fn, 0, n);
     return;
   }
-  const int64_t chunk = std::max(grain, (n + threads - 1) / threads);
+  fn_ = fn;
+  invoke_ = invoke;
+  n_ = n;
+  chunk_ = chunk;
+  num_chunks_ = (n + chunk - 1) / chunk;
+  next_chunk_.store(0, std::memory_order_relaxed);
+  const uint64_t next_generation = (job_state_.load() >> 32) + 1;
+  job_state_.store(next_generation << 32);  // open, nobody joined
+  if (sleeping_workers_.load() > 0) {
+    { std::lock_guard<std::mutex> lock(mu_); }
+    work_cv_.notify_all();
+  }
+  run_chunks();
+  wait_job_done();
+  std::exception_ptr error;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    busy_ = true;
-    job_ = &fn;
-    job_n_ = n;
-    job_chunk_ = chunk;
-    pending_ = static_cast<int>(workers_.size());
-    ++generation_;
+    std::swap(error, error_);
   }
-  work_cv_.notify_all();
-  fn(0, std::min(n, chunk));
-  std::unique_lock<std::mutex> lock(mu_);
-  done_cv_.wait(lock, [&] { return pending_ == 0; });
-  busy_ = false;
-  job_ = nullptr;
+  fn_ = nullptr;
+  busy_.store(false, std::memory_order_release);
+  if (error) std::rethrow_exception(error);
 }
 
 ThreadPool& ThreadPool::global() {

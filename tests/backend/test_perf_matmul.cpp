@@ -88,6 +88,25 @@ TEST(Perf, DISABLED_MemoryBandwidth) {
   std::printf("stream read, %d threads: %.1f GB/s\n", perf_threads(), n * 4.0 / s / 1e9);
 }
 
+TEST(Perf, DISABLED_ParallelForOverhead) {
+  // Mean cost of back-to-back parallel_for calls with (almost) no work: what a
+  // decode step pays ~200 times on top of its kernels.
+  ThreadPool pool(perf_threads());
+  std::vector<int64_t> sink(64 * 16);
+  for (int64_t n : {int64_t{1} * perf_threads(), int64_t{64}}) {
+    const int calls = 20000;
+    double best = 1e30;
+    for (int rep = 0; rep < 5; ++rep) {
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int c = 0; c < calls; ++c)
+        pool.parallel_for(n, [&](int64_t b, int64_t e) { sink[static_cast<size_t>(b) * 16] += e; });
+      best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / calls);
+    }
+    std::printf("parallel_for n=%-3ld %d threads: %6.2f us per call (best of 5 x %d)\n", static_cast<long>(n),
+                perf_threads(), best * 1e6, calls);
+  }
+}
+
 TEST(Perf, DISABLED_Matvec) {
   auto be = make_cpu_backend(perf_threads());
   struct Shape {
