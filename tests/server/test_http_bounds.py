@@ -1,0 +1,174 @@
+"""Raw HTTP against `loom serve`: every bound, malformed input, wrong types,
+huge values, routes and methods. Every failure must be an OpenAI-style error
+JSON naming the field, and the server must stay up."""
+import json
+import socket
+
+import pytest
+import requests
+
+from conftest import MODEL_NAME
+
+
+def post(server, path, body, **kw):
+    data = body if isinstance(body, (bytes, str)) else json.dumps(body)
+    return requests.post(server.url + path, data=data, headers={"Content-Type": "application/json"},
+                         timeout=60, **kw)
+
+
+def check_error(r, status, param=None):
+    assert r.status_code == status, r.text
+    body = r.json()
+    err = body["error"]
+    assert set(err) == {"message", "type", "param", "code"}
+    assert err["message"]
+    if param is not None:
+        assert err["param"] == param, err
+    return err
+
+
+def test_health_ready(server):
+    assert requests.get(server.url + "/health").json() == {"status": "ok"}
+    r = requests.get(server.url + "/ready")
+    assert r.status_code == 200 and r.json()["status"] == "ready"
+
+
+def test_routes_and_methods(server):
+    check_error(requests.get(server.url + "/nope"), 404)
+    check_error(requests.get(server.url + "/v1/completions"), 405)
+    check_error(requests.post(server.url + "/v1/models"), 405)
+
+
+@pytest.mark.parametrize("body", [b"", b"{", b"[1, 2]", b"\"x\"", b"{\"prompt\": }", b"nul",
+                                  b"{\"prompt\": \"a\"} trailing"])
+def test_malformed_json(server, body):
+    check_error(post(server, "/v1/completions", body), 400)
+
+
+def test_invalid_utf8(server):
+    err = check_error(post(server, "/v1/completions", b'{"prompt": "a\xff\xfe"}'), 400)
+    assert "UTF-8" in err["message"]
+    check_error(post(server, "/v1/completions", b'{"prompt": "\\ud800"}'), 400)
+
+
+@pytest.mark.parametrize("field,value", [
+    ("max_tokens", "10"), ("max_tokens", 1.5), ("temperature", "hot"), ("top_p", True),
+    ("top_k", 2.5), ("n", "2"), ("stop", 3), ("stop", [1]), ("seed", "s"), ("logit_bias", [1]),
+    ("logprobs", True), ("echo", 1), ("ignore_eos", "no"), ("user", 5), ("priority", "hi"),
+    ("stream", "true"), ("stream_options", 1), ("presence_penalty", "a"), ("min_p", "0"),
+])
+def test_wrong_types(server, field, value):
+    check_error(post(server, "/v1/completions", {"prompt": "x", field: value}), 400, field)
+
+
+@pytest.mark.parametrize("field,value", [
+    ("max_tokens", 0), ("max_tokens", 10 ** 30), ("max_tokens", 2 ** 63), ("n", 10 ** 6),
+    ("n", 0), ("temperature", 1e308), ("temperature", -1), ("top_p", 2), ("logprobs", 1000),
+    ("presence_penalty", 1e9), ("frequency_penalty", -1e9), ("repetition_penalty", 0),
+    ("priority", 10 ** 20), ("seed", 10 ** 40), ("min_tokens", 10 ** 9),
+])
+def test_huge_and_out_of_range(server, field, value):
+    check_error(post(server, "/v1/completions", {"prompt": "x", field: value}), 400, field)
+
+
+def test_chat_wrong_types(server):
+    check_error(post(server, "/v1/chat/completions", {"messages": "hi"}), 400, "messages")
+    check_error(post(server, "/v1/chat/completions", {"messages": [{"role": "x", "content": "a"}]}),
+                400, "messages")
+    check_error(post(server, "/v1/chat/completions",
+                     {"messages": [{"role": "user", "content": "a"}], "logprobs": 3}), 400, "logprobs")
+    check_error(post(server, "/v1/chat/completions",
+                     {"messages": [{"role": "user", "content": "a"}], "top_logprobs": 3}), 400,
+                "top_logprobs")
+
+
+def test_body_size(server):
+    big = json.dumps({"prompt": "a" * (5 << 20)})
+    r = post(server, "/v1/completions", big)
+    check_error(r, 413)
+
+
+def test_json_depth(server):
+    deep = '{"prompt": "x", "extra": ' + "[" * 100000 + "]" * 100000 + "}"
+    err = check_error(post(server, "/v1/completions", deep), 400)
+    assert "nesting" in err["message"]
+
+
+def test_stop_bounds(server):
+    check_error(post(server, "/v1/completions", {"prompt": "x", "stop": [str(i) for i in range(17)]}),
+                400, "stop")
+    check_error(post(server, "/v1/completions", {"prompt": "x", "stop": "s" * 1000}), 400, "stop")
+    check_error(post(server, "/v1/completions", {"prompt": "x", "stop": [""]}), 400, "stop")
+
+
+def test_logit_bias_bounds(server):
+    bias = {str(i): 1 for i in range(2000)}
+    check_error(post(server, "/v1/completions", {"prompt": "x", "logit_bias": bias}), 400, "logit_bias")
+    check_error(post(server, "/v1/completions", {"prompt": "x", "logit_bias": {"10000000": 1}}), 400,
+                "logit_bias")
+    check_error(post(server, "/v1/completions", {"prompt": "x", "logit_bias": {"5": 1000}}), 400,
+                "logit_bias")
+
+
+def test_prompt_vs_context(server):
+    # the test server runs with --max-model-len 1024
+    check_error(post(server, "/v1/completions", {"prompt": [15] * 1100}), 400, "prompt")
+    check_error(post(server, "/v1/completions", {"prompt": [15] * 1000, "max_tokens": 100}), 400,
+                "max_tokens")
+    check_error(post(server, "/v1/completions", {"prompt": [10 ** 7]}), 400, "prompt")
+    check_error(post(server, "/v1/completions", {"prompt": ["a"] * 100}), 400, "prompt")
+
+
+def test_n_and_logprobs_bounds(server):
+    check_error(post(server, "/v1/completions", {"prompt": "x", "n": 129}), 400, "n")
+    check_error(post(server, "/v1/completions", {"prompt": ["a"] * 8, "n": 16}), 400, "n")
+    check_error(post(server, "/v1/completions", {"prompt": "x", "logprobs": 21}), 400, "logprobs")
+
+
+def test_unknown_model(server):
+    check_error(post(server, "/v1/completions", {"model": "gpt-4", "prompt": "x"}), 404, "model")
+
+
+def test_unknown_fields_ignored(server):
+    r = post(server, "/v1/completions", {"model": MODEL_NAME, "prompt": "x", "max_tokens": 1,
+                                         "frobnicate": {"a": [1, 2]}, "suffix": None})
+    assert r.status_code == 200, r.text
+
+
+def test_tokenize_detokenize(server):
+    r = post(server, "/tokenize", {"prompt": "hello world", "add_special_tokens": False})
+    assert r.status_code == 200
+    tokens = r.json()["tokens"]
+    assert r.json()["count"] == len(tokens) > 0
+    d = post(server, "/detokenize", {"tokens": tokens})
+    assert d.json()["prompt"] == "hello world"
+    chat = post(server, "/tokenize", {"messages": [{"role": "user", "content": "hi"}]})
+    assert chat.status_code == 200 and chat.json()["count"] > 3
+    check_error(post(server, "/detokenize", {"tokens": [-1]}), 400, "tokens")
+    check_error(post(server, "/tokenize", {"prompt": 5}), 400, "prompt")
+
+
+def test_keep_alive_and_malformed_http(server):
+    s = requests.Session()
+    for _ in range(3):  # one connection, several requests
+        assert s.get(server.url + "/health").status_code == 200
+    with socket.create_connection(("127.0.0.1", server.port)) as sock:
+        sock.sendall(b"NOT HTTP AT ALL\r\n\r\n")
+        data = sock.recv(4096)
+        assert data.startswith(b"HTTP/1.1 400")
+    with socket.create_connection(("127.0.0.1", server.port)) as sock:
+        sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 100000 + b"\r\n\r\n")
+        data = sock.recv(4096)
+        assert data.startswith(b"HTTP/1.1 431")
+    assert requests.get(server.url + "/health").status_code == 200
+
+
+def test_metrics_format(server):
+    text = requests.get(server.url + "/metrics").text
+    for name in ["loom_requests_total", "loom_time_to_first_token_seconds_bucket",
+                 "loom_time_per_output_token_seconds", "loom_inter_token_latency_seconds",
+                 "loom_e2e_request_latency_seconds", "loom_num_requests_running",
+                 "loom_num_requests_waiting", "loom_kv_cache_usage_ratio",
+                 "loom_prefix_cache_hit_rate", "loom_preemptions_total",
+                 "loom_prompt_tokens_total", "loom_generation_tokens_total"]:
+        assert name in text, name
