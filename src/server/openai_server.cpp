@@ -152,6 +152,9 @@ struct OpenAiServer::Call {
   void maybe_finish(std::unique_lock<std::mutex>& lk) {
     if (finished || !all_submitted || done < submitted) return;
     finished = true;
+    // Free the tenant's slot before the last bytes go out, so a client that
+    // sends its next request as soon as this one ends is not refused.
+    if (tenant) server.limiter_.release(*tenant, builder.usage().completion_tokens);
     int status = 200;
     if (error) {
       status = error->status();
@@ -202,7 +205,6 @@ struct OpenAiServer::Call {
                     seconds_since(*first_token, now) / double(per_choice - 1));
       }
     }
-    if (tenant) server.limiter_.release(*tenant, u.completion_tokens);
     spdlog::info(
         "access id={} tenant={} route={} status={} stream={} n={} prompt_tokens={} "
         "completion_tokens={} ttft_ms={:.1f} e2e_ms={:.1f} remote={}",
