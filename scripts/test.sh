@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Sets up a fresh Debian 12 machine and runs every test: the release build's
-# full suite (with the real default models), the unit tests again under
-# ASan+UBSan, and a short libFuzzer run of each harness.
+# full suite (unit tests, HF-reference fixtures, the real default models),
+# the server end to end through the official openai client, the unit tests
+# again under ASan+UBSan, and a short libFuzzer run of each harness.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export CCACHE_DIR="${CCACHE_DIR:-$PWD/.cache/ccache}"
+start=$(date +%s)
 
 scripts/setup.sh --test
 scripts/fetch_model.sh qwen2.5-coder-0.5b >/dev/null
@@ -12,13 +13,16 @@ scripts/fetch_model.sh gemma3-270m >/dev/null
 
 echo "== release build and tests"
 scripts/build.sh cpu
-ctest --preset cpu -j"$(nproc)" --timeout 900
+ctest --preset cpu -j2 --timeout 900
 
-echo "== ASan+UBSan unit tests"
+echo "== server end to end (openai client)"
+tests/server/run_e2e.sh build/cpu/loom
+
+echo "== ASan+UBSan tests"
 scripts/build.sh debug-asan
-ctest --preset debug-asan -j"$(nproc)" --timeout 900 -LE slow
+ctest --preset debug-asan -j2 --timeout 1200 -LE slow
 
-if [ -x scripts/fuzz.sh ]; then
-  echo "== fuzzing"
-  scripts/fuzz.sh "${LOOM_FUZZ_SECONDS:-20}"
-fi
+echo "== fuzzing"
+scripts/fuzz.sh "${LOOM_FUZZ_SECONDS:-20}"
+
+echo "== all tests passed in $(( $(date +%s) - start )) s"
