@@ -1,0 +1,178 @@
+// Server pieces without HTTP: API keys and tenant limits, the RE2 request
+// filter, Prometheus rendering, and OpenAI response bodies from engine events.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "server/metrics.h"
+#include "server/openai_request.h"
+#include "server/request_filter.h"
+#include "server/response_builder.h"
+#include "server/tenants.h"
+#include "tokenizer/tokenizer.h"
+
+using namespace loom;
+using namespace loom::server;
+using nlohmann::json;
+
+TEST(Tenants, KeysAndConstantTimeCompare) {
+  EXPECT_TRUE(constant_time_equal("abc", "abc"));
+  EXPECT_FALSE(constant_time_equal("abc", "abd"));
+  EXPECT_FALSE(constant_time_equal("abc", "abcd"));
+  EXPECT_FALSE(constant_time_equal("", "a"));
+  TenantRegistry reg;
+  EXPECT_FALSE(reg.enabled());
+  reg.add_key("sk-1", {"alice", {}});
+  reg.add_key("sk-2", {"bob", {}});
+  ASSERT_TRUE(reg.enabled());
+  EXPECT_EQ(reg.authenticate("Bearer sk-1")->name, "alice");
+  EXPECT_EQ(reg.authenticate("Bearer sk-2")->name, "bob");
+  EXPECT_EQ(reg.authenticate("Bearer sk-3"), nullptr);
+  EXPECT_EQ(reg.authenticate(""), nullptr);
+  EXPECT_EQ(reg.authenticate("Bearer "), nullptr);
+  EXPECT_THROW(reg.add_key("", {"x", {}}), loom::Error);
+}
+
+TEST(Tenants, ConcurrencyAndTokensPerMinute) {
+  TenantLimiter lim;
+  Tenant t{"t", {2, 600, 0}};  // 2 at once, 600 tokens/minute = 10/s
+  auto now = TenantLimiter::Clock::now();
+  EXPECT_TRUE(lim.try_admit(t, 100, now).admitted);
+  EXPECT_TRUE(lim.try_admit(t, 100, now).admitted);
+  auto d = lim.try_admit(t, 100, now);
+  EXPECT_FALSE(d.admitted);
+  EXPECT_EQ(d.reason, "concurrency");
+  EXPECT_GE(d.retry_after_seconds, 1);
+  lim.release(t, 450, now);  // bucket: 600 - 200 - 450 = -50
+  EXPECT_EQ(lim.in_flight("t"), 1);
+  d = lim.try_admit(t, 10, now);
+  EXPECT_FALSE(d.admitted);
+  EXPECT_EQ(d.reason, "tokens_per_minute");
+  EXPECT_GE(d.retry_after_seconds, 5);  // 50 tokens at 10/s
+  EXPECT_LE(d.retry_after_seconds, 6);
+  EXPECT_TRUE(lim.try_admit(t, 10, now + std::chrono::seconds(6)).admitted);
+  // unlimited tenants are never refused
+  Tenant free{"free", {}};
+  for (int i = 0; i < 100; ++i) EXPECT_TRUE(lim.try_admit(free, 1 << 20, now).admitted);
+}
+
+TEST(RequestFilter, Rules) {
+  RequestFilter f({{"secret", "(?i)password\\s*="}, {"ssn", "\\b\\d{3}-\\d{2}-\\d{4}\\b"}});
+  EXPECT_EQ(f.check("my PASSWORD = x"), "secret");
+  EXPECT_EQ(f.check("id 123-45-6789"), "ssn");
+  EXPECT_EQ(f.check("nothing here"), std::nullopt);
+  EXPECT_EQ(RequestFilter().check("anything"), std::nullopt);
+  EXPECT_THROW(RequestFilter(std::vector<DenyRule>{{"bad", "(unclosed"}}), loom::Error);
+  // RE2 is linear time: a classic catastrophic-backtracking pattern is fast.
+  RequestFilter evil(std::vector<DenyRule>{{"evil", "(a+)+$"}});
+  std::string text(100000, 'a');
+  text += 'b';
+  EXPECT_EQ(evil.check(text), std::nullopt);
+}
+
+TEST(Metrics, PrometheusText) {
+  Metrics m;
+  m.declare_counter("loom_x_total", "x");
+  m.declare_gauge("loom_g", "g");
+  m.declare_histogram("loom_h_seconds", "h", {0.1, 1.0});
+  m.inc("loom_x_total", {{"route", "/a"}, {"status", "200"}});
+  m.inc("loom_x_total", {{"route", "/a"}, {"status", "200"}}, 2);
+  m.set("loom_g", 0.5);
+  m.observe("loom_h_seconds", 0.05);
+  m.observe("loom_h_seconds", 0.5);
+  m.observe("loom_h_seconds", 5);
+  const std::string text = m.render();
+  EXPECT_NE(text.find("# TYPE loom_x_total counter"), std::string::npos);
+  EXPECT_NE(text.find("loom_x_total{route=\"/a\",status=\"200\"} 3\n"), std::string::npos);
+  EXPECT_NE(text.find("loom_g 0.5\n"), std::string::npos);
+  EXPECT_NE(text.find("loom_h_seconds_bucket{le=\"0.1\"} 1\n"), std::string::npos);
+  EXPECT_NE(text.find("loom_h_seconds_bucket{le=\"1\"} 2\n"), std::string::npos);
+  EXPECT_NE(text.find("loom_h_seconds_bucket{le=\"+Inf\"} 3\n"), std::string::npos);
+  EXPECT_NE(text.find("loom_h_seconds_count 3\n"), std::string::npos);
+  EXPECT_EQ(m.value("loom_x_total", {{"route", "/a"}, {"status", "200"}}), 3);
+  EXPECT_EQ(render_labels({{"k", "a\"b\\c\nd"}}), "{k=\"a\\\"b\\\\c\\nd\"}");
+  EXPECT_THROW(m.inc("loom_undeclared"), loom::Error);
+}
+
+namespace {
+const Tokenizer& tokenizer() {
+  static auto tok = load_tokenizer_hf(std::string(LOOM_SOURCE_DIR) + "/tests/fixtures/tokenizer/qwen2");
+  return *tok;
+}
+StreamEvent token_event(int32_t seq, int32_t token, std::string text,
+                        FinishReason finish = FinishReason::None, bool done = false) {
+  StreamEvent e;
+  e.seq_index = seq;
+  e.token_ids = {token};
+  e.text = std::move(text);
+  e.finish = finish;
+  e.request_done = done;
+  return e;
+}
+}  // namespace
+
+TEST(ResponseBuilder, CompletionBodyWithEchoAndLogprobs) {
+  GenerationRequest r;
+  r.endpoint = Endpoint::Completions;
+  r.model = "m";
+  r.prompts = {{1, 2}, {3}};
+  r.prompt_texts = {"ab", "c"};
+  r.params.n = 2;
+  r.echo = true;
+  r.logprobs = true;
+  r.params.logprobs = 1;
+  ResponseBuilder b(r, tokenizer(), "cmpl-1", 42);
+  StreamEvent e = token_event(0, 15, "0");
+  e.logprobs = {SampleResult{15, -0.5f, {{15, -0.5f}}}};
+  EXPECT_TRUE(b.on_event(0, e).empty());  // not streaming
+  b.on_event(0, token_event(0, 16, "1", FinishReason::Length));
+  b.on_event(0, token_event(1, 17, "2", FinishReason::Stop, true));
+  EXPECT_FALSE(b.done());
+  b.on_event(1, token_event(0, 18, "3", FinishReason::Length));
+  b.on_event(1, token_event(1, 19, "4", FinishReason::Length, true));
+  ASSERT_TRUE(b.done());
+  json j = json::parse(b.final_body());
+  EXPECT_EQ(j["object"], "text_completion");
+  EXPECT_EQ(j["created"], 42);
+  ASSERT_EQ(j["choices"].size(), 4u);
+  EXPECT_EQ(j["choices"][0]["text"], "ab01");
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(j["choices"][1]["text"], "ab2");
+  EXPECT_EQ(j["choices"][1]["finish_reason"], "stop");
+  EXPECT_EQ(j["choices"][3]["text"], "c4");
+  EXPECT_EQ(j["choices"][0]["logprobs"]["token_logprobs"][0], -0.5);
+  EXPECT_EQ(j["choices"][0]["logprobs"]["text_offset"][0], 2);
+  EXPECT_EQ(j["usage"]["prompt_tokens"], 3);
+  EXPECT_EQ(j["usage"]["completion_tokens"], 5);
+  EXPECT_EQ(j["usage"]["total_tokens"], 8);
+}
+
+TEST(ResponseBuilder, ChatStreamChunks) {
+  GenerationRequest r;
+  r.endpoint = Endpoint::ChatCompletions;
+  r.model = "m";
+  r.prompts = {{1, 2, 3}};
+  r.prompt_texts = {"p"};
+  r.stream = true;
+  r.include_usage = true;
+  ResponseBuilder b(r, tokenizer(), "chatcmpl-1", 1);
+  auto c1 = b.on_event(0, token_event(0, 15, "Hel"));
+  ASSERT_EQ(c1.size(), 1u);
+  json j1 = json::parse(c1[0]);
+  EXPECT_EQ(j1["object"], "chat.completion.chunk");
+  EXPECT_EQ(j1["choices"][0]["delta"]["role"], "assistant");
+  EXPECT_EQ(j1["choices"][0]["delta"]["content"], "Hel");
+  EXPECT_TRUE(j1["choices"][0]["finish_reason"].is_null());
+  EXPECT_TRUE(j1["usage"].is_null());
+  auto c2 = b.on_event(0, token_event(0, 16, "", FinishReason::Stop, true));
+  ASSERT_EQ(c2.size(), 1u);
+  json j2 = json::parse(c2[0]);
+  EXPECT_FALSE(j2["choices"][0]["delta"].contains("role"));
+  EXPECT_EQ(j2["choices"][0]["finish_reason"], "stop");
+  EXPECT_TRUE(b.done());
+  json u = json::parse(b.usage_chunk());
+  EXPECT_TRUE(u["choices"].empty());
+  EXPECT_EQ(u["usage"]["completion_tokens"], 2);
+  EXPECT_EQ(u["usage"]["prompt_tokens"], 3);
+}
