@@ -4,6 +4,7 @@
 // Run: build/backend/tests/test_perf_matmul --gtest_also_run_disabled_tests
 // (LOOM_PERF_THREADS=N to change the thread count, default 2).
 #include <chrono>
+#include <ctime>
 #include <cstdio>
 #include <cstdlib>
 
@@ -133,6 +134,53 @@ TEST(Perf, DISABLED_Matvec) {
                   s * 1e6, w.nbytes() / s / 1e9);
     });
   }
+}
+
+TEST(Perf, DISABLED_DecodeWeightStream) {
+  // One decode step's matvecs of a Qwen2.5-0.5B Q5_0 GGUF (24 layers of
+  // q/k/v/o/gate/up/down, then the 151936-row output head): ~340 MB of weights,
+  // more than the caches hold, so this is the DRAM-streaming case that
+  // dominates single-stream decode. Mean over a few steps (each is cold).
+  auto be = make_cpu_backend(perf_threads());
+  struct Mat {
+    DType t;
+    int64_t n, k;
+  };
+  std::vector<Mat> step;
+  for (int layer = 0; layer < 24; ++layer) {
+    const DType down = layer % 2 ? DType::Q4_K : DType::Q6_K;
+    for (const Mat& m : {Mat{DType::Q5_0, 896, 896}, Mat{DType::Q5_0, 128, 896}, Mat{DType::Q8_0, 128, 896},
+                         Mat{DType::Q5_0, 896, 896}, Mat{DType::Q5_0, 4864, 896}, Mat{DType::Q5_0, 4864, 896},
+                         Mat{down, 896, 4864}})
+      step.push_back(m);
+  }
+  step.push_back({DType::Q8_0, 151936, 896});
+  std::vector<Tensor> ws;
+  double bytes = 0;
+  for (const Mat& m : step) {
+    ws.push_back(random_weight(m.t, m.n, m.k));
+    bytes += static_cast<double>(ws.back().nbytes());
+  }
+  Tensor x896 = ref::f32_tensor(ref::random_floats(896, 1), {1, 896});
+  Tensor x4864 = ref::f32_tensor(ref::random_floats(4864, 2), {1, 4864});
+  std::vector<Tensor> outs;
+  for (const Mat& m : step) outs.push_back(Tensor::cpu(DType::F32, {1, m.n}));
+  ref::for_each_isa([&](cpu::Isa isa) {
+    if (isa == cpu::Isa::Portable) return;
+    auto one_step = [&] {
+      for (size_t i = 0; i < step.size(); ++i) be->matmul(step[i].k == 896 ? x896 : x4864, ws[i], nullptr, outs[i]);
+    };
+    one_step();
+    const int steps = 8;
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::clock_t c0 = std::clock();
+    for (int s = 0; s < steps; ++s) one_step();
+    const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / steps;
+    const double cpu_sec = static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC / steps;
+    std::printf("decode weight stream %-8s %.0f MB: %7.2f ms per step  %5.1f GB/s  (%d threads, %.2f cores busy)\n",
+                std::string(cpu::isa_name(isa)).c_str(), bytes / 1e6, sec * 1e3, bytes / sec / 1e9, perf_threads(),
+                cpu_sec / sec);
+  });
 }
 
 TEST(Perf, DISABLED_Prefill) {

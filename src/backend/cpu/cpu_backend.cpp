@@ -8,6 +8,7 @@
 #include "backend/backend.h"
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/isa.h"
+#include "backend/cpu/op_profile.h"
 #include "core/error.h"
 
 namespace loom {
@@ -46,39 +47,58 @@ class CpuBackend final : public Backend {
   }
 
   void embedding(const Tensor& table, const Tensor& ids, float scale, Tensor& out) override {
+    auto t = profile_.time([&] { return fmt::format("embedding {} T={}", dtype_name(table.dtype()), ids.numel()); });
     cpu::embedding(*pool_, table, ids, scale, out);
   }
   void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out) override {
+    auto t = profile_.time([&] {
+      return fmt::format("matmul {} M={} N={} K={}", dtype_name(w.dtype()), x.rows(), w.dim(0), w.dim(1));
+    });
     cpu::matmul(*pool_, x, w, bias, out);
   }
   void rms_norm(const Tensor& x, const Tensor& w, float eps, float weight_offset, Tensor& out) override {
+    auto t = profile_.time([&] { return fmt::format("rms_norm {}", shape_str(x.shape())); });
     cpu::rms_norm(*pool_, x, w, eps, weight_offset, out);
   }
   void add_rms_norm(const Tensor& x, Tensor& residual, const Tensor& w, float eps, float weight_offset,
                     Tensor& out) override {
+    auto t = profile_.time([&] { return fmt::format("add_rms_norm {}", shape_str(x.shape())); });
     cpu::add_rms_norm(*pool_, x, residual, w, eps, weight_offset, out);
   }
-  void add(Tensor& a, const Tensor& b) override { cpu::add(*pool_, a, b); }
+  void add(Tensor& a, const Tensor& b) override {
+    auto t = profile_.time([&] { return fmt::format("add {}", shape_str(a.shape())); });
+    cpu::add(*pool_, a, b);
+  }
   void rope(Tensor& x, const Tensor& positions, const Tensor& inv_freq, int rotary_dim, bool interleaved,
             float mscale) override {
+    auto t = profile_.time([&] { return fmt::format("rope {}", shape_str(x.shape())); });
     cpu::rope(*pool_, x, positions, inv_freq, rotary_dim, interleaved, mscale);
   }
   void gated_activation(const Tensor& gate, const Tensor& up, GatedActivation act, Tensor& out) override {
+    auto t = profile_.time([&] { return fmt::format("gated_activation {}", shape_str(gate.shape())); });
     cpu::gated_activation(*pool_, gate, up, act, out);
   }
   void write_kv(const Tensor& k, const Tensor& v, KvLayerCache& cache, const AttentionMetadata& meta) override {
+    auto t = profile_.time([&] { return fmt::format("write_kv {}", shape_str(k.shape())); });
     cpu::write_kv(*pool_, k, v, cache, meta);
   }
   void paged_attention(const Tensor& q, const KvLayerCache& cache, const AttentionMetadata& meta,
                        const AttentionParams& params, Tensor& out) override {
+    auto t = profile_.time([&] {
+      return fmt::format("paged_attention {} seqs={} T={}", dtype_name(cache.k.dtype()), meta.num_seqs, q.dim(0));
+    });
     cpu::paged_attention(*pool_, q, cache, meta, params, out);
   }
   void gather_rows(const Tensor& x, const std::vector<int32_t>& rows, Tensor& out) override {
     cpu::gather_rows(x, rows, out);
   }
-  void softcap(Tensor& x, float cap) override { cpu::softcap(*pool_, x, cap); }
+  void softcap(Tensor& x, float cap) override {
+    auto t = profile_.time([&] { return fmt::format("softcap {}", shape_str(x.shape())); });
+    cpu::softcap(*pool_, x, cap);
+  }
 
  private:
+  cpu::OpProfile profile_;
   ThreadPool* pool_ = nullptr;
   std::unique_ptr<ThreadPool> own_pool_;
 };

@@ -1,4 +1,4 @@
-// AVX-512 (F/BW/DQ/VL + VNNI) kernel table: vpdpbusd for the Q8_0/Q4_0 int8
+// AVX-512 (F/BW/DQ/VL + VNNI) kernel table: vpdpbusd for the 32-block int8
 // dot products and 512-bit float dot products; the rest shares the 256-bit
 // kernels of kernels_x86.h (compiled here with AVX-512 flags).
 // GCC 12 warns falsely inside its own AVX-512 headers (_mm512_undefined_* used
@@ -55,20 +55,19 @@ float avx512_dot_half(const uint16_t* w, const float* x, int64_t k) {
 
 const CpuKernels& kernels_avx512() {
   static const CpuKernels k{Isa::Avx512,
-                            x86_quantize_q8_0,
                             x86_quantize_q8_1,
                             x86_quantize_q8_k,
                             avx512_dot_f32,
                             avx512_dot_half<load_f16x16>,
                             avx512_dot_half<load_bf16x16>,
-                            x86_dot_q8_0,
-                            x86_dot_q4_0,
-                            x86_dot_q4_1,
-                            x86_dot_q5_0,
-                            x86_dot_q5_1,
-                            x86_dot_q4_k,
-                            x86_dot_q5_k,
-                            x86_dot_q6_k,
+                            x86_mdot_q8_0,
+                            x86_mdot_q4_0,
+                            x86_mdot_q4_1,
+                            x86_mdot_q5_0,
+                            x86_mdot_q5_1,
+                            x86_mdot_q4_k,
+                            x86_mdot_q5_k,
+                            x86_mdot_q6_k,
                             x86_axpy,
                             x86_scale,
                             x86_f16_row,

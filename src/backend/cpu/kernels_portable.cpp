@@ -9,16 +9,6 @@
 namespace loom::cpu {
 namespace {
 
-void quantize_q8_0(const float* x, ActQ8_0* dst, int64_t k) {
-  for (int64_t b = 0; b < k / kQK; ++b, x += kQK) {
-    float amax = 0;
-    for (int l = 0; l < kQK; ++l) amax = std::max(amax, std::fabs(x[l]));
-    const float d = amax / 127.0f, id = amax > 0 ? 127.0f / amax : 0.0f;
-    dst[b].d = d;
-    for (int l = 0; l < kQK; ++l) dst[b].qs[l] = static_cast<int8_t>(std::nearbyint(x[l] * id));
-  }
-}
-
 void quantize_q8_1(const float* x, ActQ8_1* dst, int64_t k) {
   for (int64_t b = 0; b < k / kQK; ++b, x += kQK) {
     float amax = 0;
@@ -74,7 +64,7 @@ float dot_bf16(const uint16_t* w, const float* x, int64_t k) {
   return s;
 }
 
-float dot_q8_0(const BlockQ8_0* w, const ActQ8_0* x, int64_t nb) {
+float dot_q8_0(const BlockQ8_0* w, const ActQ8_1* x, int64_t nb) {
   float s = 0;
   for (int64_t b = 0; b < nb; ++b) {
     int sumi = 0;
@@ -84,7 +74,7 @@ float dot_q8_0(const BlockQ8_0* w, const ActQ8_0* x, int64_t nb) {
   return s;
 }
 
-float dot_q4_0(const BlockQ4_0* w, const ActQ8_0* x, int64_t nb) {
+float dot_q4_0(const BlockQ4_0* w, const ActQ8_1* x, int64_t nb) {
   float s = 0;
   for (int64_t b = 0; b < nb; ++b) {
     int sumi = 0;
@@ -118,7 +108,7 @@ void unpack_q5(const Block& w, int* q) {
   }
 }
 
-float dot_q5_0(const BlockQ5_0* w, const ActQ8_0* x, int64_t nb) {
+float dot_q5_0(const BlockQ5_0* w, const ActQ8_1* x, int64_t nb) {
   float s = 0;
   int q[kQK];
   for (int64_t b = 0; b < nb; ++b) {
@@ -198,6 +188,12 @@ float dot_q6_k(const BlockQ6_K* w, const ActQ8_K* x, int64_t nb) {
   return s;
 }
 
+// One weight row against nx activation rows, one row at a time.
+template <class W, class X, float (*Dot)(const W*, const X*, int64_t)>
+void mdot(const W* w, int64_t nb, const X* x, int64_t xs, int nx, float* y, int64_t ys) {
+  for (int r = 0; r < nx; ++r) y[r * ys] = Dot(w, x + r * xs, nb);
+}
+
 void axpy(float a, const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
 }
@@ -214,10 +210,24 @@ void bf16_row(const uint16_t* x, float* y, int64_t n) {
 }  // namespace
 
 const CpuKernels& kernels_portable() {
-  static const CpuKernels k{Isa::Portable, quantize_q8_0, quantize_q8_1, quantize_q8_k, dot_f32,
-                            dot_f16,       dot_bf16,      dot_q8_0,      dot_q4_0,      dot_q4_1,
-                            dot_q5_0,      dot_q5_1,      dot_q4_k,      dot_q5_k,      dot_q6_k,
-                            axpy,          scale,         f16_row,       bf16_row};
+  static const CpuKernels k{Isa::Portable,
+                            quantize_q8_1,
+                            quantize_q8_k,
+                            dot_f32,
+                            dot_f16,
+                            dot_bf16,
+                            mdot<BlockQ8_0, ActQ8_1, dot_q8_0>,
+                            mdot<BlockQ4_0, ActQ8_1, dot_q4_0>,
+                            mdot<BlockQ4_1, ActQ8_1, dot_q4_1>,
+                            mdot<BlockQ5_0, ActQ8_1, dot_q5_0>,
+                            mdot<BlockQ5_1, ActQ8_1, dot_q5_1>,
+                            mdot<BlockQ4_K, ActQ8_K, dot_q4_k>,
+                            mdot<BlockQ5_K, ActQ8_K, dot_q5_k>,
+                            mdot<BlockQ6_K, ActQ8_K, dot_q6_k>,
+                            axpy,
+                            scale,
+                            f16_row,
+                            bf16_row};
   return k;
 }
 

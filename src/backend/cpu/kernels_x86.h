@@ -1,8 +1,8 @@
 // 256-bit x86 kernels shared by kernels_avx2.cpp and kernels_avx512.cpp, each of
 // which includes this header once under its own ISA flags (everything here has
 // internal linkage, so the two copies never mix). LOOM_X86_VNNI selects
-// vpdpbusd for the unscaled int8 dot products (Q8_0, Q4_0); K-quants use
-// maddubs + madd, which also applies their 16-bit sub-block scales for free.
+// vpdpbusd for the unscaled int8 dot products of the 32-value block types;
+// K-quants use maddubs + madd, which also applies their 16-bit sub-block scales.
 // Activation quantisation rounds exactly as the portable kernels do.
 #pragma once
 
@@ -70,15 +70,6 @@ inline float max_abs(const float* x, int n) {
   s = _mm_max_ps(s, _mm_movehl_ps(s, s));
   s = _mm_max_ss(s, _mm_movehdup_ps(s));
   return _mm_cvtss_f32(s);
-}
-
-void x86_quantize_q8_0(const float* x, ActQ8_0* dst, int64_t k) {
-  for (int64_t b = 0; b < k / kQK; ++b, x += kQK) {
-    const float amax = max_abs(x, kQK);
-    dst[b].d = amax / 127.0f;
-    const __m256 id = _mm256_set1_ps(amax > 0 ? 127.0f / amax : 0.0f);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst[b].qs), round_pack32(x, id));
-  }
 }
 
 inline int hsum_i32(__m256i v) {
@@ -162,45 +153,6 @@ template <__m256 (*Load)(const uint16_t*), float (*One)(uint16_t)>
   return s;
 }
 
-float x86_dot_q8_0(const BlockQ8_0* w, const ActQ8_0* x, int64_t nb) {
-  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
-  int64_t b = 0;
-  for (; b + 2 <= nb; b += 2) {
-    const __m256i p0 = dot_ss(load256(w[b].qs), load256(x[b].qs));
-    const __m256i p1 = dot_ss(load256(w[b + 1].qs), load256(x[b + 1].qs));
-    a0 = _mm256_fmadd_ps(_mm256_set1_ps(f16(w[b].d) * x[b].d), _mm256_cvtepi32_ps(p0), a0);
-    a1 = _mm256_fmadd_ps(_mm256_set1_ps(f16(w[b + 1].d) * x[b + 1].d), _mm256_cvtepi32_ps(p1), a1);
-  }
-  for (; b < nb; ++b) {
-    const __m256i p = dot_ss(load256(w[b].qs), load256(x[b].qs));
-    a0 = _mm256_fmadd_ps(_mm256_set1_ps(f16(w[b].d) * x[b].d), _mm256_cvtepi32_ps(p), a0);
-  }
-  return hsum(_mm256_add_ps(a0, a1));
-}
-
-inline __m256i unpack_q4_0(const uint8_t* qs) {
-  const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
-  const __m128i m = _mm_set1_epi8(0x0F);
-  const __m256i v = _mm256_setr_m128i(_mm_and_si128(q, m), _mm_and_si128(_mm_srli_epi16(q, 4), m));
-  return _mm256_sub_epi8(v, _mm256_set1_epi8(8));
-}
-
-float x86_dot_q4_0(const BlockQ4_0* w, const ActQ8_0* x, int64_t nb) {
-  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
-  int64_t b = 0;
-  for (; b + 2 <= nb; b += 2) {
-    const __m256i p0 = dot_ss(unpack_q4_0(w[b].qs), load256(x[b].qs));
-    const __m256i p1 = dot_ss(unpack_q4_0(w[b + 1].qs), load256(x[b + 1].qs));
-    a0 = _mm256_fmadd_ps(_mm256_set1_ps(f16(w[b].d) * x[b].d), _mm256_cvtepi32_ps(p0), a0);
-    a1 = _mm256_fmadd_ps(_mm256_set1_ps(f16(w[b + 1].d) * x[b + 1].d), _mm256_cvtepi32_ps(p1), a1);
-  }
-  for (; b < nb; ++b) {
-    const __m256i p = dot_ss(unpack_q4_0(w[b].qs), load256(x[b].qs));
-    a0 = _mm256_fmadd_ps(_mm256_set1_ps(f16(w[b].d) * x[b].d), _mm256_cvtepi32_ps(p), a0);
-  }
-  return hsum(_mm256_add_ps(a0, a1));
-}
-
 inline __m256i unpack_nibbles(const uint8_t* qs) {  // 16 bytes to 32 values 0..15, in order
   const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
   const __m128i m = _mm_set1_epi8(0x0F);
@@ -223,44 +175,86 @@ inline __m256i unpack_fifth_bits(const uint8_t* qh_bytes) {
 #endif
 }
 
-// Q4_1 / Q5_1 (unsigned q): d*dx*sum(q*qx) + m*dx*sum(qx), per block.
-template <bool kFive, class Block>
-float x86_dot_affine(const Block* w, const ActQ8_1* x, int64_t nb) {
-  __m256 acc = _mm256_setzero_ps();
-  float acc_m = 0;
-  for (int64_t b = 0; b < nb; ++b) {
-    __m256i q = unpack_nibbles(w[b].qs);
-    if constexpr (kFive) q = _mm256_or_si256(q, unpack_fifth_bits(w[b].qh));
-    const __m256i p = dot_us(q, load256(x[b].qs));
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(f16(w[b].d) * x[b].d), _mm256_cvtepi32_ps(p), acc);
-    acc_m += f16(w[b].m) * x[b].d * static_cast<float>(x[b].sum);
-  }
-  return hsum(acc) + acc_m;
-}
+// ---- Quantised dot products of one weight row with NX (1..4) activation rows.
+// Each weight block is unpacked once and multiplied with the NX rows, so
+// prefill (M > 1) pays the unpacking once per 4 rows; y[r * ys] gets row r.
 
-float x86_dot_q4_1(const BlockQ4_1* w, const ActQ8_1* x, int64_t nb) { return x86_dot_affine<false>(w, x, nb); }
-float x86_dot_q5_1(const BlockQ5_1* w, const ActQ8_1* x, int64_t nb) { return x86_dot_affine<true>(w, x, nb); }
+// 32-value block types, all against ActQ8_1. The weights are made unsigned
+// (u = q + offset) so one dot_us serves every type; the offset's share,
+// offset * sum(x), is taken out through the integer accumulator's start value
+// (-offset * sum / 8 in each of its 8 lanes). Q4_1/Q5_1 add m * dx * sum(x).
+struct UnpackQ4_0 {
+  static constexpr int kOffset = 8;
+  static __m256i u(const BlockQ4_0& b) { return unpack_nibbles(b.qs); }
+};
+struct UnpackQ5_0 {
+  static constexpr int kOffset = 16;
+  static __m256i u(const BlockQ5_0& b) { return _mm256_or_si256(unpack_nibbles(b.qs), unpack_fifth_bits(b.qh)); }
+};
+struct UnpackQ4_1 {
+  static constexpr int kOffset = 0;
+  static __m256i u(const BlockQ4_1& b) { return unpack_nibbles(b.qs); }
+};
+struct UnpackQ5_1 {
+  static constexpr int kOffset = 0;
+  static __m256i u(const BlockQ5_1& b) { return _mm256_or_si256(unpack_nibbles(b.qs), unpack_fifth_bits(b.qh)); }
+};
+#if LOOM_X86_VNNI
+struct UnpackQ8_0 {  // q + 128 as unsigned bytes (vpdpbusd keeps 32-bit sums; no saturation)
+  static constexpr int kOffset = 128;
+  static __m256i u(const BlockQ8_0& b) { return _mm256_xor_si256(load256(b.qs), _mm256_set1_epi8(-128)); }
+};
+#endif
 
-float x86_dot_q5_0(const BlockQ5_0* w, const ActQ8_0* x, int64_t nb) {
-  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
-  const __m256i sixteen = _mm256_set1_epi8(16);
-  int64_t b = 0;
-  for (; b + 2 <= nb; b += 2) {
-    const __m256i q0 = _mm256_sub_epi8(_mm256_or_si256(unpack_nibbles(w[b].qs), unpack_fifth_bits(w[b].qh)), sixteen);
-    const __m256i q1 =
-        _mm256_sub_epi8(_mm256_or_si256(unpack_nibbles(w[b + 1].qs), unpack_fifth_bits(w[b + 1].qh)), sixteen);
-    const __m256i p0 = dot_ss(q0, load256(x[b].qs));
-    const __m256i p1 = dot_ss(q1, load256(x[b + 1].qs));
-    a0 = _mm256_fmadd_ps(_mm256_set1_ps(f16(w[b].d) * x[b].d), _mm256_cvtepi32_ps(p0), a0);
-    a1 = _mm256_fmadd_ps(_mm256_set1_ps(f16(w[b + 1].d) * x[b + 1].d), _mm256_cvtepi32_ps(p1), a1);
+template <class Unpack, class Block>
+struct Mdot32 {
+  template <int NX>
+  static void run(const Block* w, int64_t nb, const ActQ8_1* x, int64_t xs, float* y, int64_t ys) {
+    __m256 acc[NX];
+    float acc_m[NX];
+    for (int r = 0; r < NX; ++r) acc[r] = _mm256_setzero_ps(), acc_m[r] = 0;
+    for (int64_t b = 0; b < nb; ++b) {
+      const __m256i u = Unpack::u(w[b]);
+      const float dw = f16(w[b].d);
+      for (int r = 0; r < NX; ++r) {
+        const ActQ8_1& a = x[r * xs + b];
+        __m256i p;
+#if LOOM_X86_VNNI
+        p = _mm256_dpbusd_epi32(_mm256_set1_epi32(-(Unpack::kOffset / 8) * a.sum), u, load256(a.qs));
+#else
+        p = _mm256_madd_epi16(_mm256_maddubs_epi16(u, load256(a.qs)), _mm256_set1_epi16(1));
+        if constexpr (Unpack::kOffset != 0)
+          p = _mm256_add_epi32(p, _mm256_set1_epi32(-(Unpack::kOffset / 8) * a.sum));
+#endif
+        acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a.d), _mm256_cvtepi32_ps(p), acc[r]);
+        if constexpr (Unpack::kOffset == 0) acc_m[r] += f16(w[b].m) * a.d * static_cast<float>(a.sum);
+      }
+    }
+    for (int r = 0; r < NX; ++r) y[r * ys] = hsum(acc[r]) + acc_m[r];
   }
-  for (; b < nb; ++b) {
-    const __m256i q = _mm256_sub_epi8(_mm256_or_si256(unpack_nibbles(w[b].qs), unpack_fifth_bits(w[b].qh)), sixteen);
-    const __m256i p = dot_ss(q, load256(x[b].qs));
-    a0 = _mm256_fmadd_ps(_mm256_set1_ps(f16(w[b].d) * x[b].d), _mm256_cvtepi32_ps(p), a0);
+};
+
+#if !LOOM_X86_VNNI
+// Q8_0 without VNNI: q + 128 would saturate maddubs, so use the sign trick.
+struct Mdot32Q8Signed {
+  template <int NX>
+  static void run(const BlockQ8_0* w, int64_t nb, const ActQ8_1* x, int64_t xs, float* y, int64_t ys) {
+    __m256 acc[NX];
+    for (int r = 0; r < NX; ++r) acc[r] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      const __m256i q = load256(w[b].qs);
+      const __m256i u = _mm256_sign_epi8(q, q);
+      const float dw = f16(w[b].d);
+      for (int r = 0; r < NX; ++r) {
+        const ActQ8_1& a = x[r * xs + b];
+        const __m256i p = dot_us(u, _mm256_sign_epi8(load256(a.qs), q));
+        acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a.d), _mm256_cvtepi32_ps(p), acc[r]);
+      }
+    }
+    for (int r = 0; r < NX; ++r) y[r * ys] = hsum(acc[r]);
   }
-  return hsum(_mm256_add_ps(a0, a1));
-}
+};
+#endif
 
 // The 8 six-bit scales (bytes 0..7 of the result) and mins (bytes 8..15) of a
 // Q4_K / Q5_K super-block, unpacked from their 12-byte packing (see k_scale_min).
@@ -278,75 +272,141 @@ inline __m128i unpack_k_scales(const uint8_t* s) {
 // Q4_K / Q5_K: integer sum of sc_j * q.x over the 8 sub-blocks, minus the mins
 // term m_j * sum(x) from the activation block sums.
 template <bool kFive, class Block>
-float x86_dot_k45(const Block* w, const ActQ8_K* x, int64_t nb) {
-  const __m256i low4 = _mm256_set1_epi8(0x0F);
-  __m256 acc = _mm256_setzero_ps(), acc_min = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    const __m128i scm = unpack_k_scales(w[b].scales);
-    // mins: m_j duplicated into int16 pairs against the 16 bsums.
-    const __m128i m16 = _mm_cvtepu8_epi16(_mm_unpackhi_epi64(scm, scm));
-    const __m256i m_pairs = _mm256_setr_m128i(_mm_unpacklo_epi16(m16, m16), _mm_unpackhi_epi16(m16, m16));
-    const __m256i summ = _mm256_madd_epi16(m_pairs, load256(x[b].bsums));
-    acc_min = _mm256_fmadd_ps(_mm256_set1_ps(f16(w[b].dmin) * x[b].d), _mm256_cvtepi32_ps(summ), acc_min);
-    // scales as int16 x 8, each broadcast to a whole register when used.
-    alignas(16) int16_t sc[8];
-    _mm_store_si128(reinterpret_cast<__m128i*>(sc), _mm_cvtepu8_epi16(scm));
-    __m256i sumi = _mm256_setzero_si256();
-    __m256i hbits;
-    if constexpr (kFive) hbits = load256(w[b].qh);
-    for (int g = 0; g < 4; ++g) {
-      const __m256i q = load256(w[b].qs + 32 * g);
-      __m256i lo = _mm256_and_si256(q, low4);
-      __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
-      if constexpr (kFive) {
-        const __m256i one = _mm256_set1_epi8(1);
-        lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hbits, 2 * g), one), 4));
-        hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hbits, 2 * g + 1), one), 4));
+struct MdotK45 {
+  template <int NX>
+  static void run(const Block* w, int64_t nb, const ActQ8_K* x, int64_t xs, float* y, int64_t ys) {
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    __m256 acc[NX], acc_min[NX];
+    for (int r = 0; r < NX; ++r) acc[r] = _mm256_setzero_ps(), acc_min[r] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      const __m128i scm = unpack_k_scales(w[b].scales);
+      // mins: m_j duplicated into int16 pairs against the 16 bsums.
+      const __m128i m16 = _mm_cvtepu8_epi16(_mm_unpackhi_epi64(scm, scm));
+      const __m256i m_pairs = _mm256_setr_m128i(_mm_unpacklo_epi16(m16, m16), _mm_unpackhi_epi16(m16, m16));
+      const float d = f16(w[b].d), dmin = f16(w[b].dmin);
+      // scales as int16 x 8, each broadcast to a whole register when used.
+      alignas(16) int16_t sc[8];
+      _mm_store_si128(reinterpret_cast<__m128i*>(sc), _mm_cvtepu8_epi16(scm));
+      __m256i sumi[NX];
+      for (int r = 0; r < NX; ++r) {
+        const ActQ8_K& a = x[r * xs + b];
+        const __m256i summ = _mm256_madd_epi16(m_pairs, load256(a.bsums));
+        acc_min[r] = _mm256_fmadd_ps(_mm256_set1_ps(dmin * a.d), _mm256_cvtepi32_ps(summ), acc_min[r]);
+        sumi[r] = _mm256_setzero_si256();
       }
-      const __m256i p_lo = _mm256_maddubs_epi16(lo, load256(x[b].qs + 64 * g));
-      const __m256i p_hi = _mm256_maddubs_epi16(hi, load256(x[b].qs + 64 * g + 32));
-      sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p_lo, _mm256_set1_epi16(sc[2 * g])));
-      sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p_hi, _mm256_set1_epi16(sc[2 * g + 1])));
+      __m256i hbits;
+      if constexpr (kFive) hbits = load256(w[b].qh);
+      for (int g = 0; g < 4; ++g) {
+        const __m256i q = load256(w[b].qs + 32 * g);
+        __m256i lo = _mm256_and_si256(q, low4);
+        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
+        if constexpr (kFive) {
+          const __m256i one = _mm256_set1_epi8(1);
+          lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hbits, 2 * g), one), 4));
+          hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hbits, 2 * g + 1), one), 4));
+        }
+        const __m256i s_lo = _mm256_set1_epi16(sc[2 * g]), s_hi = _mm256_set1_epi16(sc[2 * g + 1]);
+        for (int r = 0; r < NX; ++r) {
+          const int8_t* xq = x[r * xs + b].qs + 64 * g;
+          const __m256i p_lo = _mm256_maddubs_epi16(lo, load256(xq));
+          const __m256i p_hi = _mm256_maddubs_epi16(hi, load256(xq + 32));
+          sumi[r] = _mm256_add_epi32(sumi[r], _mm256_madd_epi16(p_lo, s_lo));
+          sumi[r] = _mm256_add_epi32(sumi[r], _mm256_madd_epi16(p_hi, s_hi));
+        }
+      }
+      for (int r = 0; r < NX; ++r)
+        acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d * x[r * xs + b].d), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
     }
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(f16(w[b].d) * x[b].d), _mm256_cvtepi32_ps(sumi), acc);
+    for (int r = 0; r < NX; ++r) y[r * ys] = hsum(_mm256_sub_ps(acc[r], acc_min[r]));
   }
-  return hsum(_mm256_sub_ps(acc, acc_min));
+};
+
+struct MdotQ6K {
+  template <int NX>
+  static void run(const BlockQ6_K* w, int64_t nb, const ActQ8_K* x, int64_t xs, float* y, int64_t ys) {
+    const __m256i low4 = _mm256_set1_epi8(0x0F), two = _mm256_set1_epi8(3);
+    __m256 acc[NX];
+    for (int r = 0; r < NX; ++r) acc[r] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      const int8_t* sc = w[b].scales;
+      // offset = sum_j sc_j * sum(x in sub-block j): 32 * offset is the share of
+      // the -32 in every q.
+      const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
+      __m256i sumi[NX];
+      for (int r = 0; r < NX; ++r)
+        sumi[r] = _mm256_slli_epi32(_mm256_madd_epi16(sc16, load256(x[r * xs + b].bsums)), 5);
+      for (int h = 0; h < 2; ++h) {
+        const __m256i l0 = load256(w[b].ql + 64 * h), l1 = load256(w[b].ql + 64 * h + 32);
+        const __m256i qh = load256(w[b].qh + 32 * h);
+        const __m256i q1 =
+            _mm256_or_si256(_mm256_and_si256(l0, low4), _mm256_slli_epi16(_mm256_and_si256(qh, two), 4));
+        const __m256i q2 = _mm256_or_si256(_mm256_and_si256(l1, low4),
+                                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), two), 4));
+        const __m256i q3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4),
+                                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), two), 4));
+        const __m256i q4 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4),
+                                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), two), 4));
+        const int8_t* s = sc + 8 * h;
+        for (int r = 0; r < NX; ++r) {
+          const int8_t* xq = x[r * xs + b].qs + 128 * h;
+          __m256i t = dot_us_scaled(q1, load256(xq), s[0], s[1]);
+          t = _mm256_add_epi32(t, dot_us_scaled(q2, load256(xq + 32), s[2], s[3]));
+          t = _mm256_add_epi32(t, dot_us_scaled(q3, load256(xq + 64), s[4], s[5]));
+          t = _mm256_add_epi32(t, dot_us_scaled(q4, load256(xq + 96), s[6], s[7]));
+          sumi[r] = _mm256_sub_epi32(sumi[r], t);
+        }
+      }
+      // sumi = 32 * offset - sum_j sc_j * q.x: the sign flips back in the scale.
+      const float dw = f16(w[b].d);
+      for (int r = 0; r < NX; ++r)
+        acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(-dw * x[r * xs + b].d), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+    }
+    for (int r = 0; r < NX; ++r) y[r * ys] = hsum(acc[r]);
+  }
+};
+
+// nx (1..4) to the kernel instantiated for it.
+template <class Impl, class W, class X>
+void x86_mdot(const W* w, int64_t nb, const X* x, int64_t xs, int nx, float* y, int64_t ys) {
+  switch (nx) {
+    case 1: return Impl::template run<1>(w, nb, x, xs, y, ys);
+    case 2: return Impl::template run<2>(w, nb, x, xs, y, ys);
+    case 3: return Impl::template run<3>(w, nb, x, xs, y, ys);
+    default: return Impl::template run<4>(w, nb, x, xs, y, ys);
+  }
 }
 
-float x86_dot_q4_k(const BlockQ4_K* w, const ActQ8_K* x, int64_t nb) { return x86_dot_k45<false>(w, x, nb); }
-float x86_dot_q5_k(const BlockQ5_K* w, const ActQ8_K* x, int64_t nb) { return x86_dot_k45<true>(w, x, nb); }
+#if LOOM_X86_VNNI
+using MdotQ8_0 = Mdot32<UnpackQ8_0, BlockQ8_0>;
+#else
+using MdotQ8_0 = Mdot32Q8Signed;
+#endif
 
-float x86_dot_q6_k(const BlockQ6_K* w, const ActQ8_K* x, int64_t nb) {
-  const __m256i low4 = _mm256_set1_epi8(0x0F), two = _mm256_set1_epi8(3);
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    const int8_t* sc = w[b].scales;
-    // sum_j sc_j * sum(x in sub-block j), times 32 below: the -32 of every q.
-    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
-    const __m256i offset = _mm256_madd_epi16(sc16, load256(x[b].bsums));
-    __m256i sumi = _mm256_setzero_si256();
-    for (int h = 0; h < 2; ++h) {
-      const __m256i l0 = load256(w[b].ql + 64 * h), l1 = load256(w[b].ql + 64 * h + 32);
-      const __m256i qh = load256(w[b].qh + 32 * h);
-      const __m256i q1 = _mm256_or_si256(_mm256_and_si256(l0, low4), _mm256_slli_epi16(_mm256_and_si256(qh, two), 4));
-      const __m256i q2 = _mm256_or_si256(_mm256_and_si256(l1, low4),
-                                         _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), two), 4));
-      const __m256i q3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4),
-                                         _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), two), 4));
-      const __m256i q4 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4),
-                                         _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), two), 4));
-      const int8_t* xq = x[b].qs + 128 * h;
-      const int8_t* s = sc + 8 * h;
-      sumi = _mm256_add_epi32(sumi, dot_us_scaled(q1, load256(xq), s[0], s[1]));
-      sumi = _mm256_add_epi32(sumi, dot_us_scaled(q2, load256(xq + 32), s[2], s[3]));
-      sumi = _mm256_add_epi32(sumi, dot_us_scaled(q3, load256(xq + 64), s[4], s[5]));
-      sumi = _mm256_add_epi32(sumi, dot_us_scaled(q4, load256(xq + 96), s[6], s[7]));
-    }
-    sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32(offset, 5));
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(f16(w[b].d) * x[b].d), _mm256_cvtepi32_ps(sumi), acc);
-  }
-  return hsum(acc);
+void x86_mdot_q8_0(const BlockQ8_0* w, int64_t nb, const ActQ8_1* x, int64_t xs, int nx, float* y, int64_t ys) {
+  x86_mdot<MdotQ8_0>(w, nb, x, xs, nx, y, ys);
 }
+void x86_mdot_q4_0(const BlockQ4_0* w, int64_t nb, const ActQ8_1* x, int64_t xs, int nx, float* y, int64_t ys) {
+  x86_mdot<Mdot32<UnpackQ4_0, BlockQ4_0>>(w, nb, x, xs, nx, y, ys);
+}
+void x86_mdot_q4_1(const BlockQ4_1* w, int64_t nb, const ActQ8_1* x, int64_t xs, int nx, float* y, int64_t ys) {
+  x86_mdot<Mdot32<UnpackQ4_1, BlockQ4_1>>(w, nb, x, xs, nx, y, ys);
+}
+void x86_mdot_q5_0(const BlockQ5_0* w, int64_t nb, const ActQ8_1* x, int64_t xs, int nx, float* y, int64_t ys) {
+  x86_mdot<Mdot32<UnpackQ5_0, BlockQ5_0>>(w, nb, x, xs, nx, y, ys);
+}
+void x86_mdot_q5_1(const BlockQ5_1* w, int64_t nb, const ActQ8_1* x, int64_t xs, int nx, float* y, int64_t ys) {
+  x86_mdot<Mdot32<UnpackQ5_1, BlockQ5_1>>(w, nb, x, xs, nx, y, ys);
+}
+void x86_mdot_q4_k(const BlockQ4_K* w, int64_t nb, const ActQ8_K* x, int64_t xs, int nx, float* y, int64_t ys) {
+  x86_mdot<MdotK45<false, BlockQ4_K>>(w, nb, x, xs, nx, y, ys);
+}
+void x86_mdot_q5_k(const BlockQ5_K* w, int64_t nb, const ActQ8_K* x, int64_t xs, int nx, float* y, int64_t ys) {
+  x86_mdot<MdotK45<true, BlockQ5_K>>(w, nb, x, xs, nx, y, ys);
+}
+void x86_mdot_q6_k(const BlockQ6_K* w, int64_t nb, const ActQ8_K* x, int64_t xs, int nx, float* y, int64_t ys) {
+  x86_mdot<MdotQ6K>(w, nb, x, xs, nx, y, ys);
+}
+
 
 void x86_axpy(float a, const float* x, float* y, int64_t n) {
   const __m256 av = _mm256_set1_ps(a);

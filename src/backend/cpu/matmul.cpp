@@ -1,9 +1,10 @@
 // matmul: out[M, N] = x[M, K] . w[N, K]^T (+ bias). Float weights multiply the
 // f32 activations directly; quantised weights multiply activations quantised
-// once per call to 8-bit blocks (Q8_0 for Q8_0/Q4_0/Q5_0, Q8_1 with block sums
-// for Q4_1/Q5_1, Q8_K for K-quants) with integer dot products, as llama.cpp does. Threads split the output columns in
-// tiles of kColTile; within a tile each weight row is read from memory once and
-// reused for every activation row.
+// once per call to 8-bit blocks (Q8_1-like blocks of 32 with their sums for the
+// 32-value types, Q8_K-like blocks of 256 for K-quants) with integer dot
+// products, as llama.cpp does. Threads split the output columns in tiles of
+// kColTile; each weight row is read from memory once per call and unpacked once
+// per group of kRows activation rows.
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -16,6 +17,7 @@ namespace loom::cpu {
 namespace {
 
 constexpr int64_t kColTile = 16;  // output columns per work item (64 bytes of f32 per row)
+constexpr int64_t kRows = 4;      // activation rows per pass over a weight row (kernels take 1..4)
 
 // The activations in the form the weight type's dot product wants.
 struct Activations {
@@ -40,10 +42,23 @@ void quantize_rows(ThreadPool& pool, const Tensor& x, int64_t m, int64_t k, int6
   act.data = act.storage.data();
 }
 
-// Adapters from the typed kernel table to one signature (k = elements per row).
+// One weight row against nx (1..4) activation rows: y[r * ys] = w . x_r, with x
+// rows xs bytes apart; k is the row length in elements.
+using RowsDot = void (*)(const CpuKernels&, const uint8_t* w, const uint8_t* x, int64_t xs, int nx, float* y,
+                         int64_t ys, int64_t k);
+
+// Adapters from the typed kernel table to RowsDot.
 template <auto Member, class W, class X, int64_t kBlock>
-float row_dot(const CpuKernels& kern, const void* w, const void* x, int64_t k) {
-  return (kern.*Member)(static_cast<const W*>(w), static_cast<const X*>(x), k / kBlock);
+void quant_rows(const CpuKernels& kern, const uint8_t* w, const uint8_t* x, int64_t xs, int nx, float* y,
+                int64_t ys, int64_t k) {
+  (kern.*Member)(reinterpret_cast<const W*>(w), k / kBlock, reinterpret_cast<const X*>(x),
+                 xs / static_cast<int64_t>(sizeof(X)), nx, y, ys);
+}
+template <auto Member, class W>
+void float_rows(const CpuKernels& kern, const uint8_t* w, const uint8_t* x, int64_t xs, int nx, float* y,
+                int64_t ys, int64_t k) {
+  for (int r = 0; r < nx; ++r)
+    y[r * ys] = (kern.*Member)(reinterpret_cast<const W*>(w), reinterpret_cast<const float*>(x + r * xs), k);
 }
 
 }  // namespace
@@ -62,54 +77,28 @@ void matmul(ThreadPool& pool, const Tensor& x, const Tensor& w, const Tensor* bi
   if (m == 0 || n == 0) return;
 
   const CpuKernels& kern = kernels_for(active_isa());
+  RowsDot dot = nullptr;
+  switch (w.dtype()) {
+    case DType::F32: dot = float_rows<&CpuKernels::dot_f32, float>; break;
+    case DType::F16: dot = float_rows<&CpuKernels::dot_f16, uint16_t>; break;
+    case DType::BF16: dot = float_rows<&CpuKernels::dot_bf16, uint16_t>; break;
+    case DType::Q8_0: dot = quant_rows<&CpuKernels::mdot_q8_0, BlockQ8_0, ActQ8_1, kQK>; break;
+    case DType::Q4_0: dot = quant_rows<&CpuKernels::mdot_q4_0, BlockQ4_0, ActQ8_1, kQK>; break;
+    case DType::Q4_1: dot = quant_rows<&CpuKernels::mdot_q4_1, BlockQ4_1, ActQ8_1, kQK>; break;
+    case DType::Q5_0: dot = quant_rows<&CpuKernels::mdot_q5_0, BlockQ5_0, ActQ8_1, kQK>; break;
+    case DType::Q5_1: dot = quant_rows<&CpuKernels::mdot_q5_1, BlockQ5_1, ActQ8_1, kQK>; break;
+    case DType::Q4_K: dot = quant_rows<&CpuKernels::mdot_q4_k, BlockQ4_K, ActQ8_K, kQKK>; break;
+    case DType::Q5_K: dot = quant_rows<&CpuKernels::mdot_q5_k, BlockQ5_K, ActQ8_K, kQKK>; break;
+    case DType::Q6_K: dot = quant_rows<&CpuKernels::mdot_q6_k, BlockQ6_K, ActQ8_K, kQKK>; break;
+    default: LOOM_THROW("matmul does not support {} weights", dtype_name(w.dtype()));
+  }
   Activations act;
-  float (*dot)(const CpuKernels&, const void*, const void*, int64_t) = nullptr;
   switch (w.dtype()) {
     case DType::F32:
-      dot = row_dot<&CpuKernels::dot_f32, float, float, 1>;
-      break;
     case DType::F16:
-      dot = row_dot<&CpuKernels::dot_f16, uint16_t, float, 1>;
-      break;
     case DType::BF16:
-      dot = row_dot<&CpuKernels::dot_bf16, uint16_t, float, 1>;
-      break;
-    case DType::Q8_0:
-      dot = row_dot<&CpuKernels::dot_q8_0, BlockQ8_0, ActQ8_0, kQK>;
-      break;
-    case DType::Q4_0:
-      dot = row_dot<&CpuKernels::dot_q4_0, BlockQ4_0, ActQ8_0, kQK>;
-      break;
-    case DType::Q4_1:
-      dot = row_dot<&CpuKernels::dot_q4_1, BlockQ4_1, ActQ8_1, kQK>;
-      break;
-    case DType::Q5_0:
-      dot = row_dot<&CpuKernels::dot_q5_0, BlockQ5_0, ActQ8_0, kQK>;
-      break;
-    case DType::Q5_1:
-      dot = row_dot<&CpuKernels::dot_q5_1, BlockQ5_1, ActQ8_1, kQK>;
-      break;
-    case DType::Q4_K:
-      dot = row_dot<&CpuKernels::dot_q4_k, BlockQ4_K, ActQ8_K, kQKK>;
-      break;
-    case DType::Q5_K:
-      dot = row_dot<&CpuKernels::dot_q5_k, BlockQ5_K, ActQ8_K, kQKK>;
-      break;
-    case DType::Q6_K:
-      dot = row_dot<&CpuKernels::dot_q6_k, BlockQ6_K, ActQ8_K, kQKK>;
-      break;
-    default:
-      LOOM_THROW("matmul does not support {} weights", dtype_name(w.dtype()));
-  }
-  switch (w.dtype()) {
-    case DType::Q8_0:
-    case DType::Q4_0:
-    case DType::Q5_0:
-      quantize_rows<ActQ8_0>(pool, x, m, k, kQK, kern.quantize_q8_0, act);
-      break;
-    case DType::Q4_1:
-    case DType::Q5_1:
-      quantize_rows<ActQ8_1>(pool, x, m, k, kQK, kern.quantize_q8_1, act);
+      act.data = x.data();
+      act.row_bytes = k * 4;
       break;
     case DType::Q4_K:
     case DType::Q5_K:
@@ -117,8 +106,7 @@ void matmul(ThreadPool& pool, const Tensor& x, const Tensor& w, const Tensor* bi
       quantize_rows<ActQ8_K>(pool, x, m, k, kQKK, kern.quantize_q8_k, act);
       break;
     default:
-      act.data = x.data();
-      act.row_bytes = k * 4;
+      quantize_rows<ActQ8_1>(pool, x, m, k, kQK, kern.quantize_q8_1, act);
   }
 
   const auto* wdata = static_cast<const uint8_t*>(w.data());
@@ -129,15 +117,17 @@ void matmul(ThreadPool& pool, const Tensor& x, const Tensor& w, const Tensor* bi
   float* o = out.data_as<float>();
   const int64_t tiles = (n + kColTile - 1) / kColTile;
   pool.parallel_for(tiles, [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t) {
-      const int64_t c0 = t * kColTile, c1 = std::min(n, c0 + kColTile);
-      for (int64_t r = 0; r < m; ++r) {
-        const uint8_t* xr = xdata + r * x_row_bytes;
-        float* orow = o + r * n;
-        for (int64_t c = c0; c < c1; ++c)
-          orow[c] = dot(kern, wdata + c * w_row_bytes, xr, k) + (b ? b[c] : 0.0f);
-      }
+    const int64_t c0 = t0 * kColTile, c1 = std::min(n, t1 * kColTile);
+    // Groups of kRows activation rows against each weight row of the chunk: the
+    // chunk's weight rows stay in cache across groups.
+    for (int64_t r = 0; r < m; r += kRows) {
+      const int nx = static_cast<int>(std::min<int64_t>(kRows, m - r));
+      for (int64_t c = c0; c < c1; ++c)
+        dot(kern, wdata + c * w_row_bytes, xdata + r * x_row_bytes, x_row_bytes, nx, o + r * n + c, n, k);
     }
+    if (b)
+      for (int64_t r = 0; r < m; ++r)
+        for (int64_t c = c0; c < c1; ++c) o[r * n + c] += b[c];
   });
 }
 

@@ -62,11 +62,9 @@ static_assert(sizeof(BlockQ4_1) == 20 && sizeof(BlockQ5_0) == 22 && sizeof(Block
 static_assert(sizeof(BlockQ4_K) == 144 && sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210);
 
 // Activation blocks (our own, never stored in files): f32 scale, |q| <= 127.
-struct ActQ8_0 {  // pairs with Q8_0 / Q4_0 / Q5_0 weights
-  float d;
-  int8_t qs[kQK];
-};
-struct ActQ8_1 {  // pairs with Q4_1 / Q5_1 weights (whose min term needs sum(qs))
+// Pairs with every 32-value block type: the sum lets kernels take unsigned
+// weights (q + offset) and the min term of Q4_1 / Q5_1 out in one step.
+struct ActQ8_1 {
   float d;
   int32_t sum;  // sum of qs
   int8_t qs[kQK];
@@ -76,7 +74,7 @@ struct ActQ8_K {  // pairs with K-quant weights; bsums[i] = sum of qs[16i, 16i+1
   int8_t qs[kQKK];
   int16_t bsums[kQKK / 16];
 };
-static_assert(sizeof(ActQ8_0) == 36 && sizeof(ActQ8_1) == 40 && sizeof(ActQ8_K) == 292);
+static_assert(sizeof(ActQ8_1) == 40 && sizeof(ActQ8_K) == 292);
 
 // The 6-bit scale and min of sub-block j (0..7) of a Q4_K / Q5_K super-block.
 inline void k_scale_min(const uint8_t* s, int j, int& sc, int& m) {
