@@ -10,6 +10,8 @@
 #include "runtime.h"
 #include "tokenizer/tokenizer.h"
 #ifdef LOOM_HAVE_CUDA
+#include <cuda_runtime.h>
+
 #include "backend/cuda/cuda_backend.h"
 #endif
 
@@ -103,6 +105,30 @@ std::unique_ptr<ModelRuntime> build_runtime(const RuntimeOptions& o) {
   if (!ec.eos_ids.empty() && rt->text.tokenizer)
     for (int32_t id : rt->text.tokenizer->special().eos_ids)
       if (std::find(ec.eos_ids.begin(), ec.eos_ids.end(), id) == ec.eos_ids.end()) ec.eos_ids.push_back(id);
+#ifdef LOOM_HAVE_CUDA
+  if (use_cuda) {
+    // The KV pool takes what --gpu-memory-utilization leaves after the weights
+    // (already resident) and an activation reserve sized by the step caps.
+    size_t free_b = 0, total_b = 0;
+    if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) LOOM_THROW("cannot read GPU memory");
+    const ModelConfig& c = rt->model.config;
+    const int64_t q_dim = c.num_heads * c.head_dim;
+    const int64_t activations =
+        2 * int64_t{o.max_num_batched_tokens} * (8 * c.hidden_size + 4 * c.intermediate_size + 3 * q_dim) +
+        2 * 4 * int64_t{o.max_num_seqs} * c.vocab_size + (int64_t{1} << 30);
+    const int64_t used = static_cast<int64_t>(total_b - free_b);
+    const int64_t budget = static_cast<int64_t>(o.gpu_memory_utilization * double(total_b)) - used - activations;
+    const int64_t per_block = rt->transformer->kv_cache_bytes_per_block(o.block_size, ec.kv_dtype);
+    const int64_t min_blocks = (c.max_position > 0 ? std::min<int64_t>(c.max_position, 4096) : 4096) / o.block_size + 1;
+    if (budget < per_block * min_blocks)
+      LOOM_THROW("not enough GPU memory: {:.1f} GiB in use after loading weights, {:.1f} GiB reserved for "
+                 "activations, {:.1f} GiB total at --gpu-memory-utilization {}; the KV cache needs at least "
+                 "{:.2f} GiB",
+                 used / 1073741824.0, activations / 1073741824.0, total_b / 1073741824.0,
+                 o.gpu_memory_utilization, per_block * min_blocks / 1073741824.0);
+    ec.kv_cache_bytes = budget;
+  }
+#endif
   rt->engine = std::make_unique<Engine>(*rt->transformer, rt->text.tokenizer.get(), ec);
   LOOM_LOG_INFO("loom: {} on {}, {} KV blocks of {} tokens", o.model, rt->device_name,
                 rt->engine->num_kv_blocks(), rt->engine->block_size());

@@ -103,3 +103,11 @@ class Backend {
 std::unique_ptr<Backend> make_cpu_backend(int num_threads = 0);
 
 }  // namespace loom
+
+namespace loom {
+
+// Copies an f32, bf16 or f16 tensor of any device to host floats (resizing
+// `out` to its numel), converting as needed. Synchronises like copy_to_host.
+void copy_to_host_f32(Backend& backend, const Tensor& src, std::vector<float>& out);
+
+}  // namespace loom

@@ -278,8 +278,7 @@ void Engine::execute(const StepPlan& plan) {
   if (step.logit_rows.empty()) step.logit_rows.push_back(int32_t(step.tokens.size()) - 1);
   const Tensor logits = model_.forward(step, cache_);
   const int64_t vocab = logits.dim(1);
-  logits_host_.resize(size_t(logits.numel()));
-  model_.backend().copy_to_host(logits_host_.data(), logits, logits_host_.size() * sizeof(float));
+  copy_to_host_f32(model_.backend(), logits, logits_host_);  // bf16 on GPU
   scheduler_->complete_step(plan);
 
   size_t row = 0;

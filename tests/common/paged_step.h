@@ -16,7 +16,6 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "core/half.h"
 #include "model/transformer.h"
 
 namespace loom::testing {
@@ -82,16 +81,8 @@ inline StepInput make_paged_step(std::vector<std::pair<PagedSequence*, std::vect
 
 // Logits [rows, vocab] (f32 or bf16, any device) as host f32 rows.
 inline std::vector<std::vector<float>> logits_to_rows(Backend& backend, const Tensor& logits) {
-  const int64_t n = logits.numel();
-  std::vector<float> flat(static_cast<size_t>(n));
-  if (logits.dtype() == DType::F32) {
-    backend.copy_to_host(flat.data(), logits, flat.size() * sizeof(float));
-  } else {
-    std::vector<uint16_t> raw(static_cast<size_t>(n));
-    backend.copy_to_host(raw.data(), logits, raw.size() * sizeof(uint16_t));
-    for (size_t i = 0; i < raw.size(); ++i)
-      flat[i] = logits.dtype() == DType::BF16 ? bf16_to_f32(raw[i]) : f16_to_f32(raw[i]);
-  }
+  std::vector<float> flat;
+  copy_to_host_f32(backend, logits, flat);
   std::vector<std::vector<float>> rows;
   const int64_t vocab = logits.dim(1);
   for (int64_t r = 0; r < logits.dim(0); ++r)
