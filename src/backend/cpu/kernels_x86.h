@@ -276,8 +276,8 @@ struct MdotK45 {
   template <int NX>
   static void run(const Block* w, int64_t nb, const ActQ8_K* x, int64_t xs, float* y, int64_t ys) {
     const __m256i low4 = _mm256_set1_epi8(0x0F);
-    __m256 acc[NX], acc_min[NX];
-    for (int r = 0; r < NX; ++r) acc[r] = _mm256_setzero_ps(), acc_min[r] = _mm256_setzero_ps();
+    __m256 acc[NX];  // d-part minus dmin-part, both scaled by the row's x.d
+    for (int r = 0; r < NX; ++r) acc[r] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
       const __m128i scm = unpack_k_scales(w[b].scales);
       // mins: m_j duplicated into int16 pairs against the 16 bsums.
@@ -291,7 +291,7 @@ struct MdotK45 {
       for (int r = 0; r < NX; ++r) {
         const ActQ8_K& a = x[r * xs + b];
         const __m256i summ = _mm256_madd_epi16(m_pairs, load256(a.bsums));
-        acc_min[r] = _mm256_fmadd_ps(_mm256_set1_ps(dmin * a.d), _mm256_cvtepi32_ps(summ), acc_min[r]);
+        acc[r] = _mm256_fnmadd_ps(_mm256_set1_ps(dmin * a.d), _mm256_cvtepi32_ps(summ), acc[r]);
         sumi[r] = _mm256_setzero_si256();
       }
       __m256i hbits;
@@ -317,7 +317,7 @@ struct MdotK45 {
       for (int r = 0; r < NX; ++r)
         acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d * x[r * xs + b].d), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
     }
-    for (int r = 0; r < NX; ++r) y[r * ys] = hsum(_mm256_sub_ps(acc[r], acc_min[r]));
+    for (int r = 0; r < NX; ++r) y[r * ys] = hsum(acc[r]);
   }
 };
 

@@ -17,6 +17,7 @@ namespace loom::cpu {
 namespace {
 
 constexpr int64_t kColTile = 16;  // output columns per work item (64 bytes of f32 per row)
+constexpr int64_t kPrefetchBytes = 4096;  // software prefetch distance into the weights
 constexpr int64_t kRows = 4;      // activation rows per pass over a weight row (kernels take 1..4)
 
 // The activations in the form the weight type's dot product wants.
@@ -120,10 +121,18 @@ void matmul(ThreadPool& pool, const Tensor& x, const Tensor& w, const Tensor* bi
     const int64_t c0 = t0 * kColTile, c1 = std::min(n, t1 * kColTile);
     // Groups of kRows activation rows against each weight row of the chunk: the
     // chunk's weight rows stay in cache across groups.
+    // On the first pass the weights come from memory: prefetch about kPrefetchBytes
+    // ahead (whole rows), which the hardware prefetcher alone does not keep up with.
+    const int64_t ahead = std::max<int64_t>(1, kPrefetchBytes / std::max<int64_t>(1, w_row_bytes));
     for (int64_t r = 0; r < m; r += kRows) {
       const int nx = static_cast<int>(std::min<int64_t>(kRows, m - r));
-      for (int64_t c = c0; c < c1; ++c)
+      for (int64_t c = c0; c < c1; ++c) {
+        if (r == 0 && c + ahead < c1) {
+          const uint8_t* p = wdata + (c + ahead) * w_row_bytes;
+          for (int64_t l = 0; l < w_row_bytes; l += 64) __builtin_prefetch(p + l);
+        }
         dot(kern, wdata + c * w_row_bytes, xdata + r * x_row_bytes, x_row_bytes, nx, o + r * n + c, n, k);
+      }
     }
     if (b)
       for (int64_t r = 0; r < m; ++r)
