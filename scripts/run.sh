@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Sets up, fetches the default model and runs loom on it (CPU when no GPU).
-# Extra arguments go to `loom generate`.
+# Sets up a fresh Debian 12 machine, fetches the default model (if missing),
+# builds loom and serves it with the OpenAI-compatible API on 127.0.0.1:8000
+# (CPU when no GPU is present). Extra arguments go to `loom serve`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 model="$(scripts/fetch_model.sh qwen2.5-coder-0.5b)"
-scripts/build.sh cpu loom >/dev/null
-if [ $# -eq 0 ]; then set -- --chat --prompt "Write one sentence about Paris." --max-tokens 64; fi
-exec build/cpu/loom generate --model "$model" "$@"
+preset=cpu
+if command -v nvcc >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then preset=cuda; fi
+scripts/build.sh "$preset" loom >/dev/null
+exec "build/$preset/loom" serve --model "$model" "$@"
