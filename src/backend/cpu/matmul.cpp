@@ -116,27 +116,35 @@ void matmul(ThreadPool& pool, const Tensor& x, const Tensor& w, const Tensor* bi
   const int64_t x_row_bytes = act.row_bytes;
   const float* b = bias ? bias->data_as<const float>() : nullptr;
   float* o = out.data_as<float>();
+  // Float weights gain nothing from sharing a weight row (no unpacking), and
+  // four f32 activation rows would crowd L1: one row per pass for them.
+  const int64_t rows_per_pass = is_quantized(w.dtype()) ? kRows : 1;
   const int64_t tiles = (n + kColTile - 1) / kColTile;
   pool.parallel_for(tiles, [&](int64_t t0, int64_t t1) {
-    const int64_t c0 = t0 * kColTile, c1 = std::min(n, t1 * kColTile);
-    // Groups of kRows activation rows against each weight row of the chunk: the
-    // chunk's weight rows stay in cache across groups.
+    const int64_t chunk_end = std::min(n, t1 * kColTile);
     // On the first pass the weights come from memory: prefetch about kPrefetchBytes
-    // ahead (whole rows), which the hardware prefetcher alone does not keep up with.
+    // ahead (whole rows), which the hardware prefetcher alone does not keep up
+    // with for short rows. Rows longer than that stream well on their own.
+    const bool prefetch = w_row_bytes <= kPrefetchBytes;
     const int64_t ahead = std::max<int64_t>(1, kPrefetchBytes / std::max<int64_t>(1, w_row_bytes));
-    for (int64_t r = 0; r < m; r += kRows) {
-      const int nx = static_cast<int>(std::min<int64_t>(kRows, m - r));
-      for (int64_t c = c0; c < c1; ++c) {
-        if (r == 0 && c + ahead < c1) {
-          const uint8_t* p = wdata + (c + ahead) * w_row_bytes;
-          for (int64_t l = 0; l < w_row_bytes; l += 64) __builtin_prefetch(p + l);
+    for (int64_t t = t0; t < t1; ++t) {
+      // One tile's weight rows stay in cache while every group of activation
+      // rows passes over them.
+      const int64_t c0 = t * kColTile, c1 = std::min(n, c0 + kColTile);
+      for (int64_t r = 0; r < m; r += rows_per_pass) {
+        const int nx = static_cast<int>(std::min<int64_t>(rows_per_pass, m - r));
+        for (int64_t c = c0; c < c1; ++c) {
+          if (prefetch && r == 0 && c + ahead < chunk_end) {
+            const uint8_t* p = wdata + (c + ahead) * w_row_bytes;
+            for (int64_t l = 0; l < w_row_bytes; l += 64) __builtin_prefetch(p + l);
+          }
+          dot(kern, wdata + c * w_row_bytes, xdata + r * x_row_bytes, x_row_bytes, nx, o + r * n + c, n, k);
         }
-        dot(kern, wdata + c * w_row_bytes, xdata + r * x_row_bytes, x_row_bytes, nx, o + r * n + c, n, k);
       }
+      if (b)
+        for (int64_t r = 0; r < m; ++r)
+          for (int64_t c = c0; c < c1; ++c) o[r * n + c] += b[c];
     }
-    if (b)
-      for (int64_t r = 0; r < m; ++r)
-        for (int64_t c = c0; c < c1; ++c) o[r * n + c] += b[c];
   });
 }
 
