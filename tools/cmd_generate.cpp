@@ -6,9 +6,13 @@
 
 #include <cstdio>
 
+#include <fstream>
+
 #include "cli.h"
 #include "core/error.h"
 #include "runtime.h"
+#include "server/api_error.h"
+#include "server/openai_request.h"
 #include "tokenizer/tokenizer.h"
 
 namespace loom::cli {
@@ -67,6 +71,88 @@ SamplingParams sampling_params(const GenerateFlags& f, const GenerationDefaults&
   return p;
 }
 
+// --batch-file: each line is a completions-API body (or a chat one, with
+// "messages") plus an "id"; all lines run concurrently through the engine and
+// each choice prints one JSON line {id, index, output_ids, text,
+// finish_reason} in input order. A bad line prints {id, error} and makes the
+// exit code 1; the other lines still run.
+int run_batch_file(const std::string& path, ModelRuntime& rt) {
+  std::ifstream in(path);
+  if (!in) LOOM_THROW("--batch-file: cannot read {}", path);
+  if (!rt.text.tokenizer) LOOM_THROW("{} has no tokenizer: --batch-file needs one", rt.model.path);
+  server::ModelContext ctx;
+  ctx.tokenizer = rt.text.tokenizer.get();
+  ctx.chat = rt.text.chat ? &*rt.text.chat : nullptr;
+  ctx.vocab_size = static_cast<int32_t>(rt.model.config.vocab_size);
+  ctx.max_model_len = static_cast<int32_t>(rt.model.config.max_position);
+  server::RequestLimits limits;
+
+  struct Line {
+    nlohmann::json id;
+    std::string error;
+    size_t first = 0, count = 0;  // its requests in `requests`
+  };
+  std::vector<Line> lines;
+  std::vector<Request> requests;
+  std::string text;
+  for (int64_t n = 1; std::getline(in, text); ++n) {
+    if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
+    Line line;
+    line.id = n;
+    try {
+      auto body = nlohmann::json::parse(text, nullptr, false);
+      if (body.is_discarded() || !body.is_object()) LOOM_THROW("line {} is not a JSON object", n);
+      if (body.contains("id")) line.id = body["id"];
+      const bool chat = body.contains("messages");
+      auto req = server::parse_generation_request(
+          chat ? server::Endpoint::ChatCompletions : server::Endpoint::Completions, body, ctx, limits);
+      line.first = requests.size();
+      for (auto& prompt : req.prompts) {
+        Request r;
+        r.external_id = line.id.is_string() ? line.id.get<std::string>() : line.id.dump();
+        r.prompt_ids = std::move(prompt);
+        r.params = req.params;
+        r.priority = req.priority;
+        requests.push_back(std::move(r));
+      }
+      line.count = requests.size() - line.first;
+    } catch (const std::exception& e) {
+      line.error = e.what();
+    }
+    lines.push_back(std::move(line));
+  }
+  rt.engine->start();
+  auto results = rt.engine->generate(std::move(requests));
+  rt.engine->stop();
+  int rc = 0;
+  auto print = [](const nlohmann::json& j) {
+    std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+  };
+  for (const auto& line : lines) {
+    if (!line.error.empty()) {
+      print({{"id", line.id}, {"error", line.error}});
+      rc = 1;
+      continue;
+    }
+    int32_t index = 0;
+    for (size_t i = line.first; i < line.first + line.count; ++i) {
+      const Result& r = results[i];
+      if (r.error != EngineErrorKind::None) {
+        print({{"id", line.id}, {"index", index++}, {"error", r.error_message}});
+        rc = 1;
+        continue;
+      }
+      for (const auto& seq : r.sequences)
+        print({{"id", line.id},
+               {"index", index++},
+               {"output_ids", seq.output_ids},
+               {"text", seq.text},
+               {"finish_reason", finish_reason_name(seq.finish_reason)}});
+    }
+  }
+  return rc;
+}
+
 }  // namespace
 
 int cmd_generate(int argc, char** argv) {
@@ -88,9 +174,14 @@ int cmd_generate(int argc, char** argv) {
   app.add_flag("--ignore-eos", f.ignore_eos, "keep generating past end-of-sequence tokens");
   app.add_option("--seed", f.seed, "sampling seed (same seed, same tokens)");
   app.add_flag("--json", f.json, "print one JSON object: prompt_ids, output_ids, text, finish_reason");
+  std::string batch_file;
+  app.add_option("--batch-file", batch_file,
+                 "JSONL of completions-API bodies with an \"id\"; runs them all concurrently and prints "
+                 "one JSON line per choice");
   CLI11_PARSE(app, argc, argv);
   return guarded("generate", [&] {
     auto rt = build_runtime(ro);
+    if (!batch_file.empty()) return run_batch_file(batch_file, *rt);
     Request req;
     req.prompt_ids = prompt_tokens(f, *rt);
     req.params = sampling_params(f, rt->model.generation);
