@@ -3,6 +3,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 preset="${1:-cpu}"; shift || true
+# ccache hits across clones in other folders (CI clones afresh each run).
+export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1 CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-10G}"
 cmake --preset "$preset" >/dev/null
 jobs="$(nproc)"
 if [ $# -gt 0 ]; then
