@@ -114,6 +114,26 @@ TEST_F(CudaAttentionTest, MixedBatchHeadSizesAndGqa) {
     }
 }
 
+// Every instantiated head size plus the runtime-sized path (144, 200, 240, 8,
+// 40), with GQA groups that use 1, 2, 4 and 8 heads per block.
+TEST_F(CudaAttentionTest, AllHeadSizes) {
+  for (int hd : {8, 16, 32, 40, 48, 80, 96, 112, 144, 160, 192, 200, 240})
+    for (auto [heads, kvh] : {std::pair{2, 2}, {6, 2}, {16, 2}}) {
+      Scenario sc{heads, kvh, hd, 16, kMixed, {}, static_cast<uint32_t>(hd * 7 + heads)};
+      sc.params.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+      run(sc);
+    }
+  // Split keys, sliding window and softcap on the small and the runtime-sized heads.
+  for (int hd : {16, 32, 80, 144}) {
+    Scenario sc{8, 2, hd, 16, {{1, 3000}, {3, 1025}}, {}, static_cast<uint32_t>(hd + 1)};
+    sc.params.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    run(sc);
+    sc.params.sliding_window = 300;
+    sc.params.logit_softcap = 30.0f;
+    run(sc);
+  }
+}
+
 TEST_F(CudaAttentionTest, OddGroupsAndBlockSizes) {
   for (auto [heads, kvh] : {std::pair{3, 1}, {12, 1}, {28, 4}, {6, 2}})
     for (int bs : {1, 8, 32}) {
@@ -178,7 +198,13 @@ TEST_F(CudaAttentionTest, RejectsBadMetadata) {
   m.slot_mapping = {3 * bs + 3};
   EXPECT_NO_THROW(gpu_->paged_attention(q, cache, m, p, out));
   Tensor q96 = gpu_->alloc(DType::BF16, {1, 1, 96});
-  EXPECT_THROW(gpu_->paged_attention(q96, cache, m, p, out), Error);
+  EXPECT_THROW(gpu_->paged_attention(q96, cache, m, p, out), Error);  // cache has head_dim 64
+  // Head sizes that are not a multiple of 8, or above 256, have no kernel.
+  for (int hd : {20, 264}) {
+    KvLayerCache c{gpu_->alloc(DType::BF16, {4, bs, 1, hd}), gpu_->alloc(DType::BF16, {4, bs, 1, hd})};
+    Tensor qh = gpu_->alloc(DType::BF16, {1, 1, hd}), oh = gpu_->alloc(DType::BF16, {1, 1, hd});
+    EXPECT_THROW(gpu_->paged_attention(qh, c, m, p, oh), Error) << hd;
+  }
 }
 
 }  // namespace

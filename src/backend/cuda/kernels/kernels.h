@@ -53,6 +53,11 @@ void rope_bf16(void* x, int64_t tokens, int64_t heads, int64_t head_dim, const i
 void write_kv_bf16(const void* k, const void* v, const int64_t* slots, int64_t tokens, int64_t row_elems,
                    void* k_cache, void* v_cache, cudaStream_t stream);
 
+// out[r] = index of the largest value of row r of logits [rows, vocab] (F32,
+// F16 or BF16), lowest index on ties, NaNs skipped (only NaNs: 0). out is a
+// device array of rows int32.
+void argmax_rows(DType type, const void* logits, int64_t rows, int64_t vocab, int32_t* out, cudaStream_t stream);
+
 // Paged attention over a bf16 cache [blocks, block_size, kv_heads, head_dim].
 // The metadata pointers are device copies of AttentionMetadata plus token_seq
 // (the sequence of each token). Keys are split in partitions of
@@ -84,7 +89,10 @@ struct PagedAttentionArgs {
   float* partial_ml = nullptr;   // [tokens, heads, num_partitions, 2]: running max, sum
 };
 
-// Head sizes 64, 128 and 256. Returns false (launching nothing) for others.
+// Head sizes that are a multiple of 8 in [8, 256] (16, 32, 48, 64, 80, 96,
+// 112, 128, 160, 192 and 256 have their own kernels; the others share a
+// runtime-sized one). Returns false (launching nothing) for others.
+bool paged_attention_supports_head_dim(int64_t head_dim);
 bool paged_attention_bf16(const PagedAttentionArgs& args, cudaStream_t stream);
 
 }  // namespace loom::cuda

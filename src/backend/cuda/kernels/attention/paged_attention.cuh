@@ -1,14 +1,18 @@
-// Paged attention kernel, one template per (head_dim HD, query heads per block
-// G), instantiated in paged_attention_hd*.cu. A CUDA block serves one query
-// token, G query heads sharing one kv head, and one partition of the token's
-// keys. Its 4 warps are cut into "virtual warps" of HD/8 lanes; each lane holds
-// 8 consecutive dims (one 16-byte load) and each virtual warp walks its own
-// share of the keys with its own online softmax (no block-wide syncs in the
-// loop). The virtual warps' (max, sum, acc) are merged through shared memory
-// at the end. Handles prefill chunks with cached prefixes and decodes alike:
-// token t of sequence s sits at position ctx - new + j and sees keys
-// (pos - window, pos]. Invariant: the warp-level loop bounds depend only on
-// the warp index, so every lane reaches every shuffle.
+// Paged attention kernel, one template per (head size HD, query heads per
+// block G), instantiated in paged_attention_hd*.cu. A CUDA block serves one
+// query token, G query heads sharing one kv head, and one partition of the
+// token's keys. Its 4 warps are cut into "virtual warps" of kLanes lanes (HD/8
+// rounded up to a power of two); each active lane holds 8 consecutive dims
+// (one 16-byte load) and each virtual warp walks its own share of the keys
+// with its own online softmax (no block-wide syncs in the loop). Lanes past
+// the head's last dims (HD 48, 80, 96, 112, 160, 192...) load nothing and add
+// zeros. The virtual warps' (max, sum, acc) are merged through shared memory
+// at the end. HD == 0 is the runtime-sized path for uncommon sizes: the head
+// size is a.head_dim (a multiple of 8, at most 256) on 32 lanes per key.
+// Handles prefill chunks with cached prefixes and decodes alike: token t of
+// sequence s sits at position ctx - new + j and sees keys (pos - window,
+// pos]. Invariant: the warp-level loop bounds depend only on the warp index,
+// so every lane reaches every shuffle.
 #pragma once
 
 #include <cfloat>
@@ -20,18 +24,30 @@ namespace loom::cuda {
 
 constexpr int kAttnWarps = 4;
 constexpr int kAttnThreads = kAttnWarps * 32;
+constexpr int kAttnMaxHeadDim = 256;
+
+// Dims a block holds per head (HD, or the runtime path's maximum) and the
+// lanes per key: the power of two covering kCap / 8.
+template <int HD>
+struct AttnShape {
+  static constexpr int kCap = HD > 0 ? HD : kAttnMaxHeadDim;
+  static constexpr int kLanes = kCap <= 16 ? 2 : kCap <= 32 ? 4 : kCap <= 64 ? 8 : kCap <= 128 ? 16 : 32;
+  static_assert(kCap % 8 == 0 && kCap <= kAttnMaxHeadDim, "head size");
+};
 
 template <int HD, int G>
 __global__ void __launch_bounds__(kAttnThreads) paged_attention_kernel(const PagedAttentionArgs a) {
-  constexpr int kLanesPerKey = HD / 8;
+  constexpr int kCap = AttnShape<HD>::kCap;
+  constexpr int kLanesPerKey = AttnShape<HD>::kLanes;
   constexpr int kKeysPerWarp = 32 / kLanesPerKey;
   constexpr int kUnroll = 2;  // keys per virtual warp per iteration
   constexpr int kVirtualWarps = kAttnWarps * kKeysPerWarp;
   constexpr int kWarpKeys = kKeysPerWarp * kUnroll;   // keys per warp per iteration
   constexpr int kBlockKeys = kAttnWarps * kWarpKeys;  // keys per block per iteration
   static_assert(kLanesPerKey >= 1 && kLanesPerKey <= 32 && 32 % kLanesPerKey == 0, "head_dim");
+  const int hd = HD > 0 ? HD : a.head_dim;  // dims per head
 
-  __shared__ float s_acc[kVirtualWarps][G][HD];
+  __shared__ float s_acc[kVirtualWarps][G][kCap];
   __shared__ float s_m[kVirtualWarps][G];
   __shared__ float s_l[kVirtualWarps][G];
 
@@ -63,14 +79,15 @@ __global__ void __launch_bounds__(kAttnThreads) paged_attention_kernel(const Pag
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int vw = lane / kLanesPerKey, sub = lane % kLanesPerKey;
   const int gv = warp * kKeysPerWarp + vw;
+  const bool active = sub * 8 < hd;  // this lane holds dims of the head
 
   // q (pre-scaled) for this lane's 8 dims of each head.
   float q[G][8];
   const bf16* qs = static_cast<const bf16*>(a.q);
 #pragma unroll
   for (int g = 0; g < G; ++g) {
-    if (g < ng) {
-      bf16x8_to_float(*reinterpret_cast<const uint4*>(qs + (row_base + head0 + g) * HD + sub * 8), q[g]);
+    if (g < ng && active) {
+      bf16x8_to_float(*reinterpret_cast<const uint4*>(qs + (row_base + head0 + g) * hd + sub * 8), q[g]);
 #pragma unroll
       for (int d = 0; d < 8; ++d) q[g][d] *= a.scale;
     } else {
@@ -89,9 +106,9 @@ __global__ void __launch_bounds__(kAttnThreads) paged_attention_kernel(const Pag
   }
 
   const int32_t* table = a.block_tables + static_cast<int64_t>(seq) * a.max_blocks_per_seq;
-  const int64_t slot_stride = static_cast<int64_t>(a.num_kv_heads) * HD;  // elements per cache slot
-  const bf16* kbase = static_cast<const bf16*>(a.k_cache) + kv_head * HD + sub * 8;
-  const bf16* vbase = static_cast<const bf16*>(a.v_cache) + kv_head * HD + sub * 8;
+  const int64_t slot_stride = static_cast<int64_t>(a.num_kv_heads) * hd;  // elements per cache slot
+  const bf16* kbase = static_cast<const bf16*>(a.k_cache) + kv_head * hd + sub * 8;
+  const bf16* vbase = static_cast<const bf16*>(a.v_cache) + kv_head * hd + sub * 8;
   const bool capped = a.softcap > 0.0f;
   const float inv_cap = capped ? 1.0f / a.softcap : 0.0f;
 
@@ -101,8 +118,8 @@ __global__ void __launch_bounds__(kAttnThreads) paged_attention_kernel(const Pag
 #pragma unroll
     for (int j = 0; j < kUnroll; ++j) {
       const int key = base + j * kKeysPerWarp + vw;
-      valid[j] = key < part_hi;
-      if (valid[j]) {
+      valid[j] = key < part_hi;  // the same for all lanes of the virtual warp
+      if (valid[j] && active) {
         const int64_t slot =
             static_cast<int64_t>(table[key / a.block_size]) * a.block_size + key % a.block_size;
         kr[j] = __ldg(reinterpret_cast<const uint4*>(kbase + slot * slot_stride));
@@ -170,14 +187,16 @@ __global__ void __launch_bounds__(kAttnThreads) paged_attention_kernel(const Pag
       s_m[gv][g] = m[g];
       s_l[gv][g] = l[g];
     }
-    float4* dst = reinterpret_cast<float4*>(&s_acc[gv][g][sub * 8]);
-    dst[0] = make_float4(acc[g][0], acc[g][1], acc[g][2], acc[g][3]);
-    dst[1] = make_float4(acc[g][4], acc[g][5], acc[g][6], acc[g][7]);
+    if (active) {
+      float4* dst = reinterpret_cast<float4*>(&s_acc[gv][g][sub * 8]);
+      dst[0] = make_float4(acc[g][0], acc[g][1], acc[g][2], acc[g][3]);
+      dst[1] = make_float4(acc[g][4], acc[g][5], acc[g][6], acc[g][7]);
+    }
   }
   __syncthreads();
   bf16* out = static_cast<bf16*>(a.out);
-  for (int idx = threadIdx.x; idx < ng * HD; idx += kAttnThreads) {
-    const int g = idx / HD, d = idx % HD;
+  for (int idx = threadIdx.x; idx < ng * hd; idx += kAttnThreads) {
+    const int g = idx / hd, d = idx % hd;
     float mx = -FLT_MAX;
 #pragma unroll
     for (int v = 0; v < kVirtualWarps; ++v) mx = fmaxf(mx, s_m[v][g]);
@@ -191,13 +210,13 @@ __global__ void __launch_bounds__(kAttnThreads) paged_attention_kernel(const Pag
     const int64_t row = row_base + head0 + g;
     if (a.partial_acc) {
       const int64_t p = row * a.num_partitions + blockIdx.z;
-      a.partial_acc[p * HD + d] = o;
+      a.partial_acc[p * hd + d] = o;
       if (d == 0) {
         a.partial_ml[2 * p] = mx;
         a.partial_ml[2 * p + 1] = sum;
       }
     } else {
-      out[row * HD + d] = __float2bfloat16(sum > 0.0f ? o / sum : 0.0f);
+      out[row * hd + d] = __float2bfloat16(sum > 0.0f ? o / sum : 0.0f);
     }
   }
 }

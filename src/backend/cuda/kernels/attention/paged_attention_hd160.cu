@@ -1,0 +1,6 @@
+// Paged attention kernels for head_dim 160 (all heads-per-block variants).
+#include "backend/cuda/kernels/attention/paged_attention.cuh"
+
+namespace loom::cuda {
+template void launch_paged_attention_hd<160>(const PagedAttentionArgs& a, cudaStream_t stream);
+}  // namespace loom::cuda
