@@ -97,6 +97,16 @@ class Backend {
   virtual void gather_rows(const Tensor& x, const std::vector<int32_t>& rows, Tensor& out) = 0;
   // x = cap * tanh(x / cap), elementwise.
   virtual void softcap(Tensor& x, float cap) = 0;
+
+  // --- sampling ---
+  // out[r] = the index of the largest value in row r of logits [rows, vocab]
+  // (f32, bf16 or f16), the lowest index among equal maxima; NaNs are skipped
+  // and a row of only NaNs gives 0. Exactly the token Sampler picks at
+  // temperature 0 with nothing else set. Waits for the result like
+  // copy_to_host. The default copies the logits to the host
+  // (backend/argmax_rows.cpp); device backends reduce in place and copy back
+  // only the ids.
+  virtual void argmax_rows(const Tensor& logits, std::vector<int32_t>& out);
 };
 
 // The CPU backend (backend/cpu), using `num_threads` threads (0: all cores).

@@ -246,6 +246,56 @@ void Engine::apply_copies(const std::vector<BlockCopy>& copies) {
   }
 }
 
+namespace {
+
+// Whether Sampler::sample would return the plain argmax of the raw logits:
+// greedy, no logprobs, no penalty, bias or ban changing any logit.
+bool plain_greedy(const SamplingParams& p, bool banned_now) {
+  return p.greedy() && !p.logprobs && p.repetition_penalty == 1.0f && p.presence_penalty == 0.0f &&
+         p.frequency_penalty == 0.0f && p.logit_bias.empty() && !banned_now;
+}
+
+}  // namespace
+
+Engine::SampledLogits Engine::fetch_logits(const StepPlan& plan, const Tensor& logits) {
+  SampledLogits out;
+  std::vector<int32_t> slow;  // logits rows the Sampler needs on the host
+  for (const auto& e : plan.seqs) {
+    if (!e.sample) continue;
+    const int32_t r = int32_t(out.host_row.size());
+    const Sequence& s = scheduler_->get(e.seq);
+    const SeqState& st = *seqs_.at(e.seq);
+    const SamplingParams& p = st.request->request.params;
+    const bool banned = s.num_output_tokens() < p.min_tokens && !st.output.min_tokens_bans().empty();
+    if (config_.greedy_fast_path && plain_greedy(p, banned)) {
+      out.host_row.push_back(-1);
+    } else {
+      out.host_row.push_back(int32_t(slow.size()));
+      slow.push_back(r);
+    }
+  }
+  Backend& be = model_.backend();
+  const size_t rows = out.host_row.size();
+  LOOM_CHECK(rows == 0 || int64_t(rows) == logits.dim(0), "{} logits rows for {} sampled sequences",
+             logits.dim(0), rows);
+  if (slow.size() < rows) be.argmax_rows(logits, out.argmax);
+  if (slow.empty()) return out;
+  if (slow.size() == rows) {
+    copy_to_host_f32(be, logits, logits_host_);  // every row (bf16 on GPU)
+    return out;
+  }
+  // Only the rows the Sampler needs: gathered on the device, then copied.
+  const int64_t n = int64_t(slow.size()), vocab = logits.dim(1);
+  if (sample_logits_.data() == nullptr || sample_logits_.dtype() != logits.dtype() ||
+      sample_logits_.cols() != vocab || sample_logits_.rows() < n)
+    sample_logits_ =
+        be.alloc(logits.dtype(), {std::min(logits.dim(0), std::max<int64_t>(n, 2 * sample_logits_.rows())), vocab});
+  Tensor dst = sample_logits_.slice_rows(0, n);
+  be.gather_rows(logits, slow, dst);
+  copy_to_host_f32(be, dst, logits_host_);
+  return out;
+}
+
 void Engine::execute(const StepPlan& plan) {
   apply_copies(plan.copies);
   const int32_t bs = kv_->block_size();
@@ -278,39 +328,46 @@ void Engine::execute(const StepPlan& plan) {
   if (step.logit_rows.empty()) step.logit_rows.push_back(int32_t(step.tokens.size()) - 1);
   const Tensor logits = model_.forward(step, cache_);
   const int64_t vocab = logits.dim(1);
-  copy_to_host_f32(model_.backend(), logits, logits_host_);  // bf16 on GPU
+  const SampledLogits sampled = fetch_logits(plan, logits);
   scheduler_->complete_step(plan);
 
   size_t row = 0;
   for (const auto& e : plan.seqs) {
     if (!e.sample) continue;
-    std::span<const float> logit_row(logits_host_.data() + row * size_t(vocab), size_t(vocab));
-    ++row;
+    const size_t r = row++;
     const Sequence& s = scheduler_->get(e.seq);
     SeqState& st = *seqs_.at(e.seq);
     const SamplingParams& p = st.request->request.params;
-    std::span<const int32_t> all(s.tokens);
-    const auto prompt = all.first(size_t(s.prompt_len));
-    const auto output = all.subspan(size_t(s.prompt_len));
-    std::span<const int32_t> bans;
-    if (int32_t(output.size()) < p.min_tokens) bans = st.output.min_tokens_bans();
-    if (s.pending_forks > 0) {
-      // n > 1: every sibling samples its first token from the prompt's logits.
-      const int32_t n = 1 + s.pending_forks;
-      std::vector<SampleResult> samples;
+    const int32_t n = 1 + s.pending_forks;  // n > 1: siblings sample their first token here
+    std::vector<SampleResult> samples;
+    if (sampled.host_row[r] < 0) {
+      // Plain greedy: every sibling gets the argmax.
+      SampleResult g;
+      g.token = sampled.argmax[r];
+      samples.assign(size_t(n), g);
+      counters_.argmax_tokens += uint64_t(n);
+    } else {
+      std::span<const float> logit_row(logits_host_.data() + size_t(sampled.host_row[r]) * size_t(vocab),
+                                       size_t(vocab));
+      std::span<const int32_t> all(s.tokens);
+      const auto prompt = all.first(size_t(s.prompt_len));
+      const auto output = all.subspan(size_t(s.prompt_len));
+      std::span<const int32_t> bans;
+      if (int32_t(output.size()) < p.min_tokens) bans = st.output.min_tokens_bans();
       for (int32_t i = 0; i < n; ++i)
         samples.push_back(sampler_.sample(logit_row, {&p, prompt, output, s.index + i, bans}));
+    }
+    if (s.pending_forks > 0) {
       const std::vector<SeqId> kids = scheduler_->fork(e.seq, s.pending_forks);
-      RequestState* r = st.request;
-      r->forked = true;
+      RequestState* rs = st.request;
+      rs->forked = true;
       for (size_t k = 0; k < kids.size(); ++k)
-        seqs_.emplace(kids[k], std::make_unique<SeqState>(kids[k], r, scheduler_->get(kids[k]).index,
+        seqs_.emplace(kids[k], std::make_unique<SeqState>(kids[k], rs, scheduler_->get(kids[k]).index,
                                                           tokenizer_, eos_ids_));
       on_token(e.seq, samples[0].token, samples[0]);
       for (size_t k = 0; k < kids.size(); ++k) on_token(kids[k], samples[k + 1].token, samples[k + 1]);
     } else {
-      const SampleResult r = sampler_.sample(logit_row, {&p, prompt, output, s.index, bans});
-      on_token(e.seq, r.token, r);
+      on_token(e.seq, samples[0].token, samples[0]);
     }
   }
   counters_.preemptions += plan.preempted.size();

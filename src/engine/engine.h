@@ -37,6 +37,11 @@ struct EngineConfig {
   SchedulerConfig scheduler;      // max_model_len 0: the model's max_position (and the pool)
   uint64_t seed = 0x10011;        // engine-wide generator for unseeded requests
   std::vector<int32_t> eos_ids;   // ids ending generation; empty: the tokenizer's eos_ids
+  // Rows whose Sampler result would be the plain argmax (greedy, no logprobs,
+  // penalties, bias or bans) take it from Backend::argmax_rows, and only the
+  // other rows' logits are copied to the host. Off: every row is copied and
+  // sampled on the host (same tokens; for tests and comparisons).
+  bool greedy_fast_path = true;
 };
 
 enum class EngineErrorKind : uint8_t { None, QueueFull, TooLong, Invalid, Internal, Shutdown };
@@ -92,6 +97,7 @@ struct EngineStats {
   uint64_t steps = 0;
   uint64_t prompt_tokens_computed = 0;
   uint64_t generated_tokens = 0;
+  uint64_t argmax_tokens = 0;     // of generated_tokens: taken from Backend::argmax_rows
   uint64_t cached_prompt_tokens = 0;
   uint64_t preemptions = 0;
   uint64_t finished_requests = 0;
@@ -143,6 +149,13 @@ class Engine {
   void loop();
   void drain_inbox();
   void admit(RequestId id, Request request, StreamCallback callback);
+  // Per sampled row of a step (plan order): argmax[r] when host_row[r] < 0,
+  // else the row's index in logits_host_ (the Sampler's input).
+  struct SampledLogits {
+    std::vector<int32_t> argmax;
+    std::vector<int32_t> host_row;
+  };
+  SampledLogits fetch_logits(const StepPlan& plan, const Tensor& logits);
   void execute(const StepPlan& plan);
   void apply_copies(const std::vector<BlockCopy>& copies);
   void on_token(SeqId seq, int32_t token, const SampleResult& sample);
@@ -164,6 +177,7 @@ class Engine {
   std::unordered_map<SeqId, std::unique_ptr<SeqState>> seqs_;
   EngineStats counters_;  // engine thread
   std::vector<float> logits_host_;
+  Tensor sample_logits_;  // device rows gathered for the host sampler (grown on demand)
 
   // Shared with other threads.
   std::atomic<RequestId> next_request_id_{1};

@@ -5,6 +5,7 @@
 //  embedding, add, gather_rows, write_kv: one rounding or exact
 //  rms_norm / add_rms_norm: rel 1e-2 + abs 2e-3 (rounded residual, then rounded output)
 //  rope: rel 5e-3 + abs 5e-3;  gated_activation, softcap: rel 6e-3 + abs 1e-3
+//  argmax_rows: exact (the Sampler's greedy rule: first maximum, NaNs skipped)
 #include "backend/cpu/quant.h"
 #include "cuda_test_util.h"
 
@@ -80,7 +81,7 @@ TEST_F(CudaOpsTest, Embedding) {
 
 TEST_F(CudaOpsTest, RmsNormAndAddRmsNorm) {
   for (int64_t rows : {1, 3, 17})
-    for (int64_t h : {7, 64, 896, 4096})
+    for (int64_t h : {7, 16, 32, 64, 80, 896, 4096})
       for (float offset : {0.0f, 1.0f}) {
         SCOPED_TRACE(::testing::Message() << rows << "x" << h << " offset " << offset);
         const auto xv = random_bf16_values(rows * h, 21, -3, 3);
@@ -139,8 +140,8 @@ TEST_F(CudaOpsTest, Add) {
 TEST_F(CudaOpsTest, Rope) {
   const std::vector<int32_t> pos = {0, 1, 7, 1000, 65000};
   const int64_t t = 5, heads = 3;
-  for (int64_t hd : {64, 128, 256})
-    for (int rot : {static_cast<int>(hd), static_cast<int>(hd / 2)})
+  for (int64_t hd : {16, 32, 64, 80, 96, 128, 256})
+    for (int rot : {static_cast<int>(hd), static_cast<int>(hd / 2), static_cast<int>(hd / 4 / 2 * 2)})
       for (bool interleaved : {false, true})
         for (float mscale : {1.0f, 1.2f}) {
           SCOPED_TRACE(::testing::Message() << "hd " << hd << " rot " << rot << " interleaved " << interleaved
@@ -228,6 +229,68 @@ TEST_F(CudaOpsTest, WriteKv) {
   meta.slot_mapping[0] = blocks * bs;  // out of range
   EXPECT_THROW(gpu_->write_kv(gpu_bf16(*gpu_, k, {t, kvh, hd}), gpu_bf16(*gpu_, v, {t, kvh, hd}), cache, meta),
                Error);
+}
+
+// The Sampler's greedy rule: first index of the maximum, NaNs skipped, 0 when
+// the row holds only NaNs.
+std::vector<int32_t> reference_argmax(const std::vector<float>& v, int64_t rows, int64_t vocab) {
+  std::vector<int32_t> out(static_cast<size_t>(rows), 0);
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t best = -1;
+    for (int64_t i = 0; i < vocab; ++i) {
+      const float x = v[r * vocab + i];
+      if (!std::isnan(x) && (best < 0 || x > v[r * vocab + best])) best = i;
+    }
+    out[r] = static_cast<int32_t>(std::max<int64_t>(best, 0));
+  }
+  return out;
+}
+
+TEST_F(CudaOpsTest, ArgmaxRows) {
+  const float inf = INFINITY, nan = NAN;
+  for (int64_t vocab : {1, 7, 9, 1000, 32000, 128256, 151936, 262144})
+    for (int64_t rows : {1, 5, 67}) {
+      SCOPED_TRACE(::testing::Message() << rows << " x " << vocab);
+      // Few distinct values (so maxima tie often), then planted ties, NaNs
+      // and infinities.
+      auto v = random_bf16_values(rows * vocab, static_cast<uint32_t>(vocab + rows), -8, 8);
+      for (float& x : v) x = std::round(x * 4) / 4;
+      std::mt19937 rng(static_cast<uint32_t>(vocab * 3 + rows));
+      for (int64_t r = 0; r < rows; ++r) {
+        float* row = v.data() + r * vocab;
+        const auto at = [&] { return static_cast<int64_t>(rng() % static_cast<uint32_t>(vocab)); };
+        switch (r % 8) {
+          case 0: row[at()] = 9.0f, row[at()] = 9.0f, row[at()] = 9.0f; break;  // ties of the max
+          case 1: row[at()] = nan, row[at()] = 20.0f, row[at()] = nan; break;
+          case 2: for (int64_t i = 0; i < vocab; ++i) row[i] = -inf; break;     // first index
+          case 3: for (int64_t i = 0; i < vocab; ++i) row[i] = nan; break;      // 0
+          case 4: for (int64_t i = 0; i < vocab; ++i) row[i] = i % 3 ? nan : -inf; break;
+          case 5: row[vocab - 1] = inf, row[at()] = inf; break;
+          case 6: for (int64_t i = 0; i < vocab; ++i) row[i] = (i % 2 ? -0.0f : 0.0f); break;
+          default: break;
+        }
+      }
+      const auto want = reference_argmax(v, rows, vocab);
+      std::vector<int32_t> got;
+      gpu_->argmax_rows(gpu_bf16(*gpu_, v, {rows, vocab}), got);
+      EXPECT_EQ(got, want) << "bf16";
+      gpu_->argmax_rows(gpu_f32(*gpu_, v, {rows, vocab}), got);
+      EXPECT_EQ(got, want) << "f32";
+      cpu_->argmax_rows(cpu_f32(v, {rows, vocab}), got);
+      EXPECT_EQ(got, want) << "cpu";
+    }
+  // A view whose rows start off 16-byte boundaries takes the scalar path.
+  const int64_t vocab = 13;
+  auto v = random_bf16_values(4 * vocab, 5, -3, 3);
+  v[1 * vocab + 4] = v[1 * vocab + 9] = 5.0f;
+  Tensor all = gpu_bf16(*gpu_, v, {4, vocab});
+  std::vector<int32_t> got;
+  gpu_->argmax_rows(all.slice_rows(1, 3), got);
+  const std::vector<float> tail(v.begin() + vocab, v.end());
+  EXPECT_EQ(got, reference_argmax(tail, 3, vocab));
+  EXPECT_EQ(got[0], 4);
+  Tensor i32 = gpu_->alloc(DType::I32, {2, 4});
+  EXPECT_THROW(gpu_->argmax_rows(i32, got), Error);
 }
 
 }  // namespace

@@ -38,8 +38,9 @@ class EngineTest : public ::testing::TestWithParam<std::string> {
 
   std::unique_ptr<Engine> make_engine(int32_t num_blocks, bool prefix_caching,
                                       int32_t block_size = 16, int32_t max_batched = 256,
-                                      int32_t max_seqs = 64) {
+                                      int32_t max_seqs = 64, bool greedy_fast_path = true) {
     EngineConfig c;
+    c.greedy_fast_path = greedy_fast_path;
     c.block_size = block_size;
     c.num_kv_blocks = num_blocks;
     c.enable_prefix_caching = prefix_caching;
@@ -179,6 +180,61 @@ TEST_P(EngineTest, NSiblingsShareThePromptAndMatchSeededSingles) {
   for (int k = 0; k < 3; ++k)
     EXPECT_EQ(many[10].sequences[size_t(k)].output_ids, res[0].sequences[size_t(k)].output_ids);
   EXPECT_EQ(engine->stats().kv.used_blocks, 0);
+}
+
+// Greedy rows taken from Backend::argmax_rows give exactly the Sampler's
+// tokens, alone and in batches that mix them with rows the Sampler must see
+// (logprobs, penalties, bias, min_tokens bans, seeded and unseeded draws, n > 1).
+TEST_P(EngineTest, GreedyFastPathMatchesSampler) {
+  auto reqs = workload(0.0f, false, 3);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    SamplingParams& p = reqs[i].params;
+    switch (i % 10) {
+      case 1: p.logprobs = 3; break;
+      case 2: p.repetition_penalty = 1.3f; break;
+      case 3: p.presence_penalty = 0.5f, p.frequency_penalty = 0.25f; break;
+      case 4: p.logit_bias = {{int32_t(i) % vocab_, 3.0f}, {7 % vocab_, -100.0f}}; break;
+      case 5: p.min_tokens = 3, p.stop_token_ids = {int32_t(i * 13) % vocab_}; break;
+      case 6: p.temperature = 0.8f, p.seed = 42 + i; break;
+      case 7: p.temperature = 0.7f, p.top_k = 20; break;  // engine-wide generator
+      case 8: p.n = 2; break;                            // greedy siblings
+      default: break;                                   // plain greedy
+    }
+  }
+  auto plain = workload(0.0f, false, 4);  // every row plain greedy
+  for (const auto* batch : {&reqs, &plain}) {
+    auto fast_engine = make_engine(512, true);
+    auto slow_engine = make_engine(512, true, 16, 256, 64, /*greedy_fast_path=*/false);
+    const auto fast = fast_engine->generate(*batch);
+    const auto slow = slow_engine->generate(*batch);
+    ASSERT_EQ(fast.size(), slow.size());
+    for (size_t i = 0; i < fast.size(); ++i) {
+      EXPECT_EQ(fast[i].error, EngineErrorKind::None) << fast[i].error_message;
+      ASSERT_EQ(fast[i].sequences.size(), slow[i].sequences.size());
+      for (size_t k = 0; k < fast[i].sequences.size(); ++k) {
+        const auto& a = fast[i].sequences[k];
+        const auto& b = slow[i].sequences[k];
+        EXPECT_EQ(a.output_ids, b.output_ids) << "request " << i << " seq " << k;
+        EXPECT_EQ(a.finish_reason, b.finish_reason) << "request " << i;
+        ASSERT_EQ(a.logprobs.size(), b.logprobs.size()) << "request " << i;
+        for (size_t t = 0; t < a.logprobs.size(); ++t) {
+          EXPECT_EQ(a.logprobs[t].token, b.logprobs[t].token);
+          EXPECT_EQ(a.logprobs[t].logprob, b.logprobs[t].logprob);
+        }
+      }
+    }
+    const EngineStats fs = fast_engine->stats(), ss = slow_engine->stats();
+    EXPECT_EQ(fs.generated_tokens, ss.generated_tokens);
+    EXPECT_GT(fs.argmax_tokens, 0u);
+    EXPECT_EQ(ss.argmax_tokens, 0u);
+    if (batch == &plain) {
+      EXPECT_EQ(fs.argmax_tokens, fs.generated_tokens);
+    }
+    std::printf("[%s] %llu of %llu tokens from argmax_rows\n", GetParam().c_str(),
+                (unsigned long long)fs.argmax_tokens, (unsigned long long)fs.generated_tokens);
+  }
+  // The plain greedy batch also matches the requests run alone (fast path on).
+  expect_same(run_alone(plain), make_engine(512, true)->generate(plain), "fast path, batched");
 }
 
 TEST_P(EngineTest, StopTokensAbortsDeadlinesAndRejections) {

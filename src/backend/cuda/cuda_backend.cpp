@@ -254,6 +254,26 @@ class CudaBackend final : public Backend {
     check_launch();
   }
 
+  void argmax_rows(const Tensor& logits, std::vector<int32_t>& out) override {
+    LOOM_CHECK(logits.device() == Device::Cuda, "argmax_rows logits must be on the GPU");
+    const DType t = logits.dtype();
+    LOOM_CHECK(t == DType::BF16 || t == DType::F32 || t == DType::F16,
+               "argmax_rows logits must be bf16, f16 or f32, got {}", dtype_name(t));
+    LOOM_CHECK(logits.ndim() >= 1 && logits.cols() > 0 && logits.cols() <= INT32_MAX,
+               "argmax_rows: logits {} must be [rows, vocab] with 0 < vocab < 2^31", shape_str(logits.shape()));
+    const int64_t rows = logits.rows();
+    LOOM_CHECK(rows < (int64_t{1} << 31), "argmax_rows: {} rows", rows);
+    out.assign(static_cast<size_t>(rows), 0);
+    if (rows == 0) return;
+    LOOM_CHECK(logits.defined(), "argmax_rows logits have no memory");
+    const size_t bytes = static_cast<size_t>(rows) * sizeof(int32_t);
+    auto* ids = static_cast<int32_t*>(argmax_ids_.ensure(bytes, stream_));
+    cuda::argmax_rows(t, logits.data(), rows, logits.cols(), ids, stream_);
+    check_launch();
+    LOOM_CUDA_CHECK(cudaMemcpyAsync(out.data(), ids, bytes, cudaMemcpyDeviceToHost, stream_));
+    LOOM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+
  private:
   void check_launch() { LOOM_CUDA_CHECK(cudaGetLastError()); }
 
@@ -329,7 +349,7 @@ class CudaBackend final : public Backend {
   std::unique_ptr<cuda::Gemm> gemm_;
   cuda::PinnedUploader uploader_;
   cuda::StepMetadataCache metadata_;
-  DeviceBuffer param_buf_[2], bias_buf_, gather_idx_, attn_partials_;
+  DeviceBuffer param_buf_[2], bias_buf_, gather_idx_, attn_partials_, argmax_ids_;
   std::vector<float> host_floats_;
 };
 
@@ -342,7 +362,8 @@ void CudaBackend::paged_attention(const Tensor& q, const KvLayerCache& cache, co
   const int64_t t = q.dim(0), heads = q.dim(1), hd = q.dim(2);
   const int64_t num_blocks = cache.k.dim(0), bs = cache.k.dim(1), kvh = cache.k.dim(2);
   LOOM_CHECK(cache.k.dim(3) == hd, "cache head_dim {} != q head_dim {}", cache.k.dim(3), hd);
-  LOOM_CHECK(hd == 64 || hd == 128 || hd == 256, "CUDA attention supports head_dim 64, 128, 256; got {}", hd);
+  LOOM_CHECK(cuda::paged_attention_supports_head_dim(hd),
+             "CUDA attention supports head_dim a multiple of 8 in [8, 256]; got {}", hd);
   LOOM_CHECK(kvh > 0 && heads % kvh == 0, "heads {} must be a multiple of kv heads {}", heads, kvh);
   LOOM_CHECK(out.numel() == q.numel() && out.dim(0) == t, "attention out {} must be like q {}",
              shape_str(out.shape()), shape_str(q.shape()));
