@@ -6,6 +6,7 @@
 // Usage: bench_cuda_ops [iterations]
 #include <cuda_runtime_api.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -133,6 +134,28 @@ void bench_small_ops(Backend& be, Timer& timer, cudaStream_t stream) {
   row("embedding", 4.0 * t * h, [&] { be.embedding(table, pt, 1.0f, out); });
 }
 
+// Greedy token choice per step, host wall time: argmax_rows on the device
+// (ids copied back) against the full logits copy + f32 conversion the host
+// sampler needs.
+void bench_sampling(Backend& be, int iters, cudaStream_t stream) {
+  std::printf("\n== greedy tokens of a step (vocab 128256, bf16 logits; host wall time) ==\n%6s %14s %18s\n",
+              "rows", "argmax_rows us", "copy_to_host_f32 us");
+  std::vector<int32_t> ids;
+  std::vector<float> host;
+  auto wall_us = [&](const std::function<void()>& fn) {
+    fn();
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < iters; ++i) fn();
+    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters;
+  };
+  for (int64_t rows : {1, 64, 256}) {
+    Tensor logits = filled(be, DType::BF16, {rows, 128256}, stream);
+    const double a = wall_us([&] { be.argmax_rows(logits, ids); });
+    const double c = wall_us([&] { copy_to_host_f32(be, logits, host); });
+    std::printf("%6lld %14.1f %18.1f\n", static_cast<long long>(rows), a, c);
+  }
+}
+
 }  // namespace
 }  // namespace loom
 
@@ -157,5 +180,6 @@ int main(int argc, char** argv) {
   bench_attention(*be, timer, stream, 4, 2048, 2048);  // prefill
   bench_attention(*be, timer, stream, 8, 1024, 256);   // chunked prefill over a cached prefix
   bench_small_ops(*be, timer, stream);
+  bench_sampling(*be, timer.iters, stream);
   return 0;
 }
