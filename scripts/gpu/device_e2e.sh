@@ -3,6 +3,7 @@
 # builds loom with CUDA, runs the CUDA tests, checks greedy tokens against HF
 # transformers on a small random Llama-3 model, then benchmarks an 8B-shaped
 # one. Results land in $OUT. Usage: scripts/gpu/device_e2e.sh [all|test|bench]
+# The Debian packages the GPU image lacks come in .cuda-deps (scripts/gpu/fetch_device_debs.sh).
 set -uo pipefail
 what=${1:-all}
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Downloads (here, with network) the Debian packages that the GPU machine's
-# image lacks for building loom's CUDA tests: fmt, spdlog, GoogleTest, PCRE2.
+# image lacks for building loom with CUDA: fmt, spdlog, GoogleTest, PCRE2, RE2,
+# Boost headers, nlohmann-json, CLI11.
 # They land in .cuda-deps/ (git-ignored through .git/info/exclude); carry that
-# folder to the device and run tests/cuda/device_build.sh there.
+# folder to the device and run scripts/gpu/device_e2e.sh there.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 mkdir -p .git/info .cuda-deps
