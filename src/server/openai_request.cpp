@@ -159,7 +159,7 @@ void parse_chat_prompt(const json& body, const ModelContext& model, const Reques
   const bool add_generation_prompt = get_bool(body, "add_generation_prompt", true);
   std::string text;
   try {
-    text = model.chat->render(normalize_messages(*m), add_generation_prompt, extra);
+    text = model.chat->render(*m, add_generation_prompt, extra);  // render() normalises
   } catch (const ApiError&) {
     throw;
   } catch (const std::exception& e) {
