@@ -48,6 +48,29 @@ struct AttentionParams {
   float logit_softcap = 0.0f;  // >0: logits = cap * tanh(logits / cap)
 };
 
+// One token's logit change before sampling (Backend::sample_rows), applied in
+// this order: repetition (x > 0 ? x / rep : x * rep; rep 1: none), x -= sub
+// (presence + frequency * count), x += add (logit_bias), then ban (x = -inf).
+struct LogitEdit {
+  int32_t token = 0;  // in [0, vocab); at most one edit per token per spec
+  float rep = 1.0f;
+  float sub = 0.0f;
+  float add = 0.0f;
+  bool ban = false;
+};
+
+// One draw of Backend::sample_rows.
+struct SampleSpec {
+  int32_t row = 0;            // logits row (several specs may share one: n > 1)
+  float temperature = 1.0f;   // > 0 (greedy rows use argmax_rows)
+  int32_t top_k = 0;          // <= 0: off
+  float top_p = 1.0f;         // >= 1: off
+  float min_p = 0.0f;         // <= 0: off
+  double uniform = 0.0;       // the draw, in [0, 1) (the host's Philox / engine generator)
+  int32_t edits_begin = 0;    // this spec's edits: edits[edits_begin, edits_end)
+  int32_t edits_end = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -107,6 +130,26 @@ class Backend {
   // (backend/argmax_rows.cpp); device backends reduce in place and copy back
   // only the ids.
   virtual void argmax_rows(const Tensor& logits, std::vector<int32_t>& out);
+
+  // Samples one token for each spec from its row of logits [rows, vocab] (f32,
+  // bf16 or f16) on the device, so that only token ids cross to the host.
+  // Returns false, doing nothing, when this backend has no device sampler (the
+  // caller then samples on the host: engine/sampler.h). Semantics per spec,
+  // in the Sampler's order: x = logits[row] in f32; the spec's edits
+  // (penalties, bias, bans; see LogitEdit); x /= temperature; NaN and -inf are
+  // never candidates; top-k keeps the k largest (ties by lowest id); top-p
+  // keeps, of those, the shortest prefix in descending order (ties by lowest
+  // id) whose probability mass (normalised over the top-k set) reaches top_p,
+  // at least one token; min-p keeps those with p >= min_p * p_max, at least
+  // one. The draw walks the kept tokens in increasing id order and returns the
+  // first whose cumulative mass exceeds uniform * total (masses summed in a
+  // fixed order, so a spec's token never depends on the batch). A row with no
+  // candidate gives token 0. Waits for the result like copy_to_host.
+  virtual bool sample_rows(const Tensor& logits, const std::vector<SampleSpec>& specs,
+                           const std::vector<LogitEdit>& edits, std::vector<int32_t>& out) {
+    (void)logits, (void)specs, (void)edits, (void)out;
+    return false;
+  }
 };
 
 // The CPU backend (backend/cpu), using `num_threads` threads (0: all cores).
