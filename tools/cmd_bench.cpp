@@ -56,6 +56,19 @@ nlohmann::json run_info(const RuntimeOptions& ro, const ModelRuntime& rt) {
           {"block_size", rt.engine->block_size()}};
 }
 
+// GPU memory (the process's device footprint: weights, KV pool, workspaces),
+// the KV pool's peak use in bytes, and how the engine chose tokens.
+void add_device_report(const ModelRuntime& rt, const EngineStats& stats, nlohmann::json& report) {
+  report["tokens_by_path"] = {{"argmax_on_device", stats.argmax_tokens},
+                              {"sampled_on_device", stats.device_sampled_tokens},
+                              {"generated", stats.generated_tokens}};
+  report["graphs"] = {{"replayed_steps", rt.transformer->graph_stats().replayed},
+                      {"recordings", rt.transformer->graph_stats().recorded},
+                      {"eager_steps", rt.transformer->graph_stats().eager}};
+  const int64_t used = device_memory_used(rt);
+  if (used > 0) report["gpu_memory_used_bytes"] = used;
+}
+
 // Decode tokens/s over the window where every request is decoding: from the
 // last first-token to the first request's end.
 double steady_decode_rate(const bench::RunResult& run) {
@@ -219,6 +232,11 @@ int bench_offline(int argc, char** argv) {
   app.add_option("--output-len", spec.output_len, "fixed: output tokens");
   app.add_option("--seed", spec.seed, "workload seed");
   app.add_option("--workload", workload_file, "read the workload from this JSONL instead");
+  float temperature = 0.0f, top_p = 1.0f;
+  int32_t top_k = 0;
+  app.add_option("--temperature", temperature, "sampling temperature (0: greedy)")->check(CLI::Range(0.0, 100.0));
+  app.add_option("--top-p", top_p, "nucleus sampling")->check(CLI::Range(0.0, 1.0));
+  app.add_option("--top-k", top_k, "top-k sampling (0: off)")->check(CLI::Range(0, 1 << 20));
   app.add_flag("--json", json, "print only the JSON line");
   CLI11_PARSE(app, argc, argv);
   return guarded("bench offline", [&] {
@@ -230,6 +248,10 @@ int bench_offline(int argc, char** argv) {
     for (auto& w : work) {
       input_tokens += static_cast<int64_t>(w.prompt_ids.size());
       reqs.push_back(fixed_request(std::move(w.prompt_ids), w.output_len));
+      reqs.back().params.temperature = temperature;
+      reqs.back().params.top_p = top_p;
+      reqs.back().params.top_k = top_k;
+      reqs.back().params.seed = static_cast<uint64_t>(reqs.size());
     }
     const size_t n = reqs.size();
     rt->engine->start();
@@ -254,6 +276,8 @@ int bench_offline(int argc, char** argv) {
     report["output_tokens_per_s"] = std::round(double(output_tokens) / run.duration_s * 10) / 10;
     report.update(bench::latency_report(run));
     report["peak_rss_mib"] = bench::peak_rss_bytes() >> 20;
+    if (temperature > 0) report["sampling"] = {{"temperature", temperature}, {"top_p", top_p}, {"top_k", top_k}};
+    add_device_report(*rt, a, report);
     report["kv"] = {{"peak_used_blocks", run.peak_used_blocks},
                     {"peak_usage", double(run.peak_used_blocks) / std::max(1, a.kv.num_blocks)},
                     {"peak_waste", run.peak_kv_waste},

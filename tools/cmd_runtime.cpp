@@ -34,6 +34,7 @@ void add_runtime_options(CLI::App& app, RuntimeOptions& o) {
   app.add_option("--max-model-len", o.max_model_len, "prompt + output tokens limit (0: the model's)")
       ->check(CLI::Range(0, 1 << 24));
   app.add_flag("--no-prefix-caching", o.no_prefix_caching, "disable automatic prefix caching");
+  app.add_flag("--enforce-eager", o.enforce_eager, "GPU: run decode steps op by op (no CUDA graphs)");
   app.add_option("--engine-seed", o.seed, "seed of the engine-wide generator (requests without a seed)");
 }
 
@@ -91,6 +92,7 @@ std::unique_ptr<ModelRuntime> build_runtime(const RuntimeOptions& o) {
   }
   rt->device_name = rt->backend->name();
   rt->transformer = std::make_unique<Transformer>(rt->model.config, *rt->model.weights, *rt->backend);
+  if (!o.enforce_eager) rt->transformer->enable_step_graphs(std::min(o.max_num_seqs, 512));
 
   EngineConfig ec;
   ec.block_size = o.block_size;
@@ -133,6 +135,18 @@ std::unique_ptr<ModelRuntime> build_runtime(const RuntimeOptions& o) {
   LOOM_LOG_INFO("loom: {} on {}, {} KV blocks of {} tokens", o.model, rt->device_name,
                 rt->engine->num_kv_blocks(), rt->engine->block_size());
   return rt;
+}
+
+int64_t device_memory_used(const ModelRuntime& rt) {
+#ifdef LOOM_HAVE_CUDA
+  if (rt.backend && rt.backend->device() == Device::Cuda) {
+    size_t free_b = 0, total_b = 0;
+    if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) return static_cast<int64_t>(total_b - free_b);
+  }
+#else
+  (void)rt;
+#endif
+  return 0;
 }
 
 }  // namespace loom::cli

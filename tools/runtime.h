@@ -30,6 +30,7 @@ struct RuntimeOptions {
   int32_t max_num_batched_tokens = 2048;
   int32_t max_model_len = 0;
   bool no_prefix_caching = false;
+  bool enforce_eager = false;            // GPU: no CUDA graphs for decode steps
   uint64_t seed = 0x10011;
 };
 
@@ -49,5 +50,8 @@ struct ModelRuntime {
 };
 
 std::unique_ptr<ModelRuntime> build_runtime(const RuntimeOptions& options);
+
+// Bytes of GPU memory in use on the runtime's GPU (0 on the CPU).
+int64_t device_memory_used(const ModelRuntime& rt);
 
 }  // namespace loom::cli

@@ -1,11 +1,18 @@
 #!/usr/bin/env bash
 # On the GPU machine (device tool), from the repo root with .cuda-deps carried:
-# builds loom with CUDA, runs the CUDA tests, checks greedy tokens against HF
-# transformers on a small random Llama-3 model, then benchmarks an 8B-shaped
-# one. Results land in $OUT. Usage: scripts/gpu/device_e2e.sh [all|test|bench]
-# The Debian packages the GPU image lacks come in .cuda-deps (scripts/gpu/fetch_device_debs.sh).
+# builds loom with CUDA, then runs the stages named in the arguments (default:
+# test bench). Results land in $OUT (few files: the device tool returns only a
+# handful). The Debian packages the GPU image lacks come in .cuda-deps
+# (scripts/gpu/fetch_device_debs.sh).
+#   test     CUDA unit tests, greedy tokens vs HF on a small random Llama-3
+#   latency  8B-shaped model: single-stream and batched decode, graphs on and off
+#   offline  8B: 1,000 ShareGPT-like requests at once, loom then HF's continuous
+#            batching on the first $HF_REQUESTS of the same workload
+#   fixed    8B: 512 requests of 1,000 prompt / 1,000 output tokens
+#   small    0.5B-shaped model: 128 in / 32 out at rising request counts (issue 5)
+# Env: OFFLINE_REQUESTS (1000), HF_REQUESTS (256).
 set -uo pipefail
-what=${1:-all}
+stages=${*:-test latency}
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 mkdir -p /tmp/loom-deps
 for f in .cuda-deps/*.deb; do dpkg -x "$f" /tmp/loom-deps; done
@@ -13,37 +20,89 @@ D=/tmp/loom-deps/usr
 export CMAKE_PREFIX_PATH=$D PKG_CONFIG_PATH=$D/lib/x86_64-linux-gnu/pkgconfig:$D/share/pkgconfig
 export PKG_CONFIG_SYSROOT_DIR=/tmp/loom-deps CPATH=$D/include LIBRARY_PATH=$D/lib/x86_64-linux-gnu
 export LD_LIBRARY_PATH=$D/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)"
 t0=$(date +%s)
+tests="test_cuda_model test_cuda_ops test_cuda_attention test_cuda_matmul"
+[ -f tests/cuda/test_cuda_sampling.cpp ] && tests="$tests test_cuda_sampling"
 cmake -S . -B build/gpu -DCMAKE_BUILD_TYPE=Release -DLOOM_CUDA=ON -DLOOM_CUDA_ARCHS=90a \
-  > "$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
-cmake --build build/gpu -j"$(nproc)" --target loom test_cuda_model test_cuda_ops test_cuda_attention \
-  test_cuda_matmul > "$OUT/build.log" 2>&1 || { grep -E "error" -A5 "$OUT/build.log" | head -60; exit 1; }
+  > /tmp/configure.log 2>&1 || { tail -30 /tmp/configure.log; exit 1; }
+cmake --build build/gpu -j"$(nproc)" --target loom $tests > /tmp/build.log 2>&1 ||
+  { grep -E "error" -A5 /tmp/build.log | head -60; exit 1; }
 echo "build: $(( $(date +%s) - t0 )) s"
 L=build/gpu/loom
-if [ "$what" != bench ]; then
-  for t in test_cuda_model test_cuda_ops test_cuda_attention test_cuda_matmul; do
-    timeout 300 build/gpu/tests/$t > "$OUT/$t.log" 2>&1; echo "$t rc=$? $(tail -1 "$OUT/$t.log")"
-  done
-  grep "worst" "$OUT/test_cuda_model.log" | sort -u | head -20
-  python3 scripts/gpu/make_random_model.py --shape small --out /tmp/small > /dev/null || exit 1
-  for s in 1 2 3; do
-    ids=$(python3 -c "import random; r=random.Random($s); print(','.join(str(r.randrange(300, 128000)) for _ in range(17*$s)))")
-    timeout 120 $L generate --device cuda --model /tmp/small --prompt-ids "$ids" --max-tokens 32 \
-      --temperature 0 --ignore-eos --json > /tmp/loom_small_$s.json 2> "$OUT/gen_small_$s.err" || cat "$OUT/gen_small_$s.err"
-  done
-  timeout 300 python3 scripts/gpu/hf_compare.py --model /tmp/small /tmp/loom_small_{1,2,3}.json
-fi
-if [ "$what" != test ]; then
-  t1=$(date +%s)
+$L env
+commit=$(cat .commit 2>/dev/null || echo unknown)
+meta() { python3 - "$@" <<'EOF'
+import json, sys, subprocess
+path, what = sys.argv[1], sys.argv[2]
+gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                     capture_output=True, text=True).stdout.strip()
+rows = [json.loads(l) for l in open(path) if l.strip().startswith("{")]
+print(json.dumps({"what": what, "machine": gpu, "commit": open(".commit").read().strip() if __import__("os").path.exists(".commit") else "unknown", "results": rows}))
+EOF
+}
+model8b() {
+  [ -d /tmp/llama8b ] && return
+  local t1=$(date +%s)
   python3 scripts/gpu/make_random_model.py --shape 8b --out /tmp/llama8b > /dev/null || exit 1
   echo "8b model written in $(( $(date +%s) - t1 )) s"
-  ids=$(python3 -c "import random; r=random.Random(7); print(','.join(str(r.randrange(300, 128000)) for _ in range(40)))")
-  timeout 200 $L generate --device cuda --model /tmp/llama8b --prompt-ids "$ids" --max-tokens 32 --temperature 0 \
-    --ignore-eos --json > /tmp/loom_8b.json 2> "$OUT/gen_8b.err" || tail -5 "$OUT/gen_8b.err"
-  timeout 240 python3 scripts/gpu/hf_compare.py --model /tmp/llama8b /tmp/loom_8b.json
-  timeout 240 $L bench latency --device cuda --model /tmp/llama8b --input-len 128 --output-len 128 \
-    --batch-sizes 1,64,256 --max-num-seqs 256 --json | tee "$OUT/bench_latency_8b.json"
-  timeout 300 $L bench offline --device cuda --model /tmp/llama8b --dataset sharegpt --num-requests 1000 \
-    --max-num-seqs 256 --max-num-batched-tokens 8192 --json | tee "$OUT/bench_offline_8b.json"
-fi
+}
+
+for stage in $stages; do
+  echo "=== $stage"
+  case $stage in
+  test)
+    for t in $tests; do
+      timeout 300 build/gpu/tests/$t > /tmp/$t.log 2>&1; echo "$t rc=$? $(tail -1 /tmp/$t.log)"
+      grep -E "FAILED|Failure|Expected|Which is|worst|recorded vs|us per|ms per|tok/s" /tmp/$t.log | sort -u | head -40
+    done
+    python3 scripts/gpu/make_random_model.py --shape small --out /tmp/small > /dev/null || exit 1
+    for s in 1 2 3; do
+      ids=$(python3 -c "import random; r=random.Random($s); print(','.join(str(r.randrange(300, 128000)) for _ in range(17*$s)))")
+      timeout 120 $L generate --device cuda --model /tmp/small --prompt-ids "$ids" --max-tokens 32 \
+        --temperature 0 --ignore-eos --json > /tmp/loom_small_$s.json 2> /tmp/gen_small_$s.err || tail -5 /tmp/gen_small_$s.err
+    done
+    timeout 300 python3 scripts/gpu/hf_compare.py --model /tmp/small /tmp/loom_small_{1,2,3}.json | tail -4
+    ;;
+  latency)
+    model8b
+    timeout 240 $L bench latency --device cuda --model /tmp/llama8b --input-len 128 --output-len 128 \
+      --batch-sizes 1,64,256 --max-num-seqs 256 --json > /tmp/lat.jsonl 2> /tmp/lat.err || tail -5 /tmp/lat.err
+    timeout 120 $L bench latency --device cuda --model /tmp/llama8b --input-len 128 --output-len 64 \
+      --batch-sizes 1 --max-num-seqs 256 --enforce-eager --json > /tmp/lat_eager.jsonl 2> /tmp/lat_eager.err || tail -5 /tmp/lat_eager.err
+    cat /tmp/lat.jsonl /tmp/lat_eager.jsonl | cut -c1-1500
+    cat /tmp/lat.jsonl /tmp/lat_eager.jsonl > /tmp/lat_all.jsonl
+    meta /tmp/lat_all.jsonl "bench latency, Llama-3-8B shape, bf16 random weights (second row: --enforce-eager)" > "$OUT/bench_latency_8b.json"
+    ;;
+  offline)
+    model8b
+    n=${OFFLINE_REQUESTS:-1000}
+    $L bench workload --model /tmp/llama8b --dataset sharegpt --num-requests "$n" --seed 0 --output /tmp/w.jsonl
+    timeout 400 $L bench offline --device cuda --model /tmp/llama8b --workload /tmp/w.jsonl \
+      --max-num-seqs 256 --max-num-batched-tokens 8192 --json > /tmp/off.jsonl 2> /tmp/off.err || tail -5 /tmp/off.err
+    head -"${HF_REQUESTS:-256}" /tmp/w.jsonl > /tmp/w_hf.jsonl
+    timeout 400 $L bench offline --device cuda --model /tmp/llama8b --workload /tmp/w_hf.jsonl \
+      --max-num-seqs 256 --max-num-batched-tokens 8192 --json >> /tmp/off.jsonl 2>> /tmp/off.err || tail -5 /tmp/off.err
+    timeout 500 python3 bench/peers/hf_continuous_batching.py --model /tmp/llama8b --workload /tmp/w_hf.jsonl \
+      >> /tmp/off.jsonl 2> /tmp/hf.err || tail -20 /tmp/hf.err
+    grep -v "^|" /tmp/off.jsonl | cut -c1-1500; grep "^|" /tmp/off.jsonl
+    meta /tmp/off.jsonl "bench offline: loom on $n ShareGPT-like requests, loom and HF continuous batching on the first ${HF_REQUESTS:-256}" > "$OUT/bench_offline_8b.json"
+    ;;
+  fixed)
+    model8b
+    timeout 500 $L bench offline --device cuda --model /tmp/llama8b --dataset fixed --input-len 1000 --output-len 1000 \
+      --num-requests 512 --max-num-seqs 256 --max-num-batched-tokens 8192 --json > /tmp/fixed.jsonl 2> /tmp/fixed.err || tail -5 /tmp/fixed.err
+    cut -c1-1500 /tmp/fixed.jsonl
+    meta /tmp/fixed.jsonl "bench offline: 512 requests, 1000 in / 1000 out, Llama-3-8B shape bf16" > "$OUT/bench_fixed_8b.json"
+    ;;
+  small)
+    python3 scripts/gpu/make_random_model.py --shape 0.5b --out /tmp/qwen05 > /dev/null || exit 1
+    timeout 300 $L bench offline --device cuda --model /tmp/qwen05 --dataset fixed --input-len 128 --output-len 32 \
+      --num-requests 4000 --max-num-seqs 512 --max-num-batched-tokens 16384 --json > /tmp/small.jsonl 2> /tmp/small.err || tail -5 /tmp/small.err
+    cut -c1-1500 /tmp/small.jsonl
+    meta /tmp/small.jsonl "bench offline: 0.5B shape, 128 in / 32 out" > "$OUT/bench_small.json"
+    ;;
+  esac
+done
+echo "total: $(( $(date +%s) - t0 )) s"

@@ -22,6 +22,8 @@ void check_attention_metadata(const AttentionMetadata& meta, int64_t num_tokens,
     const int64_t ctx = meta.context_lens[s];
     LOOM_CHECK(n_new >= 0 && ctx >= n_new, "sequence {}: {} new tokens but context length {}", s, n_new,
                ctx);
+    LOOM_CHECK(meta.max_context_bound <= 0 || ctx <= meta.max_context_bound,
+               "sequence {}: context length {} exceeds the step's bound {}", s, ctx, meta.max_context_bound);
     const int64_t blocks = (ctx + block_size - 1) / block_size;
     LOOM_CHECK(blocks <= meta.max_blocks_per_seq, "sequence {}: context {} needs {} blocks > {}", s, ctx,
                blocks, meta.max_blocks_per_seq);

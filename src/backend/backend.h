@@ -28,6 +28,12 @@ struct AttentionMetadata {
   std::vector<int32_t> block_tables;  // [num_seqs * max_blocks_per_seq] physical block ids
   int32_t max_blocks_per_seq = 0;
   std::vector<int64_t> slot_mapping;  // [num_tokens]: block * block_size + offset for each new token
+                                      // (negative: padding, not written)
+  // > 0: kernels size their work for contexts up to this many keys instead of
+  // this step's longest context, so the launch shapes depend only on the
+  // bound (a recorded step replayed with other contexts). Every context must
+  // be <= it.
+  int32_t max_context_bound = 0;
 };
 
 // Throws loom::Error unless meta describes num_tokens tokens whose sequences'
@@ -71,6 +77,13 @@ struct SampleSpec {
   int32_t edits_end = 0;
 };
 
+// A step's ops recorded once by a backend (Backend::end_capture) and replayed
+// many times with new inputs written to the same device memory.
+class StepGraph {
+ public:
+  virtual ~StepGraph() = default;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -87,6 +100,30 @@ class Backend {
   virtual void copy_from_host(Tensor& dst, const void* src, size_t bytes) = 0;
   virtual void copy_to_host(void* dst, const Tensor& src, size_t bytes) = 0;
   virtual void synchronize() {}
+  // dst = src, same dtype and size, both on this device (e.g. KV blocks).
+  virtual void copy(Tensor& dst, const Tensor& src);
+
+  // --- step preparation and recorded steps ---
+  // Called once per forward step before any op that reads `meta`: device
+  // backends upload it (and check it against a cache of num_blocks blocks of
+  // block_size slots) here, so later ops of the step given the same `meta`
+  // object reuse that upload.
+  virtual void prepare_attention(const AttentionMetadata& meta, int64_t num_tokens, int64_t block_size,
+                                 int64_t num_blocks) {
+    (void)meta, (void)num_tokens, (void)block_size, (void)num_blocks;
+  }
+  // Whether begin_capture/end_capture/replay work (CUDA graphs).
+  virtual bool supports_capture() const { return false; }
+  // Ops queued between begin_capture() and end_capture() are recorded, not
+  // run. They must not copy from the host, allocate or wait: inputs are
+  // written (copy_from_host, prepare_attention) before replay() instead.
+  // abort_capture() ends a capture that failed, discarding it.
+  virtual void begin_capture();
+  virtual std::unique_ptr<StepGraph> end_capture();
+  virtual void abort_capture() {}
+  // Runs a recorded step. False, running nothing, when device memory the
+  // recording used has since been reallocated: record it again.
+  virtual bool replay(StepGraph& graph);
 
   // --- ops (outputs are preallocated by the caller; shapes are checked) ---
   // out[T, H] = table[ids[t], :] * scale. ids: i32 [T] on this device.
@@ -133,8 +170,8 @@ class Backend {
 
   // Samples one token for each spec from its row of logits [rows, vocab] (f32,
   // bf16 or f16) on the device, so that only token ids cross to the host.
-  // Returns false, doing nothing, when this backend has no device sampler (the
-  // caller then samples on the host: engine/sampler.h). Semantics per spec,
+  // Returns false, doing nothing, when this backend has no device sampler
+  // (has_device_sampler(); callers then sample on the host: engine/sampler.h). Semantics per spec,
   // in the Sampler's order: x = logits[row] in f32; the spec's edits
   // (penalties, bias, bans; see LogitEdit); x /= temperature; NaN and -inf are
   // never candidates; top-k keeps the k largest (ties by lowest id); top-p
@@ -145,6 +182,7 @@ class Backend {
   // first whose cumulative mass exceeds uniform * total (masses summed in a
   // fixed order, so a spec's token never depends on the batch). A row with no
   // candidate gives token 0. Waits for the result like copy_to_host.
+  virtual bool has_device_sampler() const { return false; }
   virtual bool sample_rows(const Tensor& logits, const std::vector<SampleSpec>& specs,
                            const std::vector<LogitEdit>& edits, std::vector<int32_t>& out) {
     (void)logits, (void)specs, (void)edits, (void)out;

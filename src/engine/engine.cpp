@@ -228,19 +228,11 @@ bool Engine::run_step() {
 void Engine::apply_copies(const std::vector<BlockCopy>& copies) {
   if (copies.empty()) return;
   Backend& be = model_.backend();
-  std::vector<uint8_t> buf;
   for (KvLayerCache& layer : cache_.layers) {
     for (Tensor* t : {&layer.k, &layer.v}) {
-      const size_t bytes = size_t(t->nbytes() / t->dim(0));
-      buf.resize(bytes);
       for (const BlockCopy& c : copies) {
         Tensor dst = t->slice_rows(c.dst, 1);
-        if (t->device() == Device::Cpu) {
-          std::memcpy(dst.data(), t->slice_rows(c.src, 1).data(), bytes);
-        } else {
-          be.copy_to_host(buf.data(), t->slice_rows(c.src, 1), bytes);
-          be.copy_from_host(dst, buf.data(), bytes);
-        }
+        be.copy(dst, t->slice_rows(c.src, 1));
       }
     }
   }
@@ -259,33 +251,65 @@ bool plain_greedy(const SamplingParams& p, bool banned_now) {
 
 Engine::SampledLogits Engine::fetch_logits(const StepPlan& plan, const Tensor& logits) {
   SampledLogits out;
-  std::vector<int32_t> slow;  // logits rows the Sampler needs on the host
+  Backend& be = model_.backend();
+  const int64_t vocab = logits.dim(1);
+  std::vector<int32_t> slow;    // logits rows the Sampler needs on the host
+  std::vector<int32_t> device;  // rows drawn on the device
+  sample_specs_.clear();
+  logit_edits_.clear();
+  const bool device_sampling = config_.device_sampling && be.has_device_sampler();
   for (const auto& e : plan.seqs) {
     if (!e.sample) continue;
     const int32_t r = int32_t(out.host_row.size());
     const Sequence& s = scheduler_->get(e.seq);
-    const SeqState& st = *seqs_.at(e.seq);
+    SeqState& st = *seqs_.at(e.seq);
     const SamplingParams& p = st.request->request.params;
     const bool banned = s.num_output_tokens() < p.min_tokens && !st.output.min_tokens_bans().empty();
-    if (config_.greedy_fast_path && plain_greedy(p, banned)) {
-      out.host_row.push_back(-1);
-    } else {
-      out.host_row.push_back(int32_t(slow.size()));
-      slow.push_back(r);
+    out.host_row.push_back(-1);
+    out.device_first.push_back(-1);
+    if (config_.greedy_fast_path && plain_greedy(p, banned)) continue;
+    if (device_sampling && !p.greedy() && !p.logprobs) {
+      // One draw per sibling (n > 1 forks sample their first token here).
+      std::span<const int32_t> all(s.tokens);
+      SampleContext ctx{&p, all.first(size_t(s.prompt_len)), all.subspan(size_t(s.prompt_len)), s.index,
+                        banned ? st.output.min_tokens_bans() : std::span<const int32_t>()};
+      out.device_first[size_t(r)] = int32_t(sample_specs_.size());
+      const int32_t edits_begin = int32_t(logit_edits_.size());
+      Sampler::logit_edits(ctx, int32_t(vocab), logit_edits_);
+      for (int32_t i = 0; i <= s.pending_forks; ++i) {
+        ctx.seq_index = s.index + i;
+        SampleSpec spec;
+        spec.row = r;
+        spec.temperature = p.temperature;
+        spec.top_k = p.top_k;
+        spec.top_p = p.top_p;
+        spec.min_p = p.min_p;
+        spec.uniform = sampler_.draw_uniform(ctx);
+        spec.edits_begin = edits_begin;
+        spec.edits_end = int32_t(logit_edits_.size());
+        sample_specs_.push_back(spec);
+      }
+      device.push_back(r);
+      continue;
     }
+    out.host_row[size_t(r)] = int32_t(slow.size());
+    slow.push_back(r);
   }
-  Backend& be = model_.backend();
   const size_t rows = out.host_row.size();
   LOOM_CHECK(rows == 0 || int64_t(rows) == logits.dim(0), "{} logits rows for {} sampled sequences",
              logits.dim(0), rows);
-  if (slow.size() < rows) be.argmax_rows(logits, out.argmax);
+  if (!sample_specs_.empty())
+    LOOM_CHECK(be.sample_rows(logits, sample_specs_, logit_edits_, out.device_tokens) &&
+                   out.device_tokens.size() == sample_specs_.size(),
+               "the backend's device sampler failed");
+  if (slow.size() + device.size() < rows) be.argmax_rows(logits, out.argmax);
   if (slow.empty()) return out;
   if (slow.size() == rows) {
     copy_to_host_f32(be, logits, logits_host_);  // every row (bf16 on GPU)
     return out;
   }
   // Only the rows the Sampler needs: gathered on the device, then copied.
-  const int64_t n = int64_t(slow.size()), vocab = logits.dim(1);
+  const int64_t n = int64_t(slow.size());
   if (sample_logits_.data() == nullptr || sample_logits_.dtype() != logits.dtype() ||
       sample_logits_.cols() != vocab || sample_logits_.rows() < n)
     sample_logits_ =
@@ -340,7 +364,14 @@ void Engine::execute(const StepPlan& plan) {
     const SamplingParams& p = st.request->request.params;
     const int32_t n = 1 + s.pending_forks;  // n > 1: siblings sample their first token here
     std::vector<SampleResult> samples;
-    if (sampled.host_row[r] < 0) {
+    if (sampled.device_first[r] >= 0) {
+      for (int32_t i = 0; i < n; ++i) {
+        SampleResult d;
+        d.token = sampled.device_tokens[size_t(sampled.device_first[r] + i)];
+        samples.push_back(d);
+      }
+      counters_.device_sampled_tokens += uint64_t(n);
+    } else if (sampled.host_row[r] < 0) {
       // Plain greedy: every sibling gets the argmax.
       SampleResult g;
       g.token = sampled.argmax[r];

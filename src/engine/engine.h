@@ -42,6 +42,9 @@ struct EngineConfig {
   // other rows' logits are copied to the host. Off: every row is copied and
   // sampled on the host (same tokens; for tests and comparisons).
   bool greedy_fast_path = true;
+  // Rows that sample (not greedy, no logprobs) draw on the device through
+  // Backend::sample_rows when the backend has it; off: on the host.
+  bool device_sampling = true;
 };
 
 enum class EngineErrorKind : uint8_t { None, QueueFull, TooLong, Invalid, Internal, Shutdown };
@@ -98,6 +101,7 @@ struct EngineStats {
   uint64_t prompt_tokens_computed = 0;
   uint64_t generated_tokens = 0;
   uint64_t argmax_tokens = 0;     // of generated_tokens: taken from Backend::argmax_rows
+  uint64_t device_sampled_tokens = 0;  // of generated_tokens: drawn by Backend::sample_rows
   uint64_t cached_prompt_tokens = 0;
   uint64_t preemptions = 0;
   uint64_t finished_requests = 0;
@@ -149,11 +153,15 @@ class Engine {
   void loop();
   void drain_inbox();
   void admit(RequestId id, Request request, StreamCallback callback);
-  // Per sampled row of a step (plan order): argmax[r] when host_row[r] < 0,
-  // else the row's index in logits_host_ (the Sampler's input).
+  // Per sampled row of a step (plan order), where its tokens come from:
+  // host_row[r] >= 0: the Sampler on row host_row[r] of logits_host_;
+  // device_first[r] >= 0: device_tokens[device_first[r] + i] for draw i;
+  // otherwise argmax[r].
   struct SampledLogits {
     std::vector<int32_t> argmax;
     std::vector<int32_t> host_row;
+    std::vector<int32_t> device_first;
+    std::vector<int32_t> device_tokens;
   };
   SampledLogits fetch_logits(const StepPlan& plan, const Tensor& logits);
   void execute(const StepPlan& plan);
@@ -178,6 +186,8 @@ class Engine {
   EngineStats counters_;  // engine thread
   std::vector<float> logits_host_;
   Tensor sample_logits_;  // device rows gathered for the host sampler (grown on demand)
+  std::vector<SampleSpec> sample_specs_;
+  std::vector<LogitEdit> logit_edits_;
 
   // Shared with other threads.
   std::atomic<RequestId> next_request_id_{1};

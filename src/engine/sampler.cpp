@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <unordered_map>
 
 #include "core/error.h"
 
@@ -45,6 +46,42 @@ double philox_uniform(uint64_t seed, uint32_t seq_index, uint64_t step, uint32_t
 }
 
 Sampler::Sampler(uint64_t engine_seed) : engine_rng_(engine_seed) {}
+
+double Sampler::draw_uniform(const SampleContext& ctx) {
+  const SamplingParams& p = *ctx.params;
+  return p.seed ? philox_uniform(*p.seed, uint32_t(ctx.seq_index), uint64_t(ctx.output.size()))
+                : std::generate_canonical<double, 53>(engine_rng_);
+}
+
+void Sampler::logit_edits(const SampleContext& ctx, int32_t vocab, std::vector<LogitEdit>& out) {
+  const SamplingParams& p = *ctx.params;
+  std::unordered_map<int32_t, size_t> at;  // token -> index in out
+  auto edit = [&](int32_t t) -> LogitEdit* {
+    if (t < 0 || t >= vocab) return nullptr;
+    auto [it, fresh] = at.emplace(t, out.size());
+    if (fresh) {
+      out.emplace_back();
+      out.back().token = t;
+    }
+    return &out[it->second];
+  };
+  if (p.repetition_penalty != 1.0f) {
+    for (int32_t t : ctx.prompt)
+      if (LogitEdit* e = edit(t)) e->rep = p.repetition_penalty;
+    for (int32_t t : ctx.output)
+      if (LogitEdit* e = edit(t)) e->rep = p.repetition_penalty;
+  }
+  if (p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f) {
+    std::unordered_map<int32_t, int32_t> counts;
+    for (int32_t t : ctx.output)
+      if (t >= 0 && t < vocab) ++counts[t];
+    for (const auto& [t, c] : counts) edit(t)->sub = p.frequency_penalty * float(c) + p.presence_penalty;
+  }
+  for (const auto& [t, bias] : p.logit_bias)
+    if (LogitEdit* e = edit(t)) e->add = bias;
+  for (int32_t t : ctx.banned)
+    if (LogitEdit* e = edit(t)) e->ban = true;
+}
 
 SampleResult Sampler::sample(std::span<const float> logits, const SampleContext& ctx) {
   LOOM_CHECK(ctx.params != nullptr, "sampling without parameters");
@@ -159,9 +196,7 @@ SampleResult Sampler::sample(std::span<const float> logits, const SampleContext&
       }
       double total = 0.0;
       for (size_t i = 0; i < keep; ++i) total += std::exp(double(work_[order_[i]] * inv_t - mx));
-      const double u = p.seed ? philox_uniform(*p.seed, uint32_t(ctx.seq_index),
-                                               uint64_t(ctx.output.size()))
-                              : std::generate_canonical<double, 53>(engine_rng_);
+      const double u = draw_uniform(ctx);
       const double target = u * total;
       double cum = 0.0;
       chosen = order_[keep - 1];

@@ -15,6 +15,7 @@
 #include <span>
 #include <vector>
 
+#include "backend/backend.h"
 #include "engine/sampling_params.h"
 
 namespace loom {
@@ -48,6 +49,13 @@ class Sampler {
 
   // logits: the sequence's row, [vocab] f32 (not modified).
   SampleResult sample(std::span<const float> logits, const SampleContext& ctx);
+
+  // The uniform sample() would draw for ctx (consuming the engine-wide
+  // generator when the request has no seed): for device sampling.
+  double draw_uniform(const SampleContext& ctx);
+  // ctx's penalties, logit_bias and bans as one edit per token (the order
+  // sample() applies them), appended to `out`.
+  static void logit_edits(const SampleContext& ctx, int32_t vocab, std::vector<LogitEdit>& out);
 
  private:
   std::mt19937_64 engine_rng_;

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 
 #include "core/checked_math.h"
 #include "core/error.h"
@@ -50,7 +51,48 @@ struct Transformer::Buffers {
   } view;
 };
 
+// Recorded decode steps, by (padded batch, padded block-table width), and the
+// padded step they were recorded with (reused to avoid allocations).
+struct Transformer::Graphs {
+  struct Entry {
+    bool warmed = false;  // ran once eagerly at this shape (sizes every buffer)
+    std::unique_ptr<StepGraph> graph;
+  };
+  std::map<std::pair<int32_t, int32_t>, Entry> entries;
+  StepInput padded;
+  int64_t buffer_capacity = 0;  // Buffers::capacity the recordings point into
+  int64_t logit_capacity = 0;
+  std::vector<const void*> cache_memory;  // the KV cache the recordings use (every layer's K and V)
+  std::vector<const void*> padded_cache_memory;  // scratch for comparing
+};
+
 namespace {
+
+// Batch buckets of recorded decode steps: 1, 2, 4, 8, then multiples of 8 to
+// 256, then of 32.
+int32_t batch_bucket(int32_t n) {
+  if (n <= 8) {
+    int32_t b = 1;
+    while (b < n) b *= 2;
+    return b;
+  }
+  const int32_t step = n <= 256 ? 8 : 32;
+  return (n + step - 1) / step * step;
+}
+
+// Block-table widths: powers of two, at least 4.
+int32_t width_bucket(int32_t n) {
+  int32_t w = 4;
+  while (w < n) w *= 2;
+  return w;
+}
+
+bool is_identity(const std::vector<int32_t>& rows, size_t n) {
+  if (rows.size() != n) return false;
+  for (size_t i = 0; i < n; ++i)
+    if (rows[i] != static_cast<int32_t>(i)) return false;
+  return true;
+}
 
 // A 1-D weight (norm or bias) as f32 host memory: the ops take f32 vectors.
 Tensor vector_as_f32(const Tensor& t, const std::string& name) {
@@ -80,7 +122,10 @@ Tensor upload_f32(Backend& backend, const std::vector<float>& values) {
 }  // namespace
 
 Transformer::Transformer(ModelConfig config, const WeightSource& weights, Backend& backend)
-    : config_(std::move(config)), backend_(backend), buffers_(std::make_unique<Buffers>()) {
+    : config_(std::move(config)),
+      backend_(backend),
+      buffers_(std::make_unique<Buffers>()),
+      graphs_(std::make_unique<Graphs>()) {
   config_.validate();
   const ModelConfig& c = config_;
   const int64_t hidden = c.hidden_size;
@@ -272,19 +317,121 @@ void Transformer::ensure_buffers(int64_t tokens, int64_t logit_rows) {
   v.logits = b.logits.slice_rows(0, logit_rows);
 }
 
+void Transformer::enable_step_graphs(int32_t max_batch) {
+  graph_max_batch_ = backend_.supports_capture() ? std::max(0, max_batch) : 0;
+  graphs_->entries.clear();
+}
+
 Tensor Transformer::forward(const StepInput& step, KvCache& cache) {
   check_step(step, cache);
-  const ModelConfig& c = config_;
+  if (graph_max_batch_ > 0)
+    if (std::optional<Tensor> logits = forward_recorded(step, cache)) return *logits;
+  ensure_buffers(static_cast<int64_t>(step.tokens.size()), static_cast<int64_t>(step.logit_rows.size()));
+  upload_inputs(step, cache);
+  run_ops(step, cache);
+  graph_stats_.eager++;
+  return buffers_->view.logits;
+}
+
+void Transformer::upload_inputs(const StepInput& step, const KvCache& cache) {
   const auto T = static_cast<int64_t>(step.tokens.size());
-  ensure_buffers(T, static_cast<int64_t>(step.logit_rows.size()));
+  Buffers::Views& v = buffers_->view;
+  backend_.copy_from_host(v.ids, step.tokens.data(), static_cast<size_t>(T) * sizeof(int32_t));
+  backend_.copy_from_host(v.positions, step.positions.data(), static_cast<size_t>(T) * sizeof(int32_t));
+  backend_.prepare_attention(step.attn, T, cache.block_size, cache.num_blocks);
+}
+
+std::optional<Tensor> Transformer::forward_recorded(const StepInput& step, KvCache& cache) {
+  const AttentionMetadata& m = step.attn;
+  const auto T = static_cast<int32_t>(step.tokens.size());
+  if (T > graph_max_batch_ || m.num_seqs != T || !is_identity(step.logit_rows, size_t(T))) return std::nullopt;
+  for (int32_t s = 0; s < T; ++s)
+    if (m.query_start[size_t(s) + 1] != s + 1) return std::nullopt;
+  int32_t max_blocks = 1;
+  for (int32_t s = 0; s < T; ++s)
+    max_blocks = std::max<int32_t>(
+        max_blocks, static_cast<int32_t>((m.context_lens[size_t(s)] + cache.block_size - 1) / cache.block_size));
+  if (max_blocks > m.max_blocks_per_seq || m.block_tables.size() < size_t(T) * size_t(m.max_blocks_per_seq))
+    return std::nullopt;  // malformed: the eager path reports it
+  const int32_t B = batch_bucket(T);
+  const int32_t W = width_bucket(max_blocks);
+  if (B > graph_max_batch_ && B != T) return std::nullopt;
+  if (static_cast<int64_t>(W) * cache.block_size > INT32_MAX) return std::nullopt;
+
+  // The padded step: rows past T decode token 0 at position 0 with a context
+  // of one key (block 0), and write nothing (slot -1).
+  StepInput& p = graphs_->padded;
+  p.tokens.assign(step.tokens.begin(), step.tokens.end());
+  p.tokens.resize(size_t(B), 0);
+  p.positions.assign(step.positions.begin(), step.positions.end());
+  p.positions.resize(size_t(B), 0);
+  p.logit_rows.resize(size_t(B));
+  for (int32_t r = 0; r < B; ++r) p.logit_rows[size_t(r)] = r;
+  AttentionMetadata& pm = p.attn;
+  pm.num_seqs = B;
+  pm.query_start.resize(size_t(B) + 1);
+  for (int32_t r = 0; r <= B; ++r) pm.query_start[size_t(r)] = r;
+  pm.context_lens.assign(m.context_lens.begin(), m.context_lens.end());
+  pm.context_lens.resize(size_t(B), 1);
+  pm.max_blocks_per_seq = W;
+  pm.max_context_bound = static_cast<int32_t>(static_cast<int64_t>(W) * cache.block_size);
+  pm.block_tables.assign(size_t(B) * size_t(W), 0);
+  for (int32_t s = 0; s < T; ++s) {
+    const int32_t need = static_cast<int32_t>((m.context_lens[size_t(s)] + cache.block_size - 1) / cache.block_size);
+    std::copy_n(m.block_tables.begin() + static_cast<ptrdiff_t>(size_t(s) * size_t(m.max_blocks_per_seq)), need,
+                pm.block_tables.begin() + static_cast<ptrdiff_t>(size_t(s) * size_t(W)));
+  }
+  pm.slot_mapping.assign(m.slot_mapping.begin(), m.slot_mapping.end());
+  pm.slot_mapping.resize(size_t(B), -1);
+
+  ensure_buffers(B, B);
+  Graphs& g = *graphs_;
+  std::vector<const void*>& cache_memory = g.padded_cache_memory;
+  cache_memory.clear();
+  for (const KvLayerCache& l : cache.layers) {
+    cache_memory.push_back(l.k.data());
+    cache_memory.push_back(l.v.data());
+  }
+  if (g.buffer_capacity != buffers_->capacity || g.logit_capacity != buffers_->logit_capacity ||
+      g.cache_memory != cache_memory) {
+    g.entries.clear();  // the recordings point at other activation buffers or another cache
+    g.buffer_capacity = buffers_->capacity;
+    g.logit_capacity = buffers_->logit_capacity;
+    g.cache_memory.swap(cache_memory);
+  }
+  upload_inputs(p, cache);
+  Graphs::Entry& e = g.entries[{B, W}];
+  if (!e.warmed) {
+    run_ops(p, cache);  // sizes the backend's workspaces for this shape
+    e.warmed = true;
+    graph_stats_.eager++;
+  } else {
+    if (!e.graph || !backend_.replay(*e.graph)) {
+      e.graph.reset();
+      backend_.begin_capture();
+      try {
+        run_ops(p, cache);
+      } catch (...) {
+        backend_.abort_capture();
+        throw;
+      }
+      e.graph = backend_.end_capture();
+      graph_stats_.recorded++;
+      LOOM_CHECK(backend_.replay(*e.graph), "a step recorded just now cannot be replayed");
+    }
+    graph_stats_.replayed++;
+  }
+  return buffers_->view.logits.slice_rows(0, T);
+}
+
+void Transformer::run_ops(const StepInput& step, KvCache& cache) {
+  const ModelConfig& c = config_;
   Buffers::Views& v = buffers_->view;
   Backend& be = backend_;
   const AttentionMetadata& meta = step.attn;
   const GatedActivation act = c.activation == Activation::GeluTanh ? GatedActivation::GeluTanh
                                                                     : GatedActivation::Silu;
 
-  be.copy_from_host(v.ids, step.tokens.data(), static_cast<size_t>(T) * sizeof(int32_t));
-  be.copy_from_host(v.positions, step.positions.data(), static_cast<size_t>(T) * sizeof(int32_t));
   be.embedding(token_embd_, v.ids, c.embedding_scale, v.x);
   be.rms_norm(v.x, layers_[0].attn_norm, eps_, norm_offset_, v.h);
 
@@ -332,11 +479,14 @@ Tensor Transformer::forward(const StepInput& step, KvCache& cache) {
   }
 
   // Only the rows that need logits go through the final norm and lm_head.
-  be.gather_rows(v.x, step.logit_rows, v.last_hidden);
-  be.rms_norm(v.last_hidden, output_norm_, eps_, norm_offset_, v.last_normed);
+  if (is_identity(step.logit_rows, step.tokens.size())) {
+    be.rms_norm(v.x, output_norm_, eps_, norm_offset_, v.last_normed);
+  } else {
+    be.gather_rows(v.x, step.logit_rows, v.last_hidden);
+    be.rms_norm(v.last_hidden, output_norm_, eps_, norm_offset_, v.last_normed);
+  }
   be.matmul(v.last_normed, output_, nullptr, v.logits);
   if (c.final_logit_softcap > 0) be.softcap(v.logits, c.final_logit_softcap);
-  return v.logits;
 }
 
 }  // namespace loom

@@ -61,12 +61,33 @@ class Transformer {
   // Transformer and stays valid until the next forward() call.
   Tensor forward(const StepInput& step, KvCache& cache);
 
+  // Decode steps (one new token per sequence, logits for every row) of up to
+  // max_batch sequences are then recorded by the backend (CUDA graphs) once
+  // per (batch bucket, block-table width bucket), padded to the bucket, and
+  // replayed; other steps run op by op. Ignored by backends that cannot
+  // record; 0 turns it off (the default).
+  void enable_step_graphs(int32_t max_batch);
+  struct GraphStats {
+    uint64_t replayed = 0;  // steps run from a recording
+    uint64_t recorded = 0;  // recordings made
+    uint64_t eager = 0;     // steps run op by op
+  };
+  const GraphStats& graph_stats() const { return graph_stats_; }
+
  private:
   struct LayerWeights;
   struct Buffers;
+  struct Graphs;
 
   void check_step(const StepInput& step, const KvCache& cache) const;
   void ensure_buffers(int64_t tokens, int64_t logit_rows);
+  // Uploads the step's token ids and positions and its attention metadata.
+  void upload_inputs(const StepInput& step, const KvCache& cache);
+  // The op sequence from the embedding to the logits, reading only device
+  // memory prepared by upload_inputs (so a backend can record it).
+  void run_ops(const StepInput& step, KvCache& cache);
+  // forward() of a decode step through a recording; nullopt: run it eagerly.
+  std::optional<Tensor> forward_recorded(const StepInput& step, KvCache& cache);
 
   ModelConfig config_;
   Backend& backend_;
@@ -79,6 +100,9 @@ class Transformer {
   Tensor inv_freq_global_;
   Tensor inv_freq_local_;
   std::unique_ptr<Buffers> buffers_;
+  std::unique_ptr<Graphs> graphs_;
+  int32_t graph_max_batch_ = 0;
+  GraphStats graph_stats_;
 };
 
 }  // namespace loom

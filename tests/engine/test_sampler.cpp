@@ -5,6 +5,9 @@
 
 #include <cmath>
 #include <map>
+#include <random>
+#include <set>
+#include <limits>
 #include <numeric>
 
 #include "engine/sampler.h"
@@ -385,6 +388,54 @@ TEST(SequenceOutput, NoTokenizerNoText) {
   Fed f = feed(out, {1, 2, 3});
   EXPECT_EQ(f.finish, FinishReason::Length);
   EXPECT_EQ(f.streamed, "");
+}
+
+// Sampler::logit_edits says what sample() does to the logits: applying the
+// edits (repetition, then -sub, then +add, then bans) to the raw row and
+// sampling that with the filters alone draws the same token for the same seed.
+TEST(Sampler, LogitEditsMatchSample) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.0f, 2.0f);
+  for (int trial = 0; trial < 300; ++trial) {
+    const int32_t vocab = 50;
+    std::vector<float> logits(vocab);
+    for (float& x : logits) x = normal(rng);
+    SamplingParams p;
+    p.temperature = 0.7f;
+    p.top_k = trial % 3 == 0 ? 10 : 0;
+    p.top_p = trial % 4 == 0 ? 0.8f : 1.0f;
+    p.seed = 1000 + trial;
+    p.repetition_penalty = trial % 2 ? 1.3f : 1.0f;
+    p.presence_penalty = trial % 5 == 0 ? 0.5f : 0.0f;
+    p.frequency_penalty = trial % 3 == 1 ? 0.25f : 0.0f;
+    p.logit_bias = {{int32_t(trial % vocab), 3.0f}, {int32_t((trial * 7) % vocab), -2.0f}};
+    std::vector<int32_t> prompt = {1, 2, 3, int32_t(trial % vocab)};
+    std::vector<int32_t> output = {4, 4, 5, int32_t((trial * 3) % vocab), 4};
+    std::vector<int32_t> banned = {int32_t((trial * 11) % vocab)};
+    Sampler a(1), b(1);
+    const SampleContext ctx{&p, prompt, output, 2, banned};
+    const int32_t want = a.sample(logits, ctx).token;
+
+    std::vector<LogitEdit> edits;
+    Sampler::logit_edits(ctx, vocab, edits);
+    std::vector<float> edited = logits;
+    std::set<int32_t> seen;
+    for (const LogitEdit& e : edits) {
+      ASSERT_TRUE(seen.insert(e.token).second) << "two edits for token " << e.token;
+      float& x = edited[size_t(e.token)];
+      if (e.rep != 1.0f) x = x > 0 ? x / e.rep : x * e.rep;
+      x -= e.sub;
+      x += e.add;
+      if (e.ban) x = -std::numeric_limits<float>::infinity();
+    }
+    SamplingParams plain = p;
+    plain.repetition_penalty = 1.0f;
+    plain.presence_penalty = plain.frequency_penalty = 0.0f;
+    plain.logit_bias.clear();
+    const SampleContext plain_ctx{&plain, prompt, output, 2, {}};
+    EXPECT_EQ(b.sample(edited, plain_ctx).token, want) << "trial " << trial;
+    EXPECT_EQ(b.draw_uniform(plain_ctx), philox_uniform(*p.seed, 2, output.size()));
+  }
 }
 
 }  // namespace

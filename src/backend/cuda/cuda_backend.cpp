@@ -65,6 +65,7 @@ class OwnedStream {
 class CudaBackend final : public Backend {
  public:
   explicit CudaBackend(int device) : owned_stream_(device), stream_(owned_stream_.get()), device_(device) {
+    check_cuda_device_supported(device);
     LOOM_CUDA_CHECK(cudaGetDeviceProperties(&props_, device));
     gemm_ = std::make_unique<cuda::Gemm>(stream_);
   }
@@ -100,6 +101,7 @@ class CudaBackend final : public Backend {
     LOOM_CHECK(bytes <= static_cast<size_t>(dst.nbytes()), "copy of {} bytes into a {}-byte tensor", bytes,
                dst.nbytes());
     if (bytes == 0) return;
+    check_not_capturing("copy_from_host");
     if (bytes <= kStagedCopyMax)
       uploader_.upload(dst.data(), src, bytes, stream_);
     else
@@ -110,11 +112,73 @@ class CudaBackend final : public Backend {
     LOOM_CHECK(src.device() == Device::Cuda, "copy_to_host source must be on the GPU");
     LOOM_CHECK(bytes <= static_cast<size_t>(src.nbytes()), "copy of {} bytes from a {}-byte tensor", bytes,
                src.nbytes());
+    check_not_capturing("copy_to_host");
     if (bytes) LOOM_CUDA_CHECK(cudaMemcpyAsync(dst, src.data(), bytes, cudaMemcpyDeviceToHost, stream_));
     LOOM_CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
 
   void synchronize() override { LOOM_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+  void copy(Tensor& dst, const Tensor& src) override {
+    LOOM_CHECK(dst.dtype() == src.dtype() && dst.nbytes() == src.nbytes(), "copy: {} {} into {} {}",
+               dtype_name(src.dtype()), shape_str(src.shape()), dtype_name(dst.dtype()), shape_str(dst.shape()));
+    if (src.device() != Device::Cuda || dst.device() != Device::Cuda) return Backend::copy(dst, src);
+    if (src.nbytes() == 0) return;
+    LOOM_CUDA_CHECK(cudaMemcpyAsync(dst.data(), src.data(), static_cast<size_t>(src.nbytes()),
+                                    cudaMemcpyDeviceToDevice, stream_));
+  }
+
+  // --- step preparation and CUDA graphs ---
+  void prepare_attention(const AttentionMetadata& meta, int64_t num_tokens, int64_t block_size,
+                         int64_t num_blocks) override {
+    check_not_capturing("prepare_attention");
+    metadata_.prepare(meta, num_tokens, block_size, num_blocks, stream_);
+  }
+
+  bool supports_capture() const override { return true; }
+
+  void begin_capture() override {
+    check_not_capturing("begin_capture");
+    LOOM_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+    capturing_ = true;
+    metadata_.set_frozen(true);
+    capture_reallocations_ = cuda::DeviceBuffer::reallocations();
+  }
+
+  std::unique_ptr<StepGraph> end_capture() override {
+    LOOM_CHECK(capturing_, "end_capture without begin_capture");
+    capturing_ = false;
+    metadata_.set_frozen(false);
+    cudaGraph_t graph = nullptr;
+    LOOM_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
+    auto g = std::make_unique<CudaStepGraph>();
+    const cudaError_t err = cudaGraphInstantiate(&g->exec, graph, 0);
+    cudaGraphDestroy(graph);
+    LOOM_CUDA_CHECK(err);
+    LOOM_CHECK(cuda::DeviceBuffer::reallocations() == capture_reallocations_,
+               "device memory was reallocated while a step was being recorded");
+    g->reallocations = capture_reallocations_;
+    return g;
+  }
+
+  void abort_capture() override {
+    if (!capturing_) return;
+    capturing_ = false;
+    metadata_.set_frozen(false);
+    cudaGraph_t graph = nullptr;
+    cudaStreamEndCapture(stream_, &graph);
+    if (graph) cudaGraphDestroy(graph);
+    cudaGetLastError();  // clear the capture's error state
+  }
+
+  bool replay(StepGraph& graph) override {
+    check_not_capturing("replay");
+    auto* g = dynamic_cast<CudaStepGraph*>(&graph);
+    LOOM_CHECK(g != nullptr && g->exec != nullptr, "replay: not a CUDA graph of this backend");
+    if (g->reallocations != cuda::DeviceBuffer::reallocations()) return false;
+    LOOM_CUDA_CHECK(cudaGraphLaunch(g->exec, stream_));
+    return true;
+  }
 
   // --- ops ---
   void embedding(const Tensor& table, const Tensor& ids, float scale, Tensor& out) override {
@@ -241,6 +305,7 @@ class CudaBackend final : public Backend {
     for (int64_t i = 0; i < n; ++i)
       LOOM_CHECK(rows[i] >= 0 && rows[i] < src_rows, "gather row {} out of range [0, {})", rows[i], src_rows);
     if (n == 0) return;
+    check_not_capturing("gather_rows");
     void* idx = gather_idx_.ensure(rows.size() * 4, stream_);
     uploader_.upload(idx, rows.data(), rows.size() * 4, stream_);
     cuda::gather_rows(x.data(), static_cast<const int32_t*>(idx), n, x.row_stride_bytes(), out.data(), stream_);
@@ -266,6 +331,7 @@ class CudaBackend final : public Backend {
     out.assign(static_cast<size_t>(rows), 0);
     if (rows == 0) return;
     LOOM_CHECK(logits.defined(), "argmax_rows logits have no memory");
+    check_not_capturing("argmax_rows");
     const size_t bytes = static_cast<size_t>(rows) * sizeof(int32_t);
     auto* ids = static_cast<int32_t*>(argmax_ids_.ensure(bytes, stream_));
     cuda::argmax_rows(t, logits.data(), rows, logits.cols(), ids, stream_);
@@ -275,7 +341,18 @@ class CudaBackend final : public Backend {
   }
 
  private:
+  struct CudaStepGraph final : StepGraph {
+    cudaGraphExec_t exec = nullptr;
+    uint64_t reallocations = 0;  // DeviceBuffer::reallocations() when recorded
+    ~CudaStepGraph() override {
+      if (exec) cudaGraphExecDestroy(exec);
+    }
+  };
+
   void check_launch() { LOOM_CUDA_CHECK(cudaGetLastError()); }
+  void check_not_capturing(const char* what) const {
+    LOOM_CHECK(!capturing_, "{} is not allowed while a step is being recorded", what);
+  }
 
   static void check_cache(const KvLayerCache& cache) {
     LOOM_CHECK(cache.k.ndim() == 4 && cache.k.shape() == cache.v.shape(),
@@ -289,6 +366,7 @@ class CudaBackend final : public Backend {
   // it into `buf` (stream-ordered, so buf may be reused by the next op).
   const void* device_view(const Tensor& t, DeviceBuffer& buf) {
     if (t.device() == Device::Cuda) return t.data();
+    check_not_capturing("a host tensor argument");
     const auto bytes = static_cast<size_t>(t.nbytes());
     void* d = buf.ensure(std::max<size_t>(bytes, 16), stream_);
     uploader_.upload(d, t.data(), bytes, stream_);
@@ -307,6 +385,7 @@ class CudaBackend final : public Backend {
     }
     LOOM_CHECK(t == DType::F32 || t == DType::F16 || t == DType::BF16,
                "norm weight must be f32, f16 or bf16, got {}", dtype_name(t));
+    check_not_capturing("a host norm weight");
     host_floats_.resize(static_cast<size_t>(h));
     cpu::dequantize_row(t, w.data(), host_floats_.data(), h);
     void* d = param_buf_[1].ensure(static_cast<size_t>(h) * 4, stream_);
@@ -325,6 +404,7 @@ class CudaBackend final : public Backend {
     if (bias.device() == Device::Cuda) {
       cuda::convert(t, bias.data(), DType::BF16, d, n, stream_);
     } else {
+      check_not_capturing("a host bias");
       host_floats_.resize(static_cast<size_t>(n));
       cpu::dequantize_row(t, bias.data(), host_floats_.data(), n);
       std::vector<uint16_t> b(static_cast<size_t>(n));
@@ -351,6 +431,8 @@ class CudaBackend final : public Backend {
   cuda::StepMetadataCache metadata_;
   DeviceBuffer param_buf_[2], bias_buf_, gather_idx_, attn_partials_, argmax_ids_;
   std::vector<float> host_floats_;
+  bool capturing_ = false;
+  uint64_t capture_reallocations_ = 0;
 };
 
 void CudaBackend::paged_attention(const Tensor& q, const KvLayerCache& cache, const AttentionMetadata& meta,
@@ -384,9 +466,13 @@ void CudaBackend::paged_attention(const Tensor& q, const KvLayerCache& cache, co
   int g = 1;  // query heads per block: the power of two covering the group, at most 8
   while (g < 8 && g < group) g *= 2;
   const int64_t chunks = ceil_div(group, g);
-  // Longest key range of any token: sizes the partitions.
+  // Longest key range of any token (or the step's stated bound): sizes the partitions.
   int64_t max_keys = 1;
-  for (int s = 0; s < meta.num_seqs; ++s) {
+  if (meta.max_context_bound > 0) {
+    max_keys = meta.max_context_bound;
+    if (params.sliding_window > 0) max_keys = std::min<int64_t>(max_keys, params.sliding_window);
+  }
+  for (int s = 0; s < meta.num_seqs && meta.max_context_bound <= 0; ++s) {
     if (meta.query_start[s + 1] == meta.query_start[s]) continue;
     int64_t keys = meta.context_lens[s];
     if (params.sliding_window > 0) keys = std::min<int64_t>(keys, params.sliding_window);

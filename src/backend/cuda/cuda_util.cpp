@@ -1,6 +1,7 @@
 // Error reporting, DeviceBuffer and PinnedUploader (see cuda_util.h).
 #include "backend/cuda/cuda_util.h"
 
+#include <atomic>
 #include <cstring>
 
 namespace loom::cuda {
@@ -9,13 +10,22 @@ void throw_cuda_error(const char* file, int line, const char* expr, const char* 
   throw Error(fmt::format("CUDA error: {} ({})", what, expr), file, line);
 }
 
+namespace {
+std::atomic<uint64_t> g_reallocations{0};
+}  // namespace
+
+uint64_t DeviceBuffer::reallocations() { return g_reallocations.load(std::memory_order_relaxed); }
+
 DeviceBuffer::~DeviceBuffer() {
   if (data_) cudaFreeAsync(data_, stream_);
 }
 
 void* DeviceBuffer::ensure(size_t bytes, cudaStream_t stream) {
   if (bytes <= capacity_ && data_) return data_;
-  if (data_) LOOM_CUDA_CHECK(cudaFreeAsync(data_, stream_));
+  if (data_) {
+    g_reallocations.fetch_add(1, std::memory_order_relaxed);
+    LOOM_CUDA_CHECK(cudaFreeAsync(data_, stream_));
+  }
   data_ = nullptr;
   capacity_ = 0;
   const size_t want = bytes < 256 ? 256 : bytes + bytes / 4;  // headroom: fewer regrowths
@@ -38,7 +48,7 @@ PinnedUploader::~PinnedUploader() {
 void PinnedUploader::upload(void* dst_device, const void* src, size_t bytes, cudaStream_t stream) {
   if (bytes == 0) return;
   Slot& s = slots_[next_];
-  next_ ^= 1;
+  next_ = (next_ + 1) % kSlots;
   if (!s.done) LOOM_CUDA_CHECK(cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming));
   if (s.pending) LOOM_CUDA_CHECK(cudaEventSynchronize(s.done));
   s.pending = false;

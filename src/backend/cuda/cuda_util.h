@@ -49,16 +49,21 @@ class DeviceBuffer {
   void* ensure(size_t bytes, cudaStream_t stream);
   void* data() const { return data_; }
 
+  // Counts reallocations of every DeviceBuffer of the process: a recorded
+  // step (CUDA graph) holding their old addresses is stale once it changes.
+  static uint64_t reallocations();
+
  private:
   void* data_ = nullptr;
   size_t capacity_ = 0;
   cudaStream_t stream_ = nullptr;
 };
 
-// Host -> device copies through two pinned staging slots. upload() returns as
-// soon as the copy is queued; the caller may reuse `src` at once. A slot is
-// reused only after its previous copy completed (an event wait that is
-// normally already satisfied).
+// Host -> device copies through a ring of pinned staging slots. upload()
+// returns as soon as the copy is queued; the caller may reuse `src` at once.
+// A slot is reused only after its previous copy completed (an event wait that
+// is normally already satisfied: a step makes a few uploads, the ring holds
+// several steps' worth).
 class PinnedUploader {
  public:
   PinnedUploader() = default;
@@ -75,7 +80,8 @@ class PinnedUploader {
     cudaEvent_t done = nullptr;
     bool pending = false;
   };
-  Slot slots_[2];
+  static constexpr int kSlots = 16;
+  Slot slots_[kSlots];
   int next_ = 0;
 };
 

@@ -14,6 +14,7 @@ size_t round16(size_t n) { return (n + 15) / 16 * 16; }
 }  // namespace
 
 bool StepMetadataCache::same_as_uploaded(const AttentionMetadata& meta, int64_t num_tokens) const {
+  if (is_prepared(meta, num_tokens)) return true;
   return uploaded_ && num_tokens == last_tokens_ && meta.num_seqs == last_.num_seqs &&
          meta.max_blocks_per_seq == last_.max_blocks_per_seq && meta.query_start == last_.query_start &&
          meta.context_lens == last_.context_lens && meta.slot_mapping == last_.slot_mapping &&
@@ -23,6 +24,8 @@ bool StepMetadataCache::same_as_uploaded(const AttentionMetadata& meta, int64_t 
 const DeviceStepMetadata& StepMetadataCache::get(const AttentionMetadata& meta, int64_t num_tokens,
                                                  cudaStream_t stream) {
   if (same_as_uploaded(meta, num_tokens)) return device_;
+  LOOM_CHECK(!frozen_, "attention metadata changed while a step is being recorded");
+  prepared_ = nullptr;
   const size_t ns = static_cast<size_t>(std::max(meta.num_seqs, 0));
   const size_t nt = static_cast<size_t>(std::max<int64_t>(num_tokens, 0));
   const size_t off_qs = 0;
@@ -60,6 +63,16 @@ const DeviceStepMetadata& StepMetadataCache::get(const AttentionMetadata& meta, 
   uploaded_ = true;
   validated_block_size_ = validated_num_blocks_ = -1;
   return device_;
+}
+
+void StepMetadataCache::prepare(const AttentionMetadata& meta, int64_t num_tokens, int64_t block_size,
+                                int64_t num_blocks, cudaStream_t stream) {
+  prepared_ = nullptr;
+  validate(meta, num_tokens, block_size, num_blocks);  // before any kernel reads through the block tables
+  get(meta, num_tokens, stream);
+  validated_block_size_ = block_size;
+  validated_num_blocks_ = num_blocks;
+  prepared_ = &meta;
 }
 
 void StepMetadataCache::validate(const AttentionMetadata& meta, int64_t num_tokens, int64_t block_size,

@@ -19,6 +19,14 @@ struct DeviceStepMetadata {
 
 class StepMetadataCache {
  public:
+  // Uploads and validates meta for the step now starting; until the next
+  // prepare(), get() and validate() given this same object skip comparing
+  // contents (the caller keeps it alive and unchanged through the step).
+  void prepare(const AttentionMetadata& meta, int64_t num_tokens, int64_t block_size, int64_t num_blocks,
+               cudaStream_t stream);
+  // While frozen (a CUDA graph is being recorded) an upload is an error: the
+  // recording would replay a stale host copy.
+  void set_frozen(bool frozen) { frozen_ = frozen; }
   // The device copy of meta for a step of num_tokens tokens. Does not validate
   // meta (see validate()); token_seq is only meaningful for valid metadata.
   const DeviceStepMetadata& get(const AttentionMetadata& meta, int64_t num_tokens, cudaStream_t stream);
@@ -28,10 +36,15 @@ class StepMetadataCache {
 
  private:
   bool same_as_uploaded(const AttentionMetadata& meta, int64_t num_tokens) const;
+  bool is_prepared(const AttentionMetadata& meta, int64_t num_tokens) const {
+    return prepared_ == &meta && num_tokens == last_tokens_ && uploaded_;
+  }
 
   AttentionMetadata last_;
   int64_t last_tokens_ = -1;
   bool uploaded_ = false;
+  bool frozen_ = false;
+  const AttentionMetadata* prepared_ = nullptr;
   int64_t validated_block_size_ = -1, validated_num_blocks_ = -1;  // -1: not validated
   DeviceStepMetadata device_;
   std::vector<uint8_t> packed_;

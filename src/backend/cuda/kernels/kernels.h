@@ -12,6 +12,10 @@
 
 namespace loom::cuda {
 
+// cudaSuccess when this build has code the current device can run, else the
+// lookup's error (e.g. cudaErrorNoKernelImageForDevice).
+cudaError_t probe_kernel_image();
+
 // dst[i] = src[i] converted; src F32, F16 or BF16; dst F32 or BF16.
 void convert(DType src_type, const void* src, DType dst_type, void* dst, int64_t n, cudaStream_t stream);
 
