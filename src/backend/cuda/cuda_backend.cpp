@@ -275,8 +275,8 @@ class CudaBackend final : public Backend {
     LOOM_CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
 
-  bool sample_rows(const Tensor& logits, const std::vector<SampleSpec>& specs, const std::vector<LogitEdit>& edits,
-                   std::vector<int32_t>& out) override;
+  bool sample_rows(const Tensor& logits, const std::vector<SampleSpec>& specs,
+                   const std::vector<LogitEdit>& edits, std::vector<int32_t>& out) override;
 
  private:
   void check_launch() { LOOM_CUDA_CHECK(cudaGetLastError()); }
@@ -354,7 +354,7 @@ class CudaBackend final : public Backend {
   cuda::PinnedUploader uploader_;
   cuda::StepMetadataCache metadata_;
   DeviceBuffer param_buf_[2], bias_buf_, gather_idx_, attn_partials_, argmax_ids_;
-  DeviceBuffer sample_in_, sample_ws_;         // sample_rows: specs + edits; ids, bitmaps, edited values
+  DeviceBuffer sample_in_, sample_ws_;  // sample_rows: specs + edits; ids, bitmaps, edited values
   std::vector<unsigned char> sample_staging_;  // sample_rows: specs + edits, uploaded in one copy
   std::vector<uint32_t> sample_seen_;          // sample_rows: per-token stamp (duplicate edits)
   uint32_t sample_stamp_ = 0;
@@ -453,8 +453,8 @@ bool CudaBackend::sample_rows(const Tensor& logits, const std::vector<SampleSpec
   constexpr int64_t kMaxVocab = int64_t{1} << 19;  // the kernel's packed histograms
   const int64_t vocab = logits.cols(), rows = logits.rows();
   LOOM_CHECK(logits.ndim() >= 1 && vocab > 0 && vocab <= kMaxVocab,
-             "sample_rows: logits {} must be [rows, vocab] with 0 < vocab <= {}", shape_str(logits.shape()),
-             kMaxVocab);
+             "sample_rows: logits {} must be [rows, vocab] with 0 < vocab <= {}",
+             shape_str(logits.shape()), kMaxVocab);
   LOOM_CHECK(specs.size() < (size_t{1} << 30) && edits.size() < (size_t{1} << 30),
              "sample_rows: {} specs, {} edits", specs.size(), edits.size());
   const size_t n = specs.size();
@@ -468,10 +468,12 @@ bool CudaBackend::sample_rows(const Tensor& logits, const std::vector<SampleSpec
   auto* de = reinterpret_cast<cuda::SampleRowEdit*>(sample_staging_.data() + spec_bytes);
   for (size_t i = 0; i < edits.size(); ++i) {
     const LogitEdit& e = edits[i];
-    LOOM_CHECK(e.token >= 0 && e.token < vocab, "sample_rows: edit of token {} outside [0, {})", e.token, vocab);
+    LOOM_CHECK(e.token >= 0 && e.token < vocab, "sample_rows: edit of token {} outside [0, {})",
+               e.token, vocab);
     de[i] = cuda::SampleRowEdit{e.token, e.rep, e.sub, e.add, e.ban ? 1 : 0};
   }
-  if (sample_seen_.size() != static_cast<size_t>(vocab)) sample_seen_.assign(static_cast<size_t>(vocab), 0);
+  if (sample_seen_.size() != static_cast<size_t>(vocab))
+    sample_seen_.assign(static_cast<size_t>(vocab), 0);
   // floor(f * 2^64) for f in [0, 1), clamped.
   auto fixed64 = [](double f) -> uint64_t {
     if (!(f > 0)) return 0;
@@ -481,20 +483,22 @@ bool CudaBackend::sample_rows(const Tensor& logits, const std::vector<SampleSpec
   int64_t num_values = 0;
   for (size_t i = 0; i < n; ++i) {
     const SampleSpec& sp = specs[i];
-    LOOM_CHECK(sp.row >= 0 && sp.row < rows, "sample_rows: spec {} row {} outside [0, {})", i, sp.row, rows);
+    LOOM_CHECK(sp.row >= 0 && sp.row < rows, "sample_rows: spec {} row {} outside [0, {})", i,
+               sp.row, rows);
     LOOM_CHECK(sp.temperature > 0 && std::isfinite(sp.temperature),
                "sample_rows: spec {} temperature {} must be finite and > 0", i, sp.temperature);
     LOOM_CHECK(sp.edits_begin >= 0 && sp.edits_begin <= sp.edits_end &&
                    static_cast<size_t>(sp.edits_end) <= edits.size(),
-               "sample_rows: spec {} edits [{}, {}) outside [0, {})", i, sp.edits_begin, sp.edits_end,
-               edits.size());
+               "sample_rows: spec {} edits [{}, {}) outside [0, {})", i, sp.edits_begin,
+               sp.edits_end, edits.size());
     if (++sample_stamp_ == 0) {  // wrapped: forget every stamp
       std::fill(sample_seen_.begin(), sample_seen_.end(), 0);
       sample_stamp_ = 1;
     }
     for (int32_t e = sp.edits_begin; e < sp.edits_end; ++e) {
       uint32_t& seen = sample_seen_[static_cast<size_t>(edits[e].token)];
-      LOOM_CHECK(seen != sample_stamp_, "sample_rows: spec {} edits token {} twice", i, edits[e].token);
+      LOOM_CHECK(seen != sample_stamp_, "sample_rows: spec {} edits token {} twice", i,
+                 edits[e].token);
       seen = sample_stamp_;
     }
     cuda::SampleRowSpec& d = ds[i];
@@ -528,8 +532,9 @@ bool CudaBackend::sample_rows(const Tensor& logits, const std::vector<SampleSpec
   auto* in = static_cast<unsigned char*>(sample_in_.ensure(sample_staging_.size(), stream_));
   uploader_.upload(in, sample_staging_.data(), sample_staging_.size(), stream_);
   cuda::sample_rows(t, logits.data(), vocab, reinterpret_cast<const cuda::SampleRowSpec*>(in),
-                    static_cast<int32_t>(n), reinterpret_cast<const cuda::SampleRowEdit*>(in + spec_bytes), bitmap,
-                    prefix, values, ids, stream_);
+                    static_cast<int32_t>(n),
+                    reinterpret_cast<const cuda::SampleRowEdit*>(in + spec_bytes), bitmap, prefix,
+                    values, ids, stream_);
   check_launch();
   LOOM_CUDA_CHECK(cudaMemcpyAsync(out.data(), ids, n * 4, cudaMemcpyDeviceToHost, stream_));
   LOOM_CUDA_CHECK(cudaStreamSynchronize(stream_));
