@@ -62,6 +62,46 @@ void write_kv_bf16(const void* k, const void* v, const int64_t* slots, int64_t t
 // device array of rows int32.
 void argmax_rows(DType type, const void* logits, int64_t rows, int64_t vocab, int32_t* out, cudaStream_t stream);
 
+// One draw of sample_rows as the kernel reads it (cuda_backend.cpp derives it
+// from a SampleSpec). Fixed-point masses: round(exp(x - max) * 2^32).
+struct SampleRowSpec {
+  uint64_t uniform64 = 0;     // floor(uniform * 2^64): the draw's target is uniform64 * total >> 64
+  uint64_t top_p64 = 0;       // floor(top_p * 2^64) when top_p_on
+  int32_t row = 0;            // logits row
+  float inv_temperature = 1;  // 1.0f / temperature (x * inv_temperature, as the host Sampler)
+  int32_t top_k = 0;          // <= 0: off
+  int32_t top_p_on = 0;       // top_p < 1
+  float log_min_p = 0;        // logf(min_p) when min_p_on: the cut is max + log_min_p
+  int32_t min_p_on = 0;       // min_p > 0
+  int32_t edits_begin = 0;    // edits[edits_begin, edits_end), distinct tokens in [0, vocab)
+  int32_t edits_end = 0;
+  int32_t values_begin = 0;  // this spec's edit_values[values_begin, + edits_end - edits_begin)
+};
+
+// One LogitEdit (rep, then - sub, then + add, then ban -> -inf).
+struct SampleRowEdit {
+  int32_t token = 0;
+  float rep = 1;
+  float sub = 0;
+  float add = 0;
+  int32_t ban = 0;
+};
+
+// Words of the per-spec edit bitmaps sample_rows needs: ceil(vocab / 32) per spec.
+inline int64_t sample_rows_bitmap_words(int64_t vocab) {
+  return (vocab + 31) / 32;
+}
+
+// out[i] = the token drawn for specs[i] from its row of logits [rows, vocab]
+// (F32, F16 or BF16), by Backend::sample_rows's contract. specs and edits are
+// device arrays; edit_bitmap (num_specs * sample_rows_bitmap_words(vocab)
+// words, all zero on entry when there are edits), edit_prefix (as many words)
+// and edit_values (each spec's range at its values_begin) are scratch.
+// vocab <= 2^19.
+void sample_rows(DType type, const void* logits, int64_t vocab, const SampleRowSpec* specs,
+                 int32_t num_specs, const SampleRowEdit* edits, uint32_t* edit_bitmap,
+                 uint32_t* edit_prefix, float* edit_values, int32_t* out, cudaStream_t stream);
+
 // Paged attention over a bf16 cache [blocks, block_size, kv_heads, head_dim].
 // The metadata pointers are device copies of AttentionMetadata plus token_seq
 // (the sequence of each token). Keys are split in partitions of
