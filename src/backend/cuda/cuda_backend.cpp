@@ -341,6 +341,7 @@ class CudaBackend final : public Backend {
     LOOM_CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
 
+  bool has_device_sampler() const override { return true; }
   bool sample_rows(const Tensor& logits, const std::vector<SampleSpec>& specs,
                    const std::vector<LogitEdit>& edits, std::vector<int32_t>& out) override;
 
@@ -547,6 +548,7 @@ bool CudaBackend::sample_rows(const Tensor& logits, const std::vector<SampleSpec
   out.assign(n, 0);
   if (n == 0) return true;
   LOOM_CHECK(logits.defined(), "sample_rows logits have no memory");
+  check_not_capturing("sample_rows");
 
   const size_t spec_bytes = n * sizeof(cuda::SampleRowSpec);
   sample_staging_.resize(spec_bytes + edits.size() * sizeof(cuda::SampleRowEdit));
