@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <filesystem>
 #include <cstdlib>
 #include <thread>
@@ -135,6 +136,10 @@ std::unique_ptr<ModelRuntime> build_runtime(const RuntimeOptions& o) {
       std::make_unique<Transformer>(rt->model.config, *rt->model.weights, *rt->backend, rt->comm.get());
   rt->runner = std::make_unique<ModelRunner>(*rt->transformer, rt->comm.get());
   if (worker) {
+    // Rank 0 decides when the job ends (it drains requests first) and tells
+    // the workers; the launcher's forwarded SIGINT/SIGTERM must not end them.
+    std::signal(SIGINT, SIG_IGN);
+    std::signal(SIGTERM, SIG_IGN);
     rt->runner->serve_worker();
     rt.reset();  // finalises MPI
     std::exit(0);
