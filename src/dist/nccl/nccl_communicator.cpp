@@ -11,6 +11,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <deque>
 #include <mutex>
 #include <thread>
@@ -106,6 +107,7 @@ class NcclCommunicator final : public Communicator {
   [[noreturn]] void abort(int exit_code) override {
     if (comm_) ncclCommAbort(comm_);
     boot_->abort(exit_code);
+    std::_Exit(exit_code);  // abort() does not return; the compiler cannot see it
   }
 
  private:
