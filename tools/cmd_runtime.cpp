@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <filesystem>
 #include <cstdlib>
 #include <thread>
@@ -13,6 +14,9 @@
 #include <cuda_runtime.h>
 
 #include "backend/cuda/cuda_backend.h"
+#endif
+#ifdef LOOM_HAVE_NCCL
+#include "dist/nccl/nccl_communicator.h"
 #endif
 
 namespace loom::cli {
@@ -36,6 +40,9 @@ void add_runtime_options(CLI::App& app, RuntimeOptions& o) {
   app.add_flag("--no-prefix-caching", o.no_prefix_caching, "disable automatic prefix caching");
   app.add_flag("--enforce-eager", o.enforce_eager, "GPU: run decode steps op by op (no CUDA graphs)");
   app.add_option("--engine-seed", o.seed, "seed of the engine-wide generator (requests without a seed)");
+  app.add_option("--tensor-parallel-size", o.tensor_parallel_size,
+                 "ranks the model is split over (start with mpirun -np N)")
+      ->check(CLI::Range(1, 4096));
 }
 
 int64_t parse_bytes(const std::string& text) {
@@ -65,10 +72,36 @@ DType parse_kv_dtype(const std::string& name, bool gpu) {
   return gpu ? DType::BF16 : DType::F32;
 }
 
+// The tensor-parallel group of this process: MPI_COMM_WORLD, which must have
+// exactly `size` ranks.
+std::unique_ptr<Communicator> tensor_parallel_group(int size) {
+  if (!launched_by_mpi())
+    LOOM_THROW("--tensor-parallel-size {} needs one process per rank: start loom with mpirun -np {} "
+               "(or srun)",
+               size, size);
+  auto comm = make_mpi_communicator();
+  if (comm->size() != size)
+    LOOM_THROW("--tensor-parallel-size {} but the MPI job has {} ranks (mpirun -np {})", size, comm->size(),
+               size);
+  return comm;
+}
+
+// The GPU of this rank on its node: the launcher's local rank.
+[[maybe_unused]] int local_rank() {
+  for (const char* var : {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID"})
+    if (const char* v = std::getenv(var)) return std::atoi(v);
+  return 0;
+}
+
 }  // namespace
 
 std::unique_ptr<ModelRuntime> build_runtime(const RuntimeOptions& o) {
   auto rt = std::make_unique<ModelRuntime>();
+  if (o.tensor_parallel_size > 1) {
+    rt->comm = tensor_parallel_group(o.tensor_parallel_size);
+    if (rt->comm->rank() != 0) set_log_level("warn");  // rank 0 speaks for the job
+  }
+  const bool worker = rt->comm && rt->comm->rank() != 0;
   rt->model = open_model(o.model);
   // An HF directory without tokenizer.json (random-weight test models) still
   // runs on token ids; the engine then produces no text.
@@ -81,7 +114,7 @@ std::unique_ptr<ModelRuntime> build_runtime(const RuntimeOptions& o) {
   if (o.device == "auto") use_cuda = cuda_device_available();
   if (use_cuda) {
     if (!cuda_device_available()) LOOM_THROW("--device cuda: no usable CUDA GPU is visible");
-    rt->backend = make_cuda_backend(0);
+    rt->backend = make_cuda_backend(rt->comm ? local_rank() : 0);
   }
 #else
   if (use_cuda) LOOM_THROW("--device cuda: this loom was built without CUDA (configure with -DLOOM_CUDA=ON)");
@@ -91,8 +124,30 @@ std::unique_ptr<ModelRuntime> build_runtime(const RuntimeOptions& o) {
     rt->backend = make_cpu_backend(o.threads);
   }
   rt->device_name = rt->backend->name();
-  rt->transformer = std::make_unique<Transformer>(rt->model.config, *rt->model.weights, *rt->backend);
+#ifdef LOOM_HAVE_CUDA
+  if (use_cuda && rt->comm) {
+#ifdef LOOM_HAVE_NCCL
+    rt->comm = make_nccl_communicator(std::move(rt->comm), local_rank(), cuda_backend_stream(*rt->backend));
+#else
+    LOOM_THROW("--tensor-parallel-size on CUDA needs NCCL: configure with -DLOOM_MPI=ON");
+#endif
+  }
+#endif
+  rt->transformer =
+      std::make_unique<Transformer>(rt->model.config, *rt->model.weights, *rt->backend, rt->comm.get());
   if (!o.enforce_eager) rt->transformer->enable_step_graphs(std::min(o.max_num_seqs, 512));
+  rt->runner = std::make_unique<ModelRunner>(*rt->transformer, rt->comm.get());
+  if (worker) {
+    // Rank 0 decides when the job ends (it drains requests first) and tells
+    // the workers; the launcher's forwarded SIGINT/SIGTERM must not end them.
+    std::signal(SIGINT, SIG_IGN);
+    std::signal(SIGTERM, SIG_IGN);
+    rt->runner->serve_worker();
+    rt.reset();  // finalises MPI
+    std::exit(0);
+  }
+  if (rt->comm)
+    LOOM_LOG_INFO("loom: tensor parallelism over {} ranks ({})", rt->comm->size(), rt->comm->name());
 
   EngineConfig ec;
   ec.block_size = o.block_size;
@@ -131,7 +186,7 @@ std::unique_ptr<ModelRuntime> build_runtime(const RuntimeOptions& o) {
     ec.kv_cache_bytes = budget;
   }
 #endif
-  rt->engine = std::make_unique<Engine>(*rt->transformer, rt->text.tokenizer.get(), ec);
+  rt->engine = std::make_unique<Engine>(*rt->runner, rt->text.tokenizer.get(), ec);
   LOOM_LOG_INFO("loom: {} on {}, {} KV blocks of {} tokens", o.model, rt->device_name,
                 rt->engine->num_kv_blocks(), rt->engine->block_size());
   return rt;

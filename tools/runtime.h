@@ -12,6 +12,7 @@
 #include <string>
 
 #include "backend/backend.h"
+#include "dist/communicator.h"
 #include "engine/engine.h"
 #include "model/model.h"
 #include "tokenizer/chat.h"
@@ -32,6 +33,7 @@ struct RuntimeOptions {
   bool no_prefix_caching = false;
   bool enforce_eager = false;            // GPU: no CUDA graphs for decode steps
   uint64_t seed = 0x10011;
+  int tensor_parallel_size = 1;  // > 1: one rank per process, started by mpirun
 };
 
 // Adds --model, --device, --threads, --kv-cache-memory, ... to `app`.
@@ -40,11 +42,16 @@ void add_runtime_options(CLI::App& app, RuntimeOptions& options);
 // Parses "1GiB", "512MiB", "1e9", "2048" into bytes; throws loom::Error.
 int64_t parse_bytes(const std::string& text);
 
+// With --tensor-parallel-size N (under mpirun -np N) only rank 0 returns from
+// build_runtime; the other ranks run rank 0's forward steps on their shards
+// until rank 0's runtime is destroyed, then exit the process (status 0).
 struct ModelRuntime {
+  std::unique_ptr<Communicator> comm;  // tensor-parallel group; null: none (destroyed last)
   LoadedModel model;
   TokenizerBundle text;
   std::unique_ptr<Backend> backend;
   std::unique_ptr<Transformer> transformer;
+  std::unique_ptr<ModelRunner> runner;  // broadcasts steps to the other ranks
   std::unique_ptr<Engine> engine;
   std::string device_name;
 };

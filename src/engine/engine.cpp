@@ -59,7 +59,18 @@ struct Engine::SeqState {
 };
 
 Engine::Engine(Transformer& model, const Tokenizer* tokenizer, EngineConfig config)
-    : model_(model), tokenizer_(tokenizer), config_(std::move(config)), sampler_(config_.seed) {
+    : Engine(std::make_unique<ModelRunner>(model), nullptr, tokenizer, std::move(config)) {}
+
+Engine::Engine(ModelRunner& runner, const Tokenizer* tokenizer, EngineConfig config)
+    : Engine(nullptr, &runner, tokenizer, std::move(config)) {}
+
+Engine::Engine(std::unique_ptr<ModelRunner> own_runner, ModelRunner* runner, const Tokenizer* tokenizer,
+               EngineConfig config)
+    : own_runner_(std::move(own_runner)),
+      model_(runner ? *runner : *own_runner_),
+      tokenizer_(tokenizer),
+      config_(std::move(config)),
+      sampler_(config_.seed) {
   eos_ids_ = config_.eos_ids;
   if (eos_ids_.empty() && tokenizer_ != nullptr) {
     eos_ids_ = tokenizer_->special().eos_ids;
@@ -227,15 +238,10 @@ bool Engine::run_step() {
 
 void Engine::apply_copies(const std::vector<BlockCopy>& copies) {
   if (copies.empty()) return;
-  Backend& be = model_.backend();
-  for (KvLayerCache& layer : cache_.layers) {
-    for (Tensor* t : {&layer.k, &layer.v}) {
-      for (const BlockCopy& c : copies) {
-        Tensor dst = t->slice_rows(c.dst, 1);
-        be.copy(dst, t->slice_rows(c.src, 1));
-      }
-    }
-  }
+  std::vector<KvBlockCopy> blocks;
+  blocks.reserve(copies.size());
+  for (const BlockCopy& c : copies) blocks.push_back({c.src, c.dst});
+  model_.copy_blocks(blocks, cache_);
 }
 
 namespace {

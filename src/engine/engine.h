@@ -23,6 +23,7 @@
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
 #include "kv/kv_manager.h"
+#include "model/model_runner.h"
 #include "model/transformer.h"
 #include "tokenizer/tokenizer.h"
 
@@ -114,6 +115,9 @@ class Engine {
  public:
   // model (and tokenizer, which may be null: no text) must outlive the engine.
   Engine(Transformer& model, const Tokenizer* tokenizer, EngineConfig config);
+  // Runs the model through `runner` (tensor parallelism: rank 0's runner,
+  // which broadcasts every step to the other ranks). It must outlive the engine.
+  Engine(ModelRunner& runner, const Tokenizer* tokenizer, EngineConfig config);
   ~Engine();  // stops the engine thread; unfinished requests end with abort
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -150,6 +154,8 @@ class Engine {
     std::vector<RequestId> aborts;
   };
 
+  Engine(std::unique_ptr<ModelRunner> own_runner, ModelRunner* runner, const Tokenizer* tokenizer,
+         EngineConfig config);
   void loop();
   void drain_inbox();
   void admit(RequestId id, Request request, StreamCallback callback);
@@ -173,7 +179,8 @@ class Engine {
   void abort_all(EngineErrorKind error, const std::string& message);
   void publish_stats();
 
-  Transformer& model_;
+  std::unique_ptr<ModelRunner> own_runner_;  // when built from a Transformer
+  ModelRunner& model_;
   const Tokenizer* tokenizer_;
   EngineConfig config_;
   std::vector<int32_t> eos_ids_;

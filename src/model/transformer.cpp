@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/half.h"
 #include "model/loader/weights.h"
+#include "model/tensor_parallel.h"
 
 namespace loom {
 
@@ -121,12 +122,21 @@ Tensor upload_f32(Backend& backend, const std::vector<float>& values) {
 
 }  // namespace
 
-Transformer::Transformer(ModelConfig config, const WeightSource& weights, Backend& backend)
+Transformer::Transformer(ModelConfig config, const WeightSource& all_weights, Backend& backend,
+                         Communicator* tp)
     : config_(std::move(config)),
       backend_(backend),
       buffers_(std::make_unique<Buffers>()),
       graphs_(std::make_unique<Graphs>()) {
   config_.validate();
+  std::unique_ptr<WeightSource> sliced;
+  if (tp != nullptr && tp->size() > 1) {
+    const TensorParallelShard shard = plan_tensor_parallel(config_, tp->rank(), tp->size());
+    sliced = shard_weights(all_weights, config_, shard);
+    config_ = shard_config(config_, shard);
+    tp_ = std::make_unique<TensorParallel>(*tp, shard, backend_);
+  }
+  const WeightSource& weights = sliced ? *sliced : all_weights;
   const ModelConfig& c = config_;
   const int64_t hidden = c.hidden_size;
   const int64_t q_dim = checked_mul(c.num_heads, c.head_dim);
@@ -146,12 +156,14 @@ Transformer::Transformer(ModelConfig config, const WeightSource& weights, Backen
     return vec(name, n);
   };
 
-  token_embd_ = matrix("token_embd.weight", c.vocab_size, hidden);
+  const int64_t output_rows = tp_ ? tp_->output_rows() : c.vocab_size;
+  token_embd_ = matrix("token_embd.weight", tp_ ? tp_->embedding_rows() : c.vocab_size, hidden);
   output_norm_ = vec("output_norm.weight", hidden);
   if (c.tie_word_embeddings) {
-    output_ = token_embd_;
+    // A vocab shard's embedding table ends in a zero row the lm_head skips.
+    output_ = tp_ ? token_embd_.slice_rows(0, output_rows) : token_embd_;
   } else {
-    output_ = matrix("output.weight", c.vocab_size, hidden);
+    output_ = matrix("output.weight", output_rows, hidden);
   }
 
   inv_freq_global_ = upload_f32(backend_, c.rope.inv_freq());
@@ -318,7 +330,8 @@ void Transformer::ensure_buffers(int64_t tokens, int64_t logit_rows) {
 }
 
 void Transformer::enable_step_graphs(int32_t max_batch) {
-  graph_max_batch_ = backend_.supports_capture() ? std::max(0, max_batch) : 0;
+  // Not with tensor parallelism yet: recording NCCL collectives is untested.
+  graph_max_batch_ = backend_.supports_capture() && !tp_ ? std::max(0, max_batch) : 0;
   graphs_->entries.clear();
 }
 
@@ -336,7 +349,8 @@ Tensor Transformer::forward(const StepInput& step, KvCache& cache) {
 void Transformer::upload_inputs(const StepInput& step, const KvCache& cache) {
   const auto T = static_cast<int64_t>(step.tokens.size());
   Buffers::Views& v = buffers_->view;
-  backend_.copy_from_host(v.ids, step.tokens.data(), static_cast<size_t>(T) * sizeof(int32_t));
+  backend_.copy_from_host(v.ids, tp_ ? tp_->embedding_ids(step.tokens) : step.tokens.data(),
+                          static_cast<size_t>(T) * sizeof(int32_t));
   backend_.copy_from_host(v.positions, step.positions.data(), static_cast<size_t>(T) * sizeof(int32_t));
   backend_.prepare_attention(step.attn, T, cache.block_size, cache.num_blocks);
 }
@@ -433,6 +447,7 @@ void Transformer::run_ops(const StepInput& step, KvCache& cache) {
                                                                     : GatedActivation::Silu;
 
   be.embedding(token_embd_, v.ids, c.embedding_scale, v.x);
+  if (tp_) tp_->reduce_embedding(v.x);
   be.rms_norm(v.x, layers_[0].attn_norm, eps_, norm_offset_, v.h);
 
   for (size_t i = 0; i < layers_.size(); ++i) {
@@ -454,6 +469,7 @@ void Transformer::run_ops(const StepInput& step, KvCache& cache) {
     be.write_kv(v.k3, v.v3, kv, meta);
     be.paged_attention(v.q3, kv, meta, l.attention, v.attn3);
     be.matmul(v.attn, l.wo, l.bo ? &*l.bo : nullptr, v.o);
+    if (tp_) tp_->all_reduce(v.o);  // row-parallel: partial sums
     Tensor* attn_out = &v.o;
     if (c.sandwich_norm) {
       be.rms_norm(v.o, l.post_attention_norm, eps_, norm_offset_, v.o_normed);
@@ -466,6 +482,7 @@ void Transformer::run_ops(const StepInput& step, KvCache& cache) {
     be.matmul(v.h, l.w_up, nullptr, v.up);
     be.gated_activation(v.gate, v.up, act, v.act);
     be.matmul(v.act, l.w_down, nullptr, v.down);
+    if (tp_) tp_->all_reduce(v.down);  // row-parallel: partial sums
     Tensor* mlp_out = &v.down;
     if (c.sandwich_norm) {
       be.rms_norm(v.down, l.post_ffw_norm, eps_, norm_offset_, v.down_normed);
@@ -485,7 +502,11 @@ void Transformer::run_ops(const StepInput& step, KvCache& cache) {
     be.gather_rows(v.x, step.logit_rows, v.last_hidden);
     be.rms_norm(v.last_hidden, output_norm_, eps_, norm_offset_, v.last_normed);
   }
-  be.matmul(v.last_normed, output_, nullptr, v.logits);
+  if (tp_) {
+    tp_->lm_head(v.last_normed, output_, v.logits);  // vocab-parallel: gathered
+  } else {
+    be.matmul(v.last_normed, output_, nullptr, v.logits);
+  }
   if (c.final_logit_softcap > 0) be.softcap(v.logits, c.final_logit_softcap);
 }
 

@@ -16,6 +16,8 @@
 namespace loom {
 
 class WeightSource;
+class Communicator;
+class TensorParallel;
 
 // One forward step: the new tokens of every scheduled sequence, contiguous
 // per sequence and in position order (see AttentionMetadata).
@@ -42,7 +44,13 @@ class Transformer {
   // checks each shape against `config`. Throws loom::Error naming the tensor.
   // `backend` must outlive the Transformer; `weights` need not (prepared
   // tensors keep their memory alive).
-  Transformer(ModelConfig config, const WeightSource& weights, Backend& backend);
+  // With `tp` of size > 1 (tensor parallelism) this rank loads only its shard
+  // (model/sharding.h) and forward() all-reduces after o-proj and down-proj;
+  // every rank of `tp` must run the same forward() steps. `tp` must outlive
+  // the Transformer. config() is then this rank's (its heads, KV heads and
+  // MLP columns; the full vocabulary).
+  Transformer(ModelConfig config, const WeightSource& weights, Backend& backend,
+              Communicator* tp = nullptr);
   ~Transformer();
   Transformer(const Transformer&) = delete;
   Transformer& operator=(const Transformer&) = delete;
@@ -103,6 +111,7 @@ class Transformer {
   std::unique_ptr<Graphs> graphs_;
   int32_t graph_max_batch_ = 0;
   GraphStats graph_stats_;
+  std::unique_ptr<TensorParallel> tp_;  // null: the whole model on this rank
 };
 
 }  // namespace loom
