@@ -459,13 +459,14 @@ HttpResponse OpenAiServer::models() const {
 
 HttpResponse OpenAiServer::tokenize(const HttpRequest& req) const {
   const auto& lim = config_.limits;
-  json body = parse_json_body(req.body, lim.max_body_bytes, lim.max_json_depth);
+  const nlohmann::ordered_json body =
+      parse_json_body(req.body, lim.max_body_bytes, lim.max_json_depth);
   std::string text;
   bool add_special = true;
   if (body.contains("messages") && !body["messages"].is_null()) {
     GenerationRequest g = parse_generation_request(
-        Endpoint::ChatCompletions, json{{"messages", body["messages"]}, {"max_tokens", 1}},
-        model_, lim);
+        Endpoint::ChatCompletions,
+        nlohmann::ordered_json{{"messages", body["messages"]}, {"max_tokens", 1}}, model_, lim);
     return json_response(200, {{"count", g.prompts[0].size()},
                                {"max_model_len", model_.max_model_len},
                                {"tokens", g.prompts[0]}});
@@ -486,7 +487,8 @@ HttpResponse OpenAiServer::tokenize(const HttpRequest& req) const {
 
 HttpResponse OpenAiServer::detokenize(const HttpRequest& req) const {
   const auto& lim = config_.limits;
-  json body = parse_json_body(req.body, lim.max_body_bytes, lim.max_json_depth);
+  const nlohmann::ordered_json body =
+      parse_json_body(req.body, lim.max_body_bytes, lim.max_json_depth);
   if (!body.contains("tokens") || !body["tokens"].is_array())
     throw_bad_field("tokens", "'tokens' must be a list of token ids");
   std::vector<int32_t> ids;
