@@ -550,13 +550,18 @@ void expect_accounted(const SimConfig& c, const SimResult& r) {
 }
 
 // Tiny pool: preemption is constant; aborts, n > 1, shared prefixes, salts.
-TEST(SchedulerSimulation, TinyPoolForcedPreemption) {
+SimConfig tiny_pool() {
   SimConfig c;
   c.num_requests = 10000;
   c.num_blocks = 24;
   c.block_size = 8;  // 192 slots; requests up to 140 tokens
   c.sched = {.max_num_batched_tokens = 64, .max_num_seqs = 16, .starvation_steps = 400};
   c.target_live = 12;
+  return c;
+}
+
+TEST(SchedulerSimulation, TinyPoolForcedPreemption) {
+  SimConfig c = tiny_pool();
   SimResult r = simulate(c);
   print("tiny pool", r);
   expect_accounted(c, r);
@@ -569,14 +574,9 @@ TEST(SchedulerSimulation, TinyPoolForcedPreemption) {
 // Several weighted tenants with priorities, preemption, forks and aborts: the
 // same invariants after every step, and waiting stays bounded.
 TEST(SchedulerSimulation, WeightedTenantsTinyPool) {
-  SimConfig c;
-  c.num_requests = 10000;
-  c.num_blocks = 24;
-  c.block_size = 8;
+  SimConfig c = tiny_pool();
   c.num_tenants = 4;
   c.seed = 7;
-  c.sched = {.max_num_batched_tokens = 64, .max_num_seqs = 16, .starvation_steps = 400};
-  c.target_live = 12;
   SimResult r = simulate(c);
   print("tiny pool, 4 weighted tenants", r);
   expect_accounted(c, r);
