@@ -34,7 +34,7 @@ int cmd_serve(int argc, char** argv) {
   app.add_option("--api-key", api_keys, "require this API key (tenant 'default'); repeatable");
   app.add_option("--api-key-file", api_key_file,
                  "JSON {\"tenants\": [{\"name\", \"keys\": [...], \"max_concurrent\", "
-                 "\"tokens_per_minute\", \"max_prompt_tokens\"}]}");
+                 "\"tokens_per_minute\", \"max_prompt_tokens\", \"weight\"}]}");
   app.add_option("--deny-rules", deny_rules, "JSON {\"deny\": [{\"name\", \"pattern\"}]} (RE2)");
   app.add_option("--shutdown-timeout", shutdown_timeout, "seconds to drain requests on SIGTERM")
       ->check(CLI::Range(0, 3600));
@@ -75,6 +75,8 @@ int cmd_serve(int argc, char** argv) {
     model.max_model_len = int32_t(max_len);
     api.limits.max_tokens = std::min(api.limits.max_tokens, model.max_model_len);
     api.watchdog = std::chrono::seconds(watchdog);
+    api.gpu_metrics = server::open_nvml();  // null without libnvidia-ml or a GPU
+    spdlog::info("loom serve: GPU metrics {}", api.gpu_metrics ? "from NVML" : "off (no NVML)");
     http.max_body_bytes = api.limits.max_body_bytes;
     http.shutdown_timeout = std::chrono::seconds(shutdown_timeout);
 

@@ -420,6 +420,7 @@ void Engine::on_token(SeqId seq, int32_t token, const SampleResult& sample) {
   e.request_id = r.id;
   e.seq_index = st.index;
   e.token_ids.push_back(token);
+  e.first_scheduled = scheduler_->get(seq).first_scheduled_time;
   e.text = st.output.append(token, num_output, &e.finish);
   if (r.request.params.logprobs) e.logprobs.push_back(sample);
   if (e.finish != FinishReason::None) {

@@ -61,6 +61,8 @@ struct StreamEvent {
   EngineErrorKind error = EngineErrorKind::None;
   std::string error_message;
   bool request_done = false;           // the request's last event
+  // When the sequence was first scheduled (token events; for queue time).
+  std::optional<Clock::time_point> first_scheduled;
 };
 
 // Runs on the engine thread; must not block (push to the requester's queue,

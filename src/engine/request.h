@@ -28,6 +28,10 @@ struct Request {
   int32_t priority = 0;             // lower values are served first (as in vLLM)
   std::optional<Clock::time_point> deadline;  // not finished by then: aborted
   std::string cache_salt;           // isolates prefix-cache entries (tenant, API key)
+  // Fair share: the scheduler splits token service between tenants in
+  // proportion to their weights (finite, > 0). "" is a tenant like any other.
+  std::string tenant;
+  float tenant_weight = 1.0f;
 };
 
 }  // namespace loom

@@ -1,8 +1,10 @@
 // Scheduler: admission, per-step batching with chunked prefill, preemption by
-// recompute and anti-starvation aging. See scheduler.h and engine/README.md.
+// recompute, anti-starvation aging and weighted fair share between tenants.
+// See scheduler.h and engine/README.md.
 #include "engine/scheduler.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <unordered_set>
 
@@ -24,8 +26,8 @@ void SchedulerConfig::validate() const {
 
 Scheduler::Scheduler(SchedulerConfig config, KvManager& kv) : config_(config), kv_(kv) {
   config_.validate();
-  capacity_tokens_ = int32_t(std::min<int64_t>(int64_t(kv_.num_blocks()) * kv_.block_size(),
-                                               INT32_MAX));
+  capacity_tokens_ =
+      int32_t(std::min<int64_t>(int64_t(kv_.num_blocks()) * kv_.block_size(), INT32_MAX));
 }
 
 Scheduler::~Scheduler() = default;
@@ -49,7 +51,7 @@ const Sequence& Scheduler::get(SeqId id) const {
 
 SchedulerStats Scheduler::stats() const {
   SchedulerStats s = stats_;
-  s.waiting = waiting_by_rank_.size();
+  s.waiting = waiting_by_arrival_.size();
   s.running = running_.size();
   return s;
 }
@@ -59,24 +61,103 @@ bool Scheduler::aged(const Sequence& s) const {
          step_ - s.arrival_step >= uint64_t(config_.starvation_steps);
 }
 
+int32_t Scheduler::effective_priority(const Sequence& s) const {
+  return aged(s) ? live_priorities_.begin()->first : s.priority;
+}
+
 bool Scheduler::ranks_before(const Sequence& a, const Sequence& b) const {
-  const bool aa = aged(a), ab = aged(b);
-  if (aa != ab) return aa;
-  if (!aa && a.priority != b.priority) return a.priority < b.priority;
+  const int32_t pa = effective_priority(a), pb = effective_priority(b);
+  if (pa != pb) return pa < pb;
+  if (a.tenant != b.tenant) {
+    const double sa = tenant_of(a).served, sb = tenant_of(b).served;
+    if (sa != sb) return sa < sb;
+  }
   if (a.arrival != b.arrival) return a.arrival < b.arrival;
   if (a.index != b.index) return a.index < b.index;
   return a.id < b.id;
 }
 
+Scheduler::TenantState& Scheduler::tenant_of(const Sequence& s) {
+  auto it = tenants_.find(s.tenant);
+  LOOM_CHECK(it != tenants_.end(), "sequence {} has no tenant state", s.id);
+  return it->second;
+}
+
+const Scheduler::TenantState& Scheduler::tenant_of(const Sequence& s) const {
+  auto it = tenants_.find(s.tenant);
+  LOOM_CHECK(it != tenants_.end(), "sequence {} has no tenant state", s.id);
+  return it->second;
+}
+
+void Scheduler::charge(const Sequence& s, int32_t tokens) {
+  TenantState& t = tenant_of(s);
+  t.served += double(tokens) / double(t.weight);
+}
+
+std::optional<double> Scheduler::min_active_service(const TenantState* except) const {
+  std::optional<double> least;
+  for (const auto& [name, t] : tenants_)
+    if (&t != except && t.live > 0 && (!least || t.served < *least)) least = t.served;
+  return least;
+}
+
+void Scheduler::retire_tenant_if_idle(const std::string& name) {
+  auto it = tenants_.find(name);
+  if (it == tenants_.end() || it->second.live > 0) return;
+  // Dropping the state is the same as keeping it when its service is at or
+  // below every active tenant's: it would be lifted to that on return.
+  const std::optional<double> least = min_active_service(nullptr);
+  if (!least) {
+    tenants_.clear();  // nothing is active: every account starts afresh
+    return;
+  }
+  if (it->second.served <= *least) tenants_.erase(it);
+}
+
+double Scheduler::tenant_virtual_service(const std::string& tenant) const {
+  auto it = tenants_.find(tenant);
+  return it == tenants_.end() ? 0.0 : it->second.served;
+}
+
 void Scheduler::add_waiting(Sequence& s) {
   s.status = SeqStatus::Waiting;
-  waiting_by_rank_.insert(RankKey{s.priority, s.arrival, s.index, s.id});
+  TenantState& t = tenant_of(s);
+  t.waiting.insert(RankKey{s.priority, s.arrival, s.index, s.id});
+  t.waiting_by_arrival.insert(ArrivalKey{s.arrival, s.index, s.id});
   waiting_by_arrival_.insert(ArrivalKey{s.arrival, s.index, s.id});
 }
 
 void Scheduler::remove_waiting(Sequence& s) {
-  waiting_by_rank_.erase(RankKey{s.priority, s.arrival, s.index, s.id});
+  TenantState& t = tenant_of(s);
+  t.waiting.erase(RankKey{s.priority, s.arrival, s.index, s.id});
+  t.waiting_by_arrival.erase(ArrivalKey{s.arrival, s.index, s.id});
   waiting_by_arrival_.erase(ArrivalKey{s.arrival, s.index, s.id});
+}
+
+Sequence* Scheduler::next_waiting() {
+  Sequence* best = nullptr;
+  int32_t best_priority = 0;
+  double best_served = 0;
+  for (auto& [name, t] : tenants_) {
+    if (t.waiting.empty()) continue;
+    // The tenant's first in rank order. Aged sequences form a prefix of its
+    // arrival order (arrival_step grows with arrival) and rank at the top
+    // priority, before every younger sequence of that priority.
+    Sequence* c = &at(t.waiting_by_arrival.begin()->id);
+    if (!aged(*c)) c = &at(t.waiting.begin()->id);
+    const int32_t priority = effective_priority(*c);
+    const bool before_best =
+        best == nullptr || priority < best_priority ||
+        (priority == best_priority &&
+         (t.served < best_served ||
+          (t.served == best_served && c->arrival < best->arrival)));  // tenants: never equal
+    if (before_best) {
+      best = c;
+      best_priority = priority;
+      best_served = t.served;
+    }
+  }
+  return best;
 }
 
 void Scheduler::remove_running(SeqId id) {
@@ -88,6 +169,7 @@ void Scheduler::remove_running(SeqId id) {
 
 void Scheduler::erase(SeqId id) {
   Sequence& s = at(id);
+  const std::string tenant = s.tenant;
   if (s.status == SeqStatus::Waiting) {
     remove_waiting(s);
     if (!s.first_scheduled_step) {
@@ -105,12 +187,16 @@ void Scheduler::erase(SeqId id) {
     ids.erase(std::remove(ids.begin(), ids.end(), id), ids.end());
     if (ids.empty()) by_request_.erase(req);
   }
+  --tenant_of(s).live;
+  if (--live_priorities_[s.priority] == 0) live_priorities_.erase(s.priority);
   seqs_.erase(id);
+  retire_tenant_if_idle(tenant);
 }
 
 AdmitStatus Scheduler::add_request(RequestId id, const Request& request, SeqId* first_seq) {
   const SamplingParams& p = request.params;
-  if (request.prompt_ids.empty() || p.n < 1 || p.max_tokens < 1 || by_request_.count(id) != 0) {
+  if (request.prompt_ids.empty() || p.n < 1 || p.max_tokens < 1 || by_request_.count(id) != 0 ||
+      !std::isfinite(request.tenant_weight) || !(request.tenant_weight > 0.0f)) {
     ++stats_.rejected_requests;
     return AdmitStatus::Invalid;
   }
@@ -138,10 +224,18 @@ AdmitStatus Scheduler::add_request(RequestId id, const Request& request, SeqId* 
   s.arrival_step = step_;
   s.deadline = request.deadline;
   s.cache_salt = hash_cache_salt(request.cache_salt);
+  s.tenant = request.tenant;
   s.tokens = request.prompt_ids;
   s.prompt_len = int32_t(request.prompt_ids.size());
   s.max_tokens = p.max_tokens;
   s.pending_forks = p.n - 1;
+  TenantState& t = tenants_[s.tenant];
+  if (t.live == 0) {  // (re)activated: no credit for the time it was idle
+    if (auto least = min_active_service(&t)) t.served = std::max(t.served, *least);
+  }
+  t.weight = request.tenant_weight;
+  ++t.live;
+  ++live_priorities_[s.priority];
   seqs_.emplace(s.id, std::move(seq));
   by_request_[id].push_back(s.id);
   add_waiting(s);
@@ -189,6 +283,7 @@ StepPlan Scheduler::schedule(Clock::time_point now) {
     if (auto e = entry_of.find(v.id); e != entry_of.end()) {
       entries[e->second].live = false;
       budget += entries[e->second].n;
+      charge(v, -entries[e->second].n);
       entry_of.erase(e);
     }
     remove_running(v.id);
@@ -208,6 +303,7 @@ StepPlan Scheduler::schedule(Clock::time_point now) {
         entry_of[s.id] = entries.size();
         entries.push_back(Entry{s.id, s.num_computed, n, std::move(copies), true});
         budget -= n;
+        charge(s, n);
         return true;
       }
       Sequence* victim = nullptr;
@@ -241,11 +337,11 @@ StepPlan Scheduler::schedule(Clock::time_point now) {
     }
   }
 
-  // Waiting sequences (new, or preempted earlier), aged ones first; not in a
-  // step that preempted (blocks are short), and head-of-line: the first that
-  // does not fit stops admission so large requests are not overtaken forever.
+  // Waiting sequences (new, or preempted earlier) in next_waiting() order; not
+  // in a step that preempted (blocks are short), and head-of-line: the first
+  // that does not fit stops admission so large requests are not overtaken
+  // forever.
   if (plan.preempted.empty()) {
-    std::vector<SeqId> admitted;
     auto try_admit = [&](Sequence& s) -> bool {
       if (budget <= 0 || running_seats_ + seats(s) > config_.max_num_seqs) return false;
       LOOM_CHECK(s.blocks.empty() && s.num_computed == 0, "waiting sequence {} holds KV", s.id);
@@ -267,37 +363,21 @@ StepPlan Scheduler::schedule(Clock::time_point now) {
       entry_of[s.id] = entries.size();
       entries.push_back(Entry{s.id, s.num_computed, n, std::move(copies), true});
       budget -= n;
-      running_seats_ += seats(s);  // provisional, so the cap holds within this loop
-      admitted.push_back(s.id);
-      return true;
-    };
-    bool stopped = false;
-    for (const ArrivalKey& k : waiting_by_arrival_) {
-      Sequence& s = at(k.id);
-      if (!aged(s)) break;
-      if (!try_admit(s)) {
-        stopped = true;
-        break;
-      }
-    }
-    if (!stopped) {
-      for (const RankKey& k : waiting_by_rank_) {
-        Sequence& s = at(k.id);
-        if (aged(s)) continue;  // considered above
-        if (!try_admit(s)) break;
-      }
-    }
-    for (SeqId id : admitted) {
-      Sequence& s = at(id);
+      charge(s, n);
       remove_waiting(s);
       s.status = SeqStatus::Running;
-      running_.push_back(id);  // seats were counted in try_admit
+      running_.push_back(s.id);
+      running_seats_ += seats(s);
       if (!s.first_scheduled_step) {
         s.first_scheduled_step = step_;
+        s.first_scheduled_time = now;
         --waiting_new_requests_;
         waiting_new_tokens_ -= s.prompt_len;
       }
-    }
+      return true;
+    };
+    while (Sequence* s = next_waiting())
+      if (!try_admit(*s)) break;
   }
 
   for (Entry& e : entries) {
@@ -318,8 +398,8 @@ void Scheduler::complete_step(const StepPlan& plan) {
     if (it == seqs_.end()) continue;  // finished or aborted since the plan was made
     Sequence& s = *it->second;
     LOOM_CHECK(s.status == SeqStatus::Running && s.num_computed == e.start,
-               "sequence {} changed under step {} (computed {}, planned start {})", s.id,
-               plan.step, s.num_computed, e.start);
+               "sequence {} changed under step {} (computed {}, planned start {})", s.id, plan.step,
+               s.num_computed, e.start);
     s.num_computed += e.num_tokens;
     LOOM_CHECK(s.num_computed <= s.blocks.num_tokens(), "sequence {} computed past its blocks",
                s.id);
@@ -338,8 +418,7 @@ std::vector<SeqId> Scheduler::fork(SeqId parent, int32_t count) {
   Sequence& p = at(parent);
   LOOM_CHECK(p.status == SeqStatus::Running && p.num_pending() == 0,
              "fork of sequence {} needs all its tokens computed", parent);
-  LOOM_CHECK(count == p.pending_forks, "fork of {} siblings, {} expected", count,
-             p.pending_forks);
+  LOOM_CHECK(count == p.pending_forks, "fork of {} siblings, {} expected", count, p.pending_forks);
   std::vector<SeqId> ids;
   for (int32_t i = 1; i <= count; ++i) {
     auto seq = std::make_unique<Sequence>();
@@ -352,6 +431,7 @@ std::vector<SeqId> Scheduler::fork(SeqId parent, int32_t count) {
     c.arrival_step = p.arrival_step;
     c.deadline = p.deadline;
     c.cache_salt = p.cache_salt;
+    c.tenant = p.tenant;
     c.tokens = p.tokens;
     c.prompt_len = p.prompt_len;
     c.max_tokens = p.max_tokens;
@@ -359,17 +439,22 @@ std::vector<SeqId> Scheduler::fork(SeqId parent, int32_t count) {
     c.blocks = kv_.fork(p.blocks);
     c.status = SeqStatus::Running;
     c.first_scheduled_step = p.first_scheduled_step;
+    c.first_scheduled_time = p.first_scheduled_time;
     ids.push_back(c.id);
     running_.push_back(c.id);
     by_request_[c.request_id].push_back(c.id);
     if (c.deadline) deadlines_.insert(DeadlineKey{*c.deadline, c.id});
+    ++tenant_of(c).live;
+    ++live_priorities_[c.priority];
     seqs_.emplace(c.id, std::move(seq));
   }
   p.pending_forks = 0;  // the parent's reserved seats now belong to the siblings
   return ids;
 }
 
-void Scheduler::finish(SeqId id) { erase(id); }
+void Scheduler::finish(SeqId id) {
+  erase(id);
+}
 
 void Scheduler::check_invariants() const {
   size_t waiting = 0;
@@ -377,6 +462,8 @@ void Scheduler::check_invariants() const {
   size_t new_waiting = 0;
   int64_t new_tokens = 0;
   std::map<BlockId, int32_t> refs;
+  std::map<std::string, int32_t> live_by_tenant;
+  std::map<int32_t, int32_t> priorities;
   for (const auto& [id, ptr] : seqs_) {
     const Sequence& s = *ptr;
     LOOM_CHECK(s.id == id, "sequence key {} holds id {}", id, s.id);
@@ -385,7 +472,9 @@ void Scheduler::check_invariants() const {
     if (s.status == SeqStatus::Waiting) {
       ++waiting;
       LOOM_CHECK(s.blocks.empty() && s.num_computed == 0, "waiting sequence {} holds KV", id);
-      LOOM_CHECK(waiting_by_rank_.count(RankKey{s.priority, s.arrival, s.index, s.id}) == 1 &&
+      const TenantState& t = tenant_of(s);
+      LOOM_CHECK(t.waiting.count(RankKey{s.priority, s.arrival, s.index, s.id}) == 1 &&
+                     t.waiting_by_arrival.count(ArrivalKey{s.arrival, s.index, s.id}) == 1 &&
                      waiting_by_arrival_.count(ArrivalKey{s.arrival, s.index, s.id}) == 1,
                  "waiting sequence {} not queued", id);
       if (!s.first_scheduled_step) {
@@ -399,16 +488,33 @@ void Scheduler::check_invariants() const {
       seats_sum += seats(s);
     }
     for (BlockId b : s.blocks.blocks()) ++refs[b];
+    ++live_by_tenant[s.tenant];
+    ++priorities[s.priority];
   }
-  LOOM_CHECK(waiting == waiting_by_rank_.size() && waiting == waiting_by_arrival_.size(),
-             "waiting sets {} / {} vs {} sequences", waiting_by_rank_.size(),
-             waiting_by_arrival_.size(), waiting);
+  LOOM_CHECK(priorities == live_priorities_, "live priority counts disagree");
+  size_t tenant_waiting = 0;
+  for (const auto& [name, t] : tenants_) {
+    auto it = live_by_tenant.find(name);
+    const int32_t live = it == live_by_tenant.end() ? 0 : it->second;
+    LOOM_CHECK(t.live == live, "tenant '{}' counts {} sequences, holds {}", name, t.live, live);
+    LOOM_CHECK(t.waiting.size() == t.waiting_by_arrival.size() && t.waiting.size() <= size_t(live),
+               "tenant '{}' queues {} / {} of {} sequences", name, t.waiting.size(),
+               t.waiting_by_arrival.size(), live);
+    LOOM_CHECK(std::isfinite(t.weight) && t.weight > 0 && std::isfinite(t.served),
+               "tenant '{}' weight {} service {}", name, t.weight, t.served);
+    tenant_waiting += t.waiting.size();
+  }
+  for (const auto& [name, live] : live_by_tenant)
+    LOOM_CHECK(tenants_.count(name) == 1, "no state for tenant '{}' of {} sequences", name, live);
+  LOOM_CHECK(waiting == tenant_waiting && waiting == waiting_by_arrival_.size(),
+             "waiting sets {} / {} vs {} sequences", tenant_waiting, waiting_by_arrival_.size(),
+             waiting);
   LOOM_CHECK(running_.size() + waiting == seqs_.size(), "running {} + waiting {} != {}",
              running_.size(), waiting, seqs_.size());
   LOOM_CHECK(seats_sum == running_seats_, "seats {} != {}", seats_sum, running_seats_);
   LOOM_CHECK(new_waiting == waiting_new_requests_ && new_tokens == waiting_new_tokens_,
-             "admission counters {} / {} vs {} / {}", waiting_new_requests_,
-             waiting_new_tokens_, new_waiting, new_tokens);
+             "admission counters {} / {} vs {} / {}", waiting_new_requests_, waiting_new_tokens_,
+             new_waiting, new_tokens);
   kv_.check_invariants();
   int32_t used = 0;
   for (BlockId b = 0; b < kv_.num_blocks(); ++b) {

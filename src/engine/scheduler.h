@@ -8,14 +8,24 @@
 // token (decodes) go first, then running partial prefills, then waiting
 // sequences (chunked prefill), all in rank order and within the token budget
 // and sequence cap. When blocks run out, the lowest-ranked running sequence is
-// preempted by recompute (blocks freed, back to waiting). Rank: lower priority
-// value first, then older arrival; a request older than starvation_steps
-// steps ranks above every younger one (oldest first), which bounds waiting.
+// preempted by recompute (blocks freed, back to waiting).
+//
+// Rank: lower priority value first; a request older than starvation_steps
+// steps ranks at the best priority of any live sequence (so no request waits
+// unboundedly). Within a priority, weighted fair share between tenants: a
+// tenant's virtual service is the tokens scheduled for it divided by its
+// weight, and the tenant with the least goes first; within a tenant, older
+// first. A tenant that becomes active starts at the least virtual service of
+// the active tenants, so idle time is not banked. Preemption takes the
+// lowest-ranked running sequence: worst priority, most-served tenant, newest.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <optional>
 #include <set>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -26,13 +36,13 @@
 namespace loom {
 
 struct SchedulerConfig {
-  int32_t max_num_batched_tokens = 2048;  // tokens computed per step
-  int32_t max_num_seqs = 256;             // sequences running at once
-  int32_t max_waiting_requests = 4096;    // admission bound (new requests waiting)
+  int32_t max_num_batched_tokens = 2048;          // tokens computed per step
+  int32_t max_num_seqs = 256;                     // sequences running at once
+  int32_t max_waiting_requests = 4096;            // admission bound (new requests waiting)
   int64_t max_waiting_tokens = int64_t(1) << 24;  // admission bound (their prompt tokens)
-  int32_t max_model_len = 0;              // prompt + max_tokens limit; 0: the pool's capacity
-  bool enable_chunked_prefill = true;     // false: a prompt is prefilled in one step
-  int64_t starvation_steps = 1000;        // age (steps) after which a request is served FCFS first
+  int32_t max_model_len = 0;           // prompt + max_tokens limit; 0: the pool's capacity
+  bool enable_chunked_prefill = true;  // false: a prompt is prefilled in one step
+  int64_t starvation_steps = 1000;     // age (steps) after which a request is served FCFS first
   void validate() const;
 };
 
@@ -47,13 +57,13 @@ struct ScheduledSeq {
 
 struct StepPlan {
   uint64_t step = 0;
-  std::vector<ScheduledSeq> seqs;   // decodes first, then prefill chunks
-  std::vector<BlockCopy> copies;    // copy-on-write: copy KV src -> dst before the step
-  std::vector<SeqId> preempted;     // moved back to waiting, blocks freed (recomputed later)
-  std::vector<SeqId> expired;       // deadline passed: removed, blocks freed (finish: abort)
-  int32_t num_tokens = 0;           // sum of seqs[i].num_tokens
+  std::vector<ScheduledSeq> seqs;  // decodes first, then prefill chunks
+  std::vector<BlockCopy> copies;   // copy-on-write: copy KV src -> dst before the step
+  std::vector<SeqId> preempted;    // moved back to waiting, blocks freed (recomputed later)
+  std::vector<SeqId> expired;      // deadline passed: removed, blocks freed (finish: abort)
+  int32_t num_tokens = 0;          // sum of seqs[i].num_tokens
   int32_t num_decode_tokens = 0;
-  int32_t num_cached_tokens = 0;    // prompt tokens skipped thanks to prefix-cache hits
+  int32_t num_cached_tokens = 0;  // prompt tokens skipped thanks to prefix-cache hits
   bool empty() const { return seqs.empty(); }
 };
 
@@ -96,11 +106,15 @@ class Scheduler {
 
   const Sequence* find(SeqId seq) const;
   const Sequence& get(SeqId seq) const;
-  size_t num_waiting() const { return waiting_by_rank_.size(); }
+  size_t num_waiting() const { return waiting_by_arrival_.size(); }
   size_t num_running() const { return running_.size(); }
   bool idle() const { return seqs_.empty(); }
   SchedulerStats stats() const;
   const SchedulerConfig& config() const { return config_; }
+  // Tokens scheduled for the tenant divided by its weight, counted since it
+  // last became active (after the lift described above); 0 for an unknown or
+  // retired tenant. For tests and diagnostics.
+  double tenant_virtual_service(const std::string& tenant) const;
   KvManager& kv() { return kv_; }
 
   // Throws when the scheduler's own invariants (sets vs statuses, seats,
@@ -127,7 +141,19 @@ class Scheduler {
     auto operator<=>(const DeadlineKey&) const = default;
   };
 
+  // Per tenant: fair-share account and its waiting sequences. A tenant is
+  // active while it has sequences (live > 0); inactive ones are kept only
+  // while their virtual service is above every active tenant's.
+  struct TenantState {
+    double served = 0;  // virtual service: tokens scheduled / weight
+    float weight = 1;
+    int32_t live = 0;           // sequences, waiting or running
+    std::set<RankKey> waiting;  // by rank (priority, arrival)
+    std::set<ArrivalKey> waiting_by_arrival;
+  };
+
   bool aged(const Sequence& s) const;
+  int32_t effective_priority(const Sequence& s) const;            // aged: the best live priority
   bool ranks_before(const Sequence& a, const Sequence& b) const;  // a is served before b
   int32_t seats(const Sequence& s) const { return 1 + s.pending_forks; }
   void add_waiting(Sequence& s);
@@ -135,14 +161,24 @@ class Scheduler {
   void remove_running(SeqId id);
   void erase(SeqId id);  // frees blocks, drops from every set
   Sequence& at(SeqId id);
+  TenantState& tenant_of(const Sequence& s);
+  const TenantState& tenant_of(const Sequence& s) const;
+  void charge(const Sequence& s, int32_t tokens);  // tokens scheduled (< 0: taken back)
+  // The least virtual service among active tenants other than `except`.
+  std::optional<double> min_active_service(const TenantState* except) const;
+  void retire_tenant_if_idle(const std::string& name);
+  // Next waiting sequence to admit (aged first, then best priority; fair
+  // between tenants; FIFO within one); null when nothing waits.
+  Sequence* next_waiting();
 
   SchedulerConfig config_;
   KvManager& kv_;
   int32_t capacity_tokens_;
   std::unordered_map<SeqId, std::unique_ptr<Sequence>> seqs_;
   std::unordered_map<RequestId, std::vector<SeqId>> by_request_;
-  std::set<RankKey> waiting_by_rank_;
-  std::set<ArrivalKey> waiting_by_arrival_;
+  std::set<ArrivalKey> waiting_by_arrival_;  // every waiting sequence
+  std::map<std::string, TenantState, std::less<>> tenants_;
+  std::map<int32_t, int32_t> live_priorities_;  // priority -> live sequences
   std::set<DeadlineKey> deadlines_;
   std::vector<SeqId> running_;
   int32_t running_seats_ = 0;

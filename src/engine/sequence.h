@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "engine/request.h"
@@ -24,6 +25,7 @@ struct Sequence {
   uint64_t arrival_step = 0;  // scheduler step at admission (for anti-starvation)
   std::optional<Clock::time_point> deadline;
   uint64_t cache_salt = 0;
+  std::string tenant;           // the request's tenant (fair-share accounting)
   std::vector<int32_t> tokens;  // prompt, then generated tokens
   int32_t prompt_len = 0;
   int32_t max_tokens = 0;       // generated tokens allowed (for admission checks)
@@ -33,6 +35,7 @@ struct Sequence {
   SeqStatus status = SeqStatus::Waiting;
   int32_t num_preemptions = 0;
   std::optional<uint64_t> first_scheduled_step;
+  std::optional<Clock::time_point> first_scheduled_time;  // the `now` of that step
 
   int32_t num_tokens() const { return static_cast<int32_t>(tokens.size()); }
   int32_t num_output_tokens() const { return num_tokens() - prompt_len; }

@@ -37,14 +37,14 @@ int json_nesting_depth(std::string_view text, int limit) {
   return deepest;
 }
 
-nlohmann::json parse_json_body(std::string_view body, size_t max_bytes, int max_depth) {
+nlohmann::ordered_json parse_json_body(std::string_view body, size_t max_bytes, int max_depth) {
   if (body.size() > max_bytes)
     throw ApiError(413, fmt::format("request body of {} bytes exceeds the limit of {} bytes",
                                     body.size(), max_bytes));
   if (!tok::utf8_is_valid(body)) throw ApiError(400, "request body is not valid UTF-8");
   if (json_nesting_depth(body, max_depth) > max_depth)
     throw ApiError(400, fmt::format("JSON nesting deeper than {} levels", max_depth));
-  nlohmann::json j = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+  auto j = nlohmann::ordered_json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) throw ApiError(400, "request body is not valid JSON");
   if (!j.is_object()) throw ApiError(400, "request body must be a JSON object");
   return j;

@@ -16,6 +16,8 @@ int json_nesting_depth(std::string_view text, int limit);
 
 // Throws ApiError: 413 over max_bytes, 400 for invalid UTF-8, nesting deeper
 // than max_depth, malformed JSON, or a top level that is not an object.
-nlohmann::json parse_json_body(std::string_view body, size_t max_bytes, int max_depth);
+// Objects keep the client's key order (chat templates print tool calls and
+// tool schemas with tojson, which must match what the model was trained on).
+nlohmann::ordered_json parse_json_body(std::string_view body, size_t max_bytes, int max_depth);
 
 }  // namespace loom::server

@@ -18,7 +18,7 @@
 
 namespace loom::server {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;  // request bodies keep their key order
 
 int64_t GenerationRequest::prompt_tokens() const {
   int64_t total = 0;

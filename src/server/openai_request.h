@@ -70,7 +70,7 @@ GenerationRequest parse_chat_request(std::string_view body, const ModelContext& 
                                      const RequestLimits& limits);
 
 // Both endpoints, from an already parsed body.
-GenerationRequest parse_generation_request(Endpoint endpoint, const nlohmann::json& body,
+GenerationRequest parse_generation_request(Endpoint endpoint, const nlohmann::ordered_json& body,
                                            const ModelContext& model, const RequestLimits& limits);
 
 }  // namespace loom::server

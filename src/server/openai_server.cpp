@@ -70,6 +70,7 @@ struct OpenAiServer::Call {
   bool finished = false;
   std::optional<ApiError> error;       // the first engine error
   std::optional<SteadyClock::time_point> first_token;
+  bool queue_time_recorded = false;
   std::vector<SteadyClock::time_point> last_token;  // by choice
 
   Call(OpenAiServer& s, std::shared_ptr<ResponseSink> k, GenerationRequest r, const Tenant* t,
@@ -96,6 +97,11 @@ struct OpenAiServer::Call {
       error = engine_error(e);
       for (size_t i = 0; i < engine_ids.size(); ++i)  // the others cannot succeed now
         if (i != prompt_index && engine_ids[i] != 0) server.service_.abort(engine_ids[i]);
+    }
+    if (e.first_scheduled && !queue_time_recorded) {  // the call's first prompt scheduled
+      queue_time_recorded = true;
+      server.metrics_.observe("loom_request_queue_time_seconds",
+                              std::max(0.0, seconds_since(arrived, *e.first_scheduled)));
     }
     if (!e.token_ids.empty()) {
       const auto now = SteadyClock::now();
@@ -224,7 +230,7 @@ OpenAiServer::OpenAiServer(OpenAiServerConfig config, GenerationService& service
       tenants_(std::move(tenants)),
       filter_(std::move(filter)),
       id_prefix_(random_prefix()),
-      last_progress_(SteadyClock::now()) {
+      watchdog_(config_.watchdog, watchdog_now()) {
   LOOM_CHECK(model_.tokenizer != nullptr, "the server needs the model's tokenizer");
   auto& m = metrics_;
   m.declare_counter("loom_requests_total", "HTTP requests by route and status");
@@ -242,6 +248,9 @@ OpenAiServer::OpenAiServer(OpenAiServerConfig config, GenerationService& service
                       kLatencyBuckets);
   m.declare_histogram("loom_e2e_request_latency_seconds", "arrival to last byte (status 200)",
                       kLatencyBuckets);
+  m.declare_histogram("loom_request_queue_time_seconds",
+                      "arrival to the engine first scheduling the request", kLatencyBuckets);
+  if (config_.gpu_metrics) declare_gpu_metrics(m);
   m.declare_gauge("loom_http_requests_in_flight", "generation requests being served");
   m.declare_gauge("loom_num_requests_running", "sequences running in the engine");
   m.declare_gauge("loom_num_requests_waiting", "sequences waiting in the engine (queue depth)");
@@ -310,20 +319,20 @@ void OpenAiServer::monitor_loop() {
   }
 }
 
+SteadyClock::time_point OpenAiServer::watchdog_now() const {
+  return config_.watchdog_clock ? config_.watchdog_clock() : SteadyClock::now();
+}
+
 void OpenAiServer::refresh_engine_metrics() {
   const EngineStats s = service_.stats();
-  const auto now = SteadyClock::now();
+  const auto now = watchdog_now();
   bool stalled;
   {
     std::lock_guard<std::mutex> lk(watchdog_mu_);
-    const bool busy = s.running + s.waiting > 0;
-    if (s.steps != last_steps_ || !busy) {
-      last_steps_ = s.steps;
-      last_progress_ = now;
-    }
-    stalled_ = busy && now - last_progress_ > config_.watchdog;
-    stalled = stalled_;
+    watchdog_.observe(s.steps, s.running + s.waiting > 0, now);
+    stalled = watchdog_.stalled(now);
   }
+  if (config_.gpu_metrics) record_gpu_metrics(metrics_, config_.gpu_metrics->sample());
   auto& m = metrics_;
   m.set("loom_num_requests_running", double(s.running));
   m.set("loom_num_requests_waiting", double(s.waiting));
@@ -343,10 +352,13 @@ void OpenAiServer::refresh_engine_metrics() {
 HttpResponse OpenAiServer::ready() {
   refresh_engine_metrics();
   if (draining_) return json_response(503, {{"status", "shutting down"}});
+  const auto now = watchdog_now();
   std::lock_guard<std::mutex> lk(watchdog_mu_);
-  if (stalled_)
-    return json_response(503, {{"status", "stalled"},
-                               {"seconds_since_progress", seconds_since(last_progress_)}});
+  if (watchdog_.stalled(now))
+    return json_response(
+        503, {{"status", "stalled"},
+              {"seconds_since_progress",
+               std::chrono::duration<double>(watchdog_.since_progress(now)).count()}});
   return json_response(200, {{"status", "ready"}});
 }
 
@@ -447,13 +459,14 @@ HttpResponse OpenAiServer::models() const {
 
 HttpResponse OpenAiServer::tokenize(const HttpRequest& req) const {
   const auto& lim = config_.limits;
-  json body = parse_json_body(req.body, lim.max_body_bytes, lim.max_json_depth);
+  const nlohmann::ordered_json body =
+      parse_json_body(req.body, lim.max_body_bytes, lim.max_json_depth);
   std::string text;
   bool add_special = true;
   if (body.contains("messages") && !body["messages"].is_null()) {
     GenerationRequest g = parse_generation_request(
-        Endpoint::ChatCompletions, json{{"messages", body["messages"]}, {"max_tokens", 1}},
-        model_, lim);
+        Endpoint::ChatCompletions,
+        nlohmann::ordered_json{{"messages", body["messages"]}, {"max_tokens", 1}}, model_, lim);
     return json_response(200, {{"count", g.prompts[0].size()},
                                {"max_model_len", model_.max_model_len},
                                {"tokens", g.prompts[0]}});
@@ -474,7 +487,8 @@ HttpResponse OpenAiServer::tokenize(const HttpRequest& req) const {
 
 HttpResponse OpenAiServer::detokenize(const HttpRequest& req) const {
   const auto& lim = config_.limits;
-  json body = parse_json_body(req.body, lim.max_body_bytes, lim.max_json_depth);
+  const nlohmann::ordered_json body =
+      parse_json_body(req.body, lim.max_body_bytes, lim.max_json_depth);
   if (!body.contains("tokens") || !body["tokens"].is_array())
     throw_bad_field("tokens", "'tokens' must be a list of token ids");
   std::vector<int32_t> ids;
@@ -547,6 +561,8 @@ void OpenAiServer::start_generation(Endpoint endpoint, const HttpRequest& req,
     er.params = r.params;
     er.priority = r.priority;
     er.cache_salt = tenant ? tenant->name : "";
+    er.tenant = tenant ? tenant->name : "";
+    er.tenant_weight = tenant ? tenant->weight : 1.0f;
     RequestId eid = 0;
     try {
       eid = service_.submit(std::move(er), [call, i](const StreamEvent& e) { call->on_event(i, e); });

@@ -8,13 +8,16 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <string>
 #include <thread>
 
+#include "server/engine_watchdog.h"
 #include "server/generation_service.h"
+#include "server/gpu_metrics.h"
 #include "server/http_server.h"
 #include "server/http_types.h"
 #include "server/metrics.h"
@@ -29,6 +32,9 @@ struct OpenAiServerConfig {
   std::chrono::milliseconds watchdog{30000};  // /ready fails when busy and no step for this long
   std::chrono::milliseconds stats_interval{500};
   int64_t retry_after_seconds = 1;            // on 503 queue full / shutting down
+  std::shared_ptr<GpuMetricsSource> gpu_metrics;  // null: no loom_gpu_* series
+  // The watchdog's clock; null: steady_clock::now. Tests step it by hand.
+  std::function<std::chrono::steady_clock::time_point()> watchdog_clock;
 };
 
 class OpenAiServer {
@@ -74,11 +80,10 @@ class OpenAiServer {
   mutable std::mutex calls_mu_;
   std::set<std::shared_ptr<Call>> calls_;
 
-  // Watchdog: the engine's step count and when it last changed (or was idle).
+  std::chrono::steady_clock::time_point watchdog_now() const;
+
   std::mutex watchdog_mu_;
-  uint64_t last_steps_ = 0;
-  std::chrono::steady_clock::time_point last_progress_;
-  bool stalled_ = false;
+  EngineWatchdog watchdog_;
 
   std::mutex monitor_mu_;
   std::condition_variable monitor_cv_;

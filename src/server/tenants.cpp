@@ -54,6 +54,13 @@ void TenantRegistry::load_file(const std::string& path) {
     tenant.limits.max_concurrent = int32_t(get_int(t, "max_concurrent", 1 << 30));
     tenant.limits.tokens_per_minute = get_int(t, "tokens_per_minute", int64_t(1) << 50);
     tenant.limits.max_prompt_tokens = int32_t(get_int(t, "max_prompt_tokens", 1 << 30));
+    if (t.contains("weight")) {
+      const auto& w = t["weight"];
+      if (!w.is_number() || !(w.get<double>() > 0) || w.get<double>() > 1e6)
+        LOOM_THROW("{}: 'weight' of tenant {} must be a number in (0, 1000000]", path,
+                   tenant.name);
+      tenant.weight = float(w.get<double>());
+    }
     for (const auto& k : t["keys"]) {
       if (!k.is_string()) LOOM_THROW("{}: keys of tenant {} must be strings", path, tenant.name);
       add_key(k.get<std::string>(), tenant);

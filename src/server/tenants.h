@@ -24,13 +24,16 @@ struct TenantLimits {
 struct Tenant {
   std::string name;
   TenantLimits limits;
+  float weight = 1.0f;  // share of the engine under contention (fair share), > 0
 };
 
 class TenantRegistry {
  public:
   void add_key(std::string key, Tenant tenant);
   // JSON: {"tenants": [{"name": "alice", "keys": ["sk-..."], "max_concurrent": 4,
-  //                     "tokens_per_minute": 100000, "max_prompt_tokens": 4096}]}
+  //                     "tokens_per_minute": 100000, "max_prompt_tokens": 4096,
+  //                     "weight": 2}]}
+  // weight: a number in (0, 1000000], default 1.
   // Throws loom::Error for a malformed file.
   void load_file(const std::string& path);
   bool enabled() const { return !keys_.empty(); }

@@ -4,6 +4,7 @@
 // with a fake KV cache that records which (token, position) each slot holds
 // so every step checks that each sequence's context reads back exactly its own
 // tokens (block tables, copy-on-write and prefix-cache hits all verified).
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -291,6 +292,7 @@ struct SimConfig {
   bool sharegpt = false;         // lognormal lengths (else uniform small)
   double max_n_prob = 0.05;      // share of requests with n in [2, 4]
   int num_priorities = 3;
+  int num_tenants = 1;           // > 1: tenant "t<k>" with weight k + 1, at random
   uint64_t seed = 1;
   bool check_every_step = true;
 };
@@ -385,6 +387,11 @@ SimResult simulate(const SimConfig& cfg) {
       if (cfg.deadline_prob > 0 && double(rng() % 10000) / 10000.0 < cfg.deadline_prob)
         r.deadline = now + milliseconds(5 + rng() % 200);
       if (rng() % 8 == 0) r.cache_salt = "tenant-" + std::to_string(rng() % 3);
+      if (cfg.num_tenants > 1) {
+        const int k = int(rng() % uint64_t(cfg.num_tenants));
+        r.tenant = fmt::format("t{}", k);
+        r.tenant_weight = float(k + 1);
+      }
       SeqId first;
       AdmitStatus st = sched.add_request(next_id, r, &first);
       ++submitted;
@@ -543,19 +550,37 @@ void expect_accounted(const SimConfig& c, const SimResult& r) {
 }
 
 // Tiny pool: preemption is constant; aborts, n > 1, shared prefixes, salts.
-TEST(SchedulerSimulation, TinyPoolForcedPreemption) {
+SimConfig tiny_pool() {
   SimConfig c;
   c.num_requests = 10000;
   c.num_blocks = 24;
   c.block_size = 8;  // 192 slots; requests up to 140 tokens
   c.sched = {.max_num_batched_tokens = 64, .max_num_seqs = 16, .starvation_steps = 400};
   c.target_live = 12;
+  return c;
+}
+
+TEST(SchedulerSimulation, TinyPoolForcedPreemption) {
+  SimConfig c = tiny_pool();
   SimResult r = simulate(c);
   print("tiny pool", r);
   expect_accounted(c, r);
   EXPECT_GT(r.preemptions, 1000u);
   EXPECT_GT(r.copies, 0u);
   EXPECT_GT(r.hit_rate, 0.05);
+  EXPECT_LE(r.max_wait_steps, 3u * 400u);
+}
+
+// Several weighted tenants with priorities, preemption, forks and aborts: the
+// same invariants after every step, and waiting stays bounded.
+TEST(SchedulerSimulation, WeightedTenantsTinyPool) {
+  SimConfig c = tiny_pool();
+  c.num_tenants = 4;
+  c.seed = 7;
+  SimResult r = simulate(c);
+  print("tiny pool, 4 weighted tenants", r);
+  expect_accounted(c, r);
+  EXPECT_GT(r.preemptions, 1000u);
   EXPECT_LE(r.max_wait_steps, 3u * 400u);
 }
 

@@ -170,5 +170,37 @@ def test_metrics_format(server):
                  "loom_e2e_request_latency_seconds", "loom_num_requests_running",
                  "loom_num_requests_waiting", "loom_kv_cache_usage_ratio",
                  "loom_prefix_cache_hit_rate", "loom_preemptions_total",
-                 "loom_prompt_tokens_total", "loom_generation_tokens_total"]:
+                 "loom_prompt_tokens_total", "loom_generation_tokens_total",
+                 "loom_request_queue_time_seconds_bucket", "loom_engine_stalled"]:
         assert name in text, name
+
+
+def nvml_present():
+    import ctypes
+    try:
+        lib = ctypes.CDLL("libnvidia-ml.so.1")
+        return lib.nvmlInit_v2() == 0
+    except OSError:
+        return False
+
+
+def test_queue_time_ready_and_gpu_series(server):
+    before = server.metrics().get("loom_request_queue_time_seconds_count", 0)
+    r = requests.post(server.url + "/v1/completions",
+                      json={"prompt": "Hello", "max_tokens": 2}, timeout=120)
+    assert r.status_code == 200
+    m = server.metrics()
+    assert m["loom_request_queue_time_seconds_count"] == before + 1
+    assert m['loom_request_queue_time_seconds_bucket{le="+Inf"}'] == before + 1
+    assert 0 <= m["loom_request_queue_time_seconds_sum"] < 60
+    # A healthy engine that just worked is ready, and the watchdog agrees.
+    ready = requests.get(server.url + "/ready")
+    assert ready.status_code == 200 and ready.json()["status"] == "ready"
+    assert m["loom_engine_stalled"] == 0
+    # GPU series exactly when NVML is there (absent on CPU-only machines).
+    gpu = [k for k in m if k.startswith("loom_gpu_")]
+    if nvml_present():
+        assert any(k.startswith('loom_gpu_utilization_ratio{gpu="0"}') for k in gpu), gpu
+    else:
+        assert gpu == []
+    assert "loom serve: GPU metrics" in server.logs()

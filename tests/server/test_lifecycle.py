@@ -29,7 +29,7 @@ def stream_request(port, body, headers=None, timeout=300):
 @pytest.fixture(scope="module")
 def tenant_server():
     keys = write_json({"tenants": [
-        {"name": "alice", "keys": ["sk-alice"], "max_concurrent": 1},
+        {"name": "alice", "keys": ["sk-alice"], "max_concurrent": 1, "weight": 2},
         {"name": "bob", "keys": ["sk-bob"], "tokens_per_minute": 30},
         {"name": "carol", "keys": ["sk-carol"], "max_prompt_tokens": 8},
     ]})
@@ -124,6 +124,13 @@ def test_prompt_cap_and_filter(tenant_server):
     assert m['loom_filtered_requests_total{rule="max_prompt_tokens"}'] >= 1
     assert m['loom_rate_limited_requests_total{tenant="alice",reason="concurrency"}'] >= 1
     assert any(k.startswith('loom_tenant_tokens_total{tenant="bob"') for k in m)
+
+
+def test_bad_tenant_weight_is_refused_at_start():
+    for weight in (0, -1, "2", 1e7):
+        keys = write_json({"tenants": [{"name": "x", "keys": ["sk-x"], "weight": weight}]})
+        with pytest.raises(RuntimeError, match="'weight' of tenant x"):
+            Server("--api-key-file", keys)
 
 
 def test_access_log_has_no_prompt(tenant_server):

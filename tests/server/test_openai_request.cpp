@@ -265,6 +265,33 @@ TEST(OpenAiRequest, Chat) {
   EXPECT_FALSE(d.logprobs);
 }
 
+// Tool calls and tool schemas reach the template in the client's key order
+// (a template's tojson prints them; models were trained on that order).
+TEST(OpenAiRequest, ChatKeepsKeyOrderForTojson) {
+  static ChatFormatter f(
+      "{% for m in messages %}{{ m.role }}:{% if m.tool_calls %}{{ m.tool_calls | tojson }}"
+      "{% else %}{{ m.content }}{% endif %};{% endfor %}{{ tools | tojson }}",
+      "", "");
+  ModelContext m = model_ctx();
+  m.chat = &f;
+  const std::string body = R"({"tools": [{"type": "function", "function": {"name": "get",
+      "parameters": {"type": "object", "required": ["z", "a"]}}}],
+    "messages": [{"role": "user", "content": "x"},
+                 {"role": "assistant", "content": null, "tool_calls": [{"type": "function",
+                   "id": "c1", "function": {"name": "get", "arguments": "{\"z\": 1}"}}]}]})";
+  const auto r = parse_chat_request(body, m, {});
+  ASSERT_EQ(r.prompt_texts.size(), 1u);
+  const std::string& text = r.prompt_texts[0];
+  const auto calls = text.find("[{\"type\"");
+  ASSERT_NE(calls, std::string::npos) << text;
+  EXPECT_LT(text.find("\"type\"", calls), text.find("\"id\"", calls)) << text;
+  EXPECT_LT(text.find("\"id\"", calls), text.find("\"function\": {", calls)) << text;
+  const auto tools = text.rfind("[{\"type\"");
+  EXPECT_LT(text.find("\"name\"", tools), text.find("\"parameters\"", tools)) << text;
+  EXPECT_LT(text.find("\"type\": \"object\"", tools), text.find("\"required\"", tools))
+      << text;
+}
+
 TEST(OpenAiRequest, ChatErrors) {
   const json user = {{{"role", "user"}, {"content", "Hi"}}};
   expect_bad(json::object(), "messages", 400, true);

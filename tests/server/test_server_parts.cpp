@@ -2,6 +2,7 @@
 // filter, Prometheus rendering, and OpenAI response bodies from engine events.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -32,6 +33,25 @@ TEST(Tenants, KeysAndConstantTimeCompare) {
   EXPECT_EQ(reg.authenticate(""), nullptr);
   EXPECT_EQ(reg.authenticate("Bearer "), nullptr);
   EXPECT_THROW(reg.add_key("", {"x", {}}), loom::Error);
+}
+
+TEST(Tenants, FileWithWeights) {
+  auto load = [](const std::string& text) {
+    const std::string path = ::testing::TempDir() + "loom_tenants.json";
+    std::ofstream(path) << text;
+    TenantRegistry reg;
+    reg.load_file(path);
+    return reg;
+  };
+  TenantRegistry reg = load(R"({"tenants": [{"name": "a", "keys": ["k1"], "weight": 2.5},
+                                             {"name": "b", "keys": ["k2"]}]})");
+  EXPECT_EQ(reg.authenticate("Bearer k1")->weight, 2.5f);
+  EXPECT_EQ(reg.authenticate("Bearer k2")->weight, 1.0f);
+  for (const char* bad : {"0", "-1", "\"2\"", "1e7", "null"})
+    EXPECT_THROW(
+        load(std::string(R"({"tenants": [{"name": "a", "keys": ["k"], "weight": )") + bad + "}]}"),
+        loom::Error)
+        << bad;
 }
 
 TEST(Tenants, ConcurrencyAndTokensPerMinute) {
@@ -97,7 +117,8 @@ TEST(Metrics, PrometheusText) {
 
 namespace {
 const Tokenizer& tokenizer() {
-  static auto tok = load_tokenizer_hf(std::string(LOOM_SOURCE_DIR) + "/tests/fixtures/tokenizer/qwen2");
+  static auto tok =
+      load_tokenizer_hf(std::string(LOOM_SOURCE_DIR) + "/tests/fixtures/tokenizer/qwen2");
   return *tok;
 }
 StreamEvent token_event(int32_t seq, int32_t token, std::string text,

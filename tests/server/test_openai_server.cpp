@@ -1,0 +1,245 @@
+// OpenAiServer over a fake GenerationService, without HTTP: the /ready
+// watchdog (EngineWatchdog with a hand-stepped clock), the queue-time
+// histogram, the tenant and weight handed to the engine, and GPU metrics
+// from a fake source (present) and from NVML where the library is missing.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "server/engine_watchdog.h"
+#include "server/gpu_metrics.h"
+#include "server/openai_server.h"
+#include "tokenizer/tokenizer.h"
+
+using namespace loom;
+using namespace loom::server;
+using nlohmann::json;
+using std::chrono::milliseconds;
+using SteadyClock = std::chrono::steady_clock;
+
+namespace {
+
+const Tokenizer& tokenizer() {
+  static auto tok =
+      load_tokenizer_hf(std::string(LOOM_SOURCE_DIR) + "/tests/fixtures/tokenizer/qwen2");
+  return *tok;
+}
+
+ModelContext model_ctx() {
+  ModelContext m;
+  m.name = "test-model";
+  m.tokenizer = &tokenizer();
+  m.max_model_len = 512;
+  m.vocab_size = tokenizer().vocab_size();
+  return m;
+}
+
+// Answers each request at once on the caller's thread: one token, then done.
+// The event says the request was first scheduled `queue` after submission.
+class FakeService : public GenerationService {
+ public:
+  RequestId submit(Request request, StreamCallback callback) override {
+    const RequestId id = next_++;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      submitted_.push_back(request);
+    }
+    StreamEvent e;
+    e.request_id = id;
+    e.token_ids = {int32_t(request.prompt_ids.back())};
+    e.text = "x";
+    e.first_scheduled = SteadyClock::now() + queue;
+    e.finish = FinishReason::Length;
+    e.request_done = true;
+    callback(e);
+    return id;
+  }
+  void abort(RequestId) override {}
+  EngineStats stats() const override {
+    std::lock_guard<std::mutex> lk(mu_);
+    return stats_;
+  }
+  void set_stats(uint64_t steps, size_t running, size_t waiting) {
+    std::lock_guard<std::mutex> lk(mu_);
+    stats_.steps = steps;
+    stats_.running = running;
+    stats_.waiting = waiting;
+  }
+  std::vector<Request> submitted() const {
+    std::lock_guard<std::mutex> lk(mu_);
+    return submitted_;
+  }
+  SteadyClock::duration queue{milliseconds(300)};
+
+ private:
+  mutable std::mutex mu_;
+  EngineStats stats_;
+  std::vector<Request> submitted_;
+  RequestId next_ = 1;
+};
+
+// Collects what the server sends.
+class CaptureSink : public ResponseSink {
+ public:
+  void send(HttpResponse response) override { response_ = std::move(response); }
+  void begin_stream(int status, std::string, HttpHeaders) override { response_.status = status; }
+  void write(std::string chunk) override { response_.body += chunk; }
+  void end_stream() override {}
+  void on_close(std::function<void()>) override {}
+  const HttpResponse& response() const { return response_; }
+
+ private:
+  HttpResponse response_;
+};
+
+HttpResponse call(OpenAiServer& server, const std::string& method, const std::string& path,
+                  const std::string& body = "", const std::string& key = "") {
+  HttpRequest req;
+  req.method = method;
+  req.target = path;
+  req.body = body;
+  if (!key.empty()) req.headers["authorization"] = "Bearer " + key;
+  auto sink = std::make_shared<CaptureSink>();
+  server.handle(std::move(req), sink);
+  return sink->response();
+}
+
+// A clock the test moves by hand.
+struct ManualClock {
+  SteadyClock::time_point now = SteadyClock::time_point{} + std::chrono::hours(1);
+  std::function<SteadyClock::time_point()> fn() {
+    return [this] { return now; };
+  }
+};
+
+}  // namespace
+
+TEST(EngineWatchdog, StallsOnlyWhenBusyWithoutSteps) {
+  const auto t0 = SteadyClock::time_point{} + std::chrono::hours(1);
+  EngineWatchdog w(milliseconds(100), t0);
+  w.observe(0, false, t0);
+  EXPECT_FALSE(w.stalled(t0 + milliseconds(500)));  // idle for long: fine
+  w.observe(0, true, t0 + milliseconds(500));       // work arrives
+  EXPECT_FALSE(w.stalled(t0 + milliseconds(600)));  // exactly the window
+  EXPECT_TRUE(w.stalled(t0 + milliseconds(601)));
+  EXPECT_EQ(w.since_progress(t0 + milliseconds(601)), milliseconds(101));
+  w.observe(1, true, t0 + milliseconds(700));  // a step: progress
+  EXPECT_FALSE(w.stalled(t0 + milliseconds(800)));
+  w.observe(1, true, t0 + milliseconds(900));
+  EXPECT_TRUE(w.stalled(t0 + milliseconds(900)));
+  w.observe(1, false, t0 + milliseconds(950));  // work gone (finished or aborted)
+  EXPECT_FALSE(w.stalled(t0 + milliseconds(2000)));
+}
+
+TEST(OpenAiServer, ReadyFailsWhenTheEngineIsStuck) {
+  FakeService service;
+  ManualClock clock;
+  OpenAiServerConfig config;
+  config.watchdog = milliseconds(1000);
+  config.stats_interval = milliseconds(3600 * 1000);  // only requests refresh
+  config.watchdog_clock = clock.fn();
+  OpenAiServer server(config, service, model_ctx());
+  EXPECT_EQ(call(server, "GET", "/ready").status, 200);
+
+  service.set_stats(10, 3, 5);  // busy
+  clock.now += milliseconds(10);
+  EXPECT_EQ(call(server, "GET", "/ready").status, 200);
+  clock.now += milliseconds(900);
+  EXPECT_EQ(call(server, "GET", "/ready").status, 200);  // 900 ms: inside the window
+  clock.now += milliseconds(200);
+  HttpResponse r = call(server, "GET", "/ready");
+  EXPECT_EQ(r.status, 503);
+  EXPECT_EQ(json::parse(r.body)["status"], "stalled");
+  EXPECT_NEAR(json::parse(r.body)["seconds_since_progress"].get<double>(), 1.1, 1e-6);
+  EXPECT_NE(call(server, "GET", "/metrics").body.find("loom_engine_stalled 1\n"),
+            std::string::npos);
+  EXPECT_EQ(call(server, "GET", "/health").status, 200);  // liveness is not readiness
+
+  service.set_stats(11, 3, 5);  // one step later
+  EXPECT_EQ(call(server, "GET", "/ready").status, 200);
+  EXPECT_NE(call(server, "GET", "/metrics").body.find("loom_engine_stalled 0\n"),
+            std::string::npos);
+  clock.now += milliseconds(5000);
+  EXPECT_EQ(call(server, "GET", "/ready").status, 503);
+  service.set_stats(11, 0, 0);  // the work went away: not stuck
+  EXPECT_EQ(call(server, "GET", "/ready").status, 200);
+}
+
+TEST(OpenAiServer, QueueTimeAndTenantsReachMetricsAndEngine) {
+  FakeService service;
+  TenantRegistry tenants;
+  tenants.add_key("sk-a", Tenant{"alice", {}, 3.0f});
+  tenants.add_key("sk-b", Tenant{"bob", {}});
+  OpenAiServer server(OpenAiServerConfig{}, service, model_ctx(), std::move(tenants));
+  const std::string body = R"({"prompt": "hello", "max_tokens": 1})";
+  EXPECT_EQ(call(server, "POST", "/v1/completions", body, "sk-a").status, 200);
+  EXPECT_EQ(call(server, "POST", "/v1/completions", body, "sk-b").status, 200);
+  EXPECT_EQ(call(server, "POST", "/v1/completions", body, "sk-b").status, 200);
+  const auto reqs = service.submitted();
+  ASSERT_EQ(reqs.size(), 3u);
+  EXPECT_EQ(reqs[0].tenant, "alice");
+  EXPECT_EQ(reqs[0].tenant_weight, 3.0f);
+  EXPECT_EQ(reqs[1].tenant, "bob");
+  EXPECT_EQ(reqs[1].tenant_weight, 1.0f);
+
+  Metrics& m = server.metrics();
+  EXPECT_EQ(m.value("loom_tenant_requests_total", {{"tenant", "bob"}, {"status", "200"}}), 2);
+  EXPECT_EQ(m.value("loom_tenant_requests_total", {{"tenant", "alice"}, {"status", "200"}}), 1);
+  EXPECT_EQ(m.value("loom_tenant_tokens_total", {{"tenant", "bob"}, {"kind", "generation"}}), 2);
+  const std::string text = m.render();
+  // Three requests, each scheduled ~300 ms after it arrived: all in the
+  // (0.25, 0.5] bucket.
+  EXPECT_NE(text.find("loom_request_queue_time_seconds_count 3\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("loom_request_queue_time_seconds_bucket{le=\"0.25\"} 0\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("loom_request_queue_time_seconds_bucket{le=\"0.5\"} 3\n"), std::string::npos);
+  // The issue's monitoring list, by name.
+  for (const char* name :
+       {"loom_requests_total", "loom_time_to_first_token_seconds",
+        "loom_time_per_output_token_seconds", "loom_inter_token_latency_seconds",
+        "loom_e2e_request_latency_seconds", "loom_request_queue_time_seconds",
+        "loom_num_requests_running", "loom_num_requests_waiting", "loom_kv_cache_usage_ratio",
+        "loom_prefix_cache_hit_rate", "loom_preemptions_total", "loom_prompt_tokens_total",
+        "loom_generation_tokens_total", "loom_tenant_requests_total", "loom_tenant_tokens_total"})
+    EXPECT_NE(text.find(std::string("# TYPE ") + name + " "), std::string::npos) << name;
+  EXPECT_EQ(text.find("loom_gpu_"), std::string::npos);  // no GPU source: no GPU series
+}
+
+namespace {
+class FakeGpus : public GpuMetricsSource {
+ public:
+  std::vector<GpuSample> sample() override {
+    ++calls;
+    return {{0, 0.25, 1024, 80ull << 30}, {3, 1.0, 150000000000ull, 150754820096ull}};
+  }
+  int calls = 0;
+};
+}  // namespace
+
+TEST(GpuMetrics, FakeSourceFormatsPerGpuSeries) {
+  FakeService service;
+  auto gpus = std::make_shared<FakeGpus>();
+  OpenAiServerConfig config;
+  config.gpu_metrics = gpus;
+  OpenAiServer server(config, service, model_ctx());
+  const std::string text = call(server, "GET", "/metrics").body;
+  EXPECT_GE(gpus->calls, 1);
+  for (const char* line : {
+           "# TYPE loom_gpu_utilization_ratio gauge\n",
+           "loom_gpu_utilization_ratio{gpu=\"0\"} 0.25\n",
+           "loom_gpu_utilization_ratio{gpu=\"3\"} 1\n",
+           "loom_gpu_memory_used_bytes{gpu=\"0\"} 1024\n",
+           "loom_gpu_memory_total_bytes{gpu=\"0\"} 85899345920\n",
+           "loom_gpu_memory_used_bytes{gpu=\"3\"} 150000000000\n",
+           "loom_gpu_memory_total_bytes{gpu=\"3\"} 150754820096\n",
+       })
+    EXPECT_NE(text.find(line), std::string::npos) << line << "\n" << text;
+}
+
+TEST(GpuMetrics, NvmlAbsentOrIncompleteGivesNoSource) {
+  EXPECT_EQ(open_nvml("libloom-no-such-library.so.1"), nullptr);
+  EXPECT_EQ(open_nvml("libm.so.6"), nullptr);  // loads, but has no NVML symbols
+}
