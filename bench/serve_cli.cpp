@@ -223,16 +223,20 @@ int bench_serve_main(int argc, char** argv) {
     }
     if (rates.empty()) LOOM_THROW("--sweep needs at least one rate");
 
-    auto convs = make_serve_workload(spec, ids);
-    nlohmann::json calibration = nullptr;
+    // Each rate of a sweep gets its own prompts (seed + index), so a prefix
+    // cache cannot serve one rate from the prompts of the one before.
     auto counter = [&](const std::string& text) {
       return count_tokens_remote(run.base_url, run.body.model, text);
     };
-    if (!run.body.token_ids) {
-      const bool have = counter(" the").has_value();
-      const int64_t off = have ? calibrate_text(convs, counter, spec.seed) : 0;
-      calibration = {{"tokenizer_endpoint", have}, {"pieces_off_target", off}};
-    }
+    const bool have_tokenizer = !run.body.token_ids && counter(" the").has_value();
+    int64_t off_target = 0;
+    auto workload_for = [&](size_t index) {
+      ServeWorkloadSpec s = spec;
+      s.seed = spec.seed + index;
+      auto convs = make_serve_workload(s, ids);
+      if (have_tokenizer) off_target += calibrate_text(convs, counter, s.seed);
+      return convs;
+    };
 
     if (warmup > 0) {
       ServeWorkloadSpec w = spec;
@@ -242,7 +246,7 @@ int bench_serve_main(int argc, char** argv) {
       w.output_len = 4;
       w.seed = spec.seed + 7919;
       auto wconvs = make_serve_workload(w, ids);
-      if (!run.body.token_ids) calibrate_text(wconvs, counter, w.seed);
+      if (have_tokenizer) calibrate_text(wconvs, counter, w.seed);
       ServeRunOptions wo = run;
       wo.request_rate = kInf;
       wo.scrape_interval_s = 0;
@@ -272,16 +276,17 @@ int bench_serve_main(int argc, char** argv) {
       base["workload"].update(
           {{"num_prefixes", spec.num_prefixes}, {"prefix_len", spec.prefix_len}});
     if (spec.dataset == "multi-turn") base["workload"]["num_turns"] = spec.num_turns;
-    if (!calibration.is_null()) base["text_calibration"] = calibration;
     base["warmup_requests"] = warmup;
     base["max_concurrency"] = run.max_concurrency;
     base["machine"] = machine_info();
 
     std::vector<nlohmann::json> reports;
-    for (double r : rates) {
+    for (size_t i = 0; i < rates.size(); ++i) {
+      const double r = rates[i];
+      const auto convs = workload_for(i);
       ServeRunOptions o = run;
       o.request_rate = r;
-      o.seed = spec.seed;
+      o.seed = spec.seed + i;
       auto result = run_serve(convs, o);
       nlohmann::json rep = summarize(result.records, result.duration_s, slo);
       rep["request_rate"] = rate_name(r);
@@ -293,6 +298,9 @@ int bench_serve_main(int argc, char** argv) {
                      reports.back()["ttft_ms"]["p99"].get<double>());
     }
 
+    if (!run.body.token_ids)
+      base["text_calibration"] = {{"tokenizer_endpoint", have_tokenizer},
+                                  {"pieces_off_target", off_target}};
     nlohmann::json report = base;
     if (rates.size() == 1) {
       report.update(reports[0]);

@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <deque>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <sstream>
 #include <thread>
@@ -285,7 +286,18 @@ ServeRun run_serve(const std::vector<ServeConversation>& convs, const ServeRunOp
 
 std::optional<int64_t> count_tokens_remote(const std::string& base_url, const std::string& model,
                                            const std::string& text) {
-  static std::atomic<int> which{0};  // 0 unknown, 1 /tokenize, 2 /extras/tokenize, -1 none
+  // Which endpoint answered, per server: 1 /tokenize, 2 /extras/tokenize, -1 none.
+  static std::mutex mu;
+  static std::map<std::string, int> known;
+  int which = 0;
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    which = known[base_url];
+  }
+  auto remember = [&](int w) {
+    std::lock_guard<std::mutex> lk(mu);
+    known[base_url] = w;
+  };
   const Url url = parse_url(base_url);
   auto try_loom = [&]() -> std::optional<int64_t> {
     nlohmann::json body = {{"prompt", text}, {"add_special_tokens", false}};
@@ -313,14 +325,14 @@ std::optional<int64_t> count_tokens_remote(const std::string& base_url, const st
   if (which == 2) return try_llamacpp();
   if (which == -1) return std::nullopt;
   if (auto n = try_loom()) {
-    which = 1;
+    remember(1);
     return n;
   }
   if (auto n = try_llamacpp()) {
-    which = 2;
+    remember(2);
     return n;
   }
-  which = -1;
+  remember(-1);
   return std::nullopt;
 }
 
