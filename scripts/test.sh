@@ -17,6 +17,7 @@ ctest --preset cpu -j2 --timeout 900
 
 echo "== server end to end (openai client)"
 tests/server/run_e2e.sh build/cpu/loom
+tests/bench/guidellm_smoke.sh build/cpu/loom
 
 echo "== ASan+UBSan tests"
 scripts/build.sh debug-asan

@@ -4,6 +4,7 @@
 //             tokens/s at several batch sizes; --peer llama.cpp runs llama.cpp
 //             on the same GGUF, prompt and threads in the same run
 //   offline   N requests straight into the engine (no HTTP), all at once
+//   serve     streamed requests to an OpenAI-compatible server (bench/serve_cli.h)
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -18,6 +19,7 @@
 #include "driver.h"
 #include "report.h"
 #include "runtime.h"
+#include "serve_cli.h"
 #include "tokenizer/tokenizer.h"
 #include "workload.h"
 
@@ -292,14 +294,15 @@ int bench_offline(int argc, char** argv) {
 
 int cmd_bench(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: loom bench <latency|offline|workload> [flags]\n");
+    std::fprintf(stderr, "usage: loom bench <latency|offline|workload|serve> [flags]\n");
     return 2;
   }
   const std::string sub = argv[1];
   if (sub == "latency") return bench_latency(argc - 1, argv + 1);
   if (sub == "offline") return bench_offline(argc - 1, argv + 1);
   if (sub == "workload") return bench_workload(argc - 1, argv + 1);
-  std::fprintf(stderr, "loom bench: unknown benchmark '%s' (latency, offline, workload)\n", sub.c_str());
+  if (sub == "serve") return bench::bench_serve_main(argc - 1, argv + 1);
+  std::fprintf(stderr, "loom bench: unknown benchmark '%s' (latency, offline, workload, serve)\n", sub.c_str());
   return 2;
 }
 

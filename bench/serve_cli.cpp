@@ -1,0 +1,332 @@
+#include "serve_cli.h"
+
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "core/error.h"
+#include "plot.h"
+#include "report.h"
+#include "serve_client.h"
+
+namespace loom::bench {
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+double parse_rate(const std::string& s) {
+  if (s == "inf" || s == "Inf" || s == "INF") return kInf;
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(s, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != s.size() || !(v > 0)) LOOM_THROW("bad request rate '{}' (a number > 0 or inf)", s);
+  return v;
+}
+
+std::string shell_line(const char* cmd) {
+  std::string out;
+  if (FILE* p = popen(cmd, "r")) {
+    char buf[256];
+    while (fgets(buf, sizeof buf, p)) out += buf;
+    pclose(p);
+  }
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+  return out;
+}
+
+nlohmann::json machine_info() {
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  std::ifstream in("/proc/cpuinfo");
+  std::string line, cpu;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0) {
+      cpu = line.substr(line.find(':') + 2);
+      break;
+    }
+  char date[64];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  const std::string dir = LOOM_SOURCE_DIR;
+  return {
+      {"hostname", host},
+      {"cpu", cpu},
+      {"cores", std::thread::hardware_concurrency()},
+      {"date", date},
+      {"commit", shell_line(("git -C '" + dir + "' rev-parse --short HEAD 2>/dev/null").c_str())}};
+}
+
+std::string rate_name(double r) {
+  if (std::isinf(r)) return "inf";
+  std::ostringstream s;
+  s << r;
+  return s.str();
+}
+
+// The sweep plot: latency and throughput against the offered request rate.
+// An unbounded rate is drawn at 1.5x the largest finite one.
+void plot_sweep(const std::vector<double>& rates, const std::vector<nlohmann::json>& reports,
+                const std::string& path, const std::string& title) {
+  double max_finite = 0;
+  for (double r : rates)
+    if (!std::isinf(r)) max_finite = std::max(max_finite, r);
+  std::vector<double> x;
+  for (double r : rates) x.push_back(std::isinf(r) ? std::max(1.0, max_finite * 1.5) : r);
+  auto series = [&](const std::string& label, uint32_t rgb, auto get) {
+    PlotSeries s;
+    s.label = label;
+    s.rgb = rgb;
+    s.x = x;
+    for (const auto& r : reports) s.y.push_back(get(r));
+    return s;
+  };
+  Chart lat{title + " latency", "request rate (req/s)", "ms", {}};
+  lat.series.push_back(series("TTFT p50", 0x1f77b4, [](const auto& r) {
+    return r["ttft_ms"]["p50"].template get<double>();
+  }));
+  lat.series.push_back(series("TTFT p99", 0x9ecae1, [](const auto& r) {
+    return r["ttft_ms"]["p99"].template get<double>();
+  }));
+  lat.series.push_back(series("TPOT p50", 0xd62728, [](const auto& r) {
+    return r["tpot_ms"]["p50"].template get<double>();
+  }));
+  lat.series.push_back(series("TPOT p99", 0xff9896, [](const auto& r) {
+    return r["tpot_ms"]["p99"].template get<double>();
+  }));
+  Chart thr{title + " throughput", "request rate (req/s)", "tokens/s, req/s x100", {}};
+  thr.series.push_back(series("output tok/s", 0x2ca02c, [](const auto& r) {
+    return r["output_tokens_per_s"].template get<double>();
+  }));
+  thr.series.push_back(series("req/s x100", 0x9467bd, [](const auto& r) {
+    return 100 * r["requests_per_s"].template get<double>();
+  }));
+  thr.series.push_back(series("goodput req/s x100", 0x8c564b, [](const auto& r) {
+    return 100 * r["goodput"]["requests_per_s"].template get<double>();
+  }));
+  Image img(1280, 480);
+  draw_chart(img, 0, 0, 640, 480, lat);
+  draw_chart(img, 640, 0, 640, 480, thr);
+  write_png(img, path);
+}
+
+void print_sweep_table(const std::vector<double>& rates,
+                       const std::vector<nlohmann::json>& reports) {
+  std::printf(
+      "\n| rate (req/s) | req/s | out tok/s | TTFT p50 | TTFT p99 | TPOT p50 | TPOT p99 | ITL p99 "
+      "| E2E p99 | goodput | errors |\n");
+  std::printf("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
+  for (size_t i = 0; i < rates.size(); ++i) {
+    const auto& r = reports[i];
+    std::printf("| %s | %.3f | %.1f | %.1f | %.1f | %.2f | %.2f | %.2f | %.1f | %.3f | %lld |\n",
+                rate_name(rates[i]).c_str(), r["requests_per_s"].get<double>(),
+                r["output_tokens_per_s"].get<double>(), r["ttft_ms"]["p50"].get<double>(),
+                r["ttft_ms"]["p99"].get<double>(), r["tpot_ms"]["p50"].get<double>(),
+                r["tpot_ms"]["p99"].get<double>(), r["itl_ms"]["p99"].get<double>(),
+                r["e2e_ms"]["p99"].get<double>(), r["goodput"]["requests_per_s"].get<double>(),
+                static_cast<long long>(r["errors"].get<int64_t>()));
+  }
+}
+
+}  // namespace
+
+int bench_serve_main(int argc, char** argv) {
+  CLI::App app{"Serving benchmark: streams a workload to an OpenAI-compatible server"};
+  ServeRunOptions run;
+  ServeWorkloadSpec spec;
+  std::string endpoint = "completions", prompt_format = "auto", rate = "inf", sweep, output, plot,
+              label;
+  std::vector<int32_t> id_range = {1000, 20000};
+  int64_t warmup = 2;
+  bool no_ignore_eos = false, json_only = false;
+  Slo slo;
+  app.add_option("--base-url", run.base_url, "server, e.g. http://127.0.0.1:8000 (without /v1)")
+      ->required();
+  app.add_option("--model", run.body.model,
+                 "model name to send (default: the first of /v1/models)");
+  app.add_option("--label", label, "name of the server in the report (loom, llama.cpp...)");
+  app.add_option("--num-requests", spec.num_requests, "measured requests (turns, for multi-turn)");
+  app.add_option("--max-concurrency", run.max_concurrency,
+                 "at most this many requests in flight (0: no bound)");
+  app.add_option("--request-rate", rate,
+                 "Poisson arrivals at this many requests/s, or inf (all at once)");
+  app.add_option("--dataset", spec.dataset, "synthetic | fixed | shared-prefix | multi-turn")
+      ->check(CLI::IsMember({"synthetic", "fixed", "shared-prefix", "multi-turn"}));
+  app.add_option("--input-len", spec.input_len,
+                 "fixed: prompt tokens; shared-prefix/multi-turn: question tokens");
+  app.add_option("--output-len", spec.output_len, "fixed/shared-prefix/multi-turn: output tokens");
+  app.add_option("--max-len", spec.max_len, "synthetic: cap of prompt and output lengths");
+  app.add_option("--num-prefixes", spec.num_prefixes, "shared-prefix: system prompts");
+  app.add_option("--prefix-len", spec.prefix_len, "shared-prefix: tokens per system prompt");
+  app.add_option("--num-turns", spec.num_turns, "multi-turn: turns per conversation");
+  app.add_option("--warmup", warmup, "warm-up requests before measuring (not reported)");
+  app.add_option("--seed", spec.seed, "workload and arrival seed");
+  app.add_option("--endpoint", endpoint, "completions or chat")
+      ->check(CLI::IsMember({"completions", "chat"}));
+  app.add_option("--prompt-format", prompt_format,
+                 "auto (ids for completions, text for chat) | ids | text")
+      ->check(CLI::IsMember({"auto", "ids", "text"}));
+  app.add_option("--token-id-range", id_range, "ids prompts: ids drawn uniformly from [LO,HI)")
+      ->delimiter(',')
+      ->expected(2);
+  app.add_flag("--no-ignore-eos", no_ignore_eos, "do not send ignore_eos (outputs may end early)");
+  app.add_option("--slo-ttft-ms", slo.ttft_ms, "goodput SLO on time to first token (<= 0: none)");
+  app.add_option("--slo-tpot-ms", slo.tpot_ms, "goodput SLO on time per output token (<= 0: none)");
+  app.add_option("--slo-e2e-ms", slo.e2e_ms, "goodput SLO on end-to-end latency (<= 0: none)");
+  app.add_option("--timeout", run.timeout_s, "seconds to wait for the server at each step");
+  app.add_option("--scrape-interval", run.scrape_interval_s,
+                 "seconds between /metrics scrapes during a run");
+  app.add_option("--server-pid", run.server_pid,
+                 "local server's pid: sample its resident memory from /proc");
+  app.add_option("--sweep", sweep,
+                 "comma-separated request rates to run one after another (e.g. 1,2,4,8,inf)");
+  app.add_option("--plot", plot, "sweep: PNG to write (default: --output with .png)");
+  app.add_option("--output", output, "write the JSON report to this file too");
+  app.add_flag("--json", json_only, "print only the JSON line");
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    run.body.endpoint = endpoint == "chat" ? ServeEndpoint::Chat : ServeEndpoint::Completions;
+    if (prompt_format == "auto") prompt_format = endpoint == "chat" ? "text" : "ids";
+    if (prompt_format == "ids" && endpoint == "chat")
+      LOOM_THROW("--prompt-format ids needs --endpoint completions");
+    run.body.token_ids = prompt_format == "ids";
+    run.body.ignore_eos = !no_ignore_eos;
+    if (run.body.model.empty()) run.body.model = first_model(run.base_url);
+    if (id_range.size() != 2 || id_range[0] < 0 || id_range[1] <= id_range[0])
+      LOOM_THROW("--token-id-range needs LO,HI with 0 <= LO < HI");
+    std::vector<int32_t> ids;
+    if (run.body.token_ids) {
+      for (int32_t i = id_range[0]; i < id_range[1]; ++i) ids.push_back(i);
+    } else {
+      for (size_t i = 0; i < prompt_words().size(); ++i) ids.push_back(static_cast<int32_t>(i));
+    }
+    std::vector<double> rates;
+    if (!sweep.empty()) {
+      std::stringstream ss(sweep);
+      std::string item;
+      while (std::getline(ss, item, ',')) rates.push_back(parse_rate(item));
+    } else {
+      rates.push_back(parse_rate(rate));
+    }
+    if (rates.empty()) LOOM_THROW("--sweep needs at least one rate");
+
+    // Each rate of a sweep gets its own prompts (seed + index), so a prefix
+    // cache cannot serve one rate from the prompts of the one before.
+    auto counter = [&](const std::string& text) {
+      return count_tokens_remote(run.base_url, run.body.model, text);
+    };
+    const bool have_tokenizer = !run.body.token_ids && counter(" the").has_value();
+    int64_t off_target = 0;
+    auto workload_for = [&](size_t index) {
+      ServeWorkloadSpec s = spec;
+      s.seed = spec.seed + index;
+      auto convs = make_serve_workload(s, ids);
+      if (have_tokenizer) off_target += calibrate_text(convs, counter, s.seed);
+      return convs;
+    };
+
+    if (warmup > 0) {
+      ServeWorkloadSpec w = spec;
+      w.dataset = "fixed";
+      w.num_requests = warmup;
+      w.input_len = std::min(spec.input_len, 64);
+      w.output_len = 4;
+      w.seed = spec.seed + 7919;
+      auto wconvs = make_serve_workload(w, ids);
+      if (have_tokenizer) calibrate_text(wconvs, counter, w.seed);
+      ServeRunOptions wo = run;
+      wo.request_rate = kInf;
+      wo.scrape_interval_s = 0;
+      auto wr = run_serve(wconvs, wo);
+      int64_t bad = 0;
+      for (const auto& r : wr.records) bad += !r.ok;
+      if (bad == static_cast<int64_t>(wr.records.size()))
+        LOOM_THROW("every warm-up request failed, first: {}",
+                   wr.records.empty() ? "" : wr.records[0].error);
+    }
+
+    nlohmann::json base;
+    base["benchmark"] = "serve";
+    if (!label.empty()) base["label"] = label;
+    base["base_url"] = run.base_url;
+    base["model"] = run.body.model;
+    base["endpoint"] = endpoint;
+    base["prompt_format"] = prompt_format;
+    base["ignore_eos"] = run.body.ignore_eos;
+    base["dataset"] = spec.dataset;
+    base["workload"] = {{"num_requests", spec.num_requests},
+                        {"seed", spec.seed},
+                        {"input_len", spec.input_len},
+                        {"output_len", spec.output_len},
+                        {"max_len", spec.max_len}};
+    if (spec.dataset == "shared-prefix")
+      base["workload"].update(
+          {{"num_prefixes", spec.num_prefixes}, {"prefix_len", spec.prefix_len}});
+    if (spec.dataset == "multi-turn") base["workload"]["num_turns"] = spec.num_turns;
+    base["warmup_requests"] = warmup;
+    base["max_concurrency"] = run.max_concurrency;
+    base["machine"] = machine_info();
+
+    std::vector<nlohmann::json> reports;
+    for (size_t i = 0; i < rates.size(); ++i) {
+      const double r = rates[i];
+      const auto convs = workload_for(i);
+      ServeRunOptions o = run;
+      o.request_rate = r;
+      o.seed = spec.seed + i;
+      auto result = run_serve(convs, o);
+      nlohmann::json rep = summarize(result.records, result.duration_s, slo);
+      rep["request_rate"] = rate_name(r);
+      rep["server"] = result.server;
+      reports.push_back(std::move(rep));
+      if (rates.size() > 1)
+        std::fprintf(stderr, "rate %s: %.3f req/s, TTFT p99 %.1f ms\n", rate_name(r).c_str(),
+                     reports.back()["requests_per_s"].get<double>(),
+                     reports.back()["ttft_ms"]["p99"].get<double>());
+    }
+
+    if (!run.body.token_ids)
+      base["text_calibration"] = {{"tokenizer_endpoint", have_tokenizer},
+                                  {"pieces_off_target", off_target}};
+    nlohmann::json report = base;
+    if (rates.size() == 1) {
+      report.update(reports[0]);
+    } else {
+      report["sweep"] = reports;
+      if (plot.empty()) {
+        plot = output.empty() ? "bench_serve_sweep.png" : output;
+        if (plot.size() > 5 && plot.substr(plot.size() - 5) == ".json")
+          plot.resize(plot.size() - 5);
+        if (!output.empty()) plot += ".png";
+      }
+      plot_sweep(rates, reports, plot, label.empty() ? "serve" : label);
+      report["plot"] = plot;
+    }
+    if (!output.empty()) {
+      std::ofstream f(output);
+      if (!f) LOOM_THROW("cannot write {}", output);
+      f << report.dump(2) << "\n";
+    }
+    print_report(report, json_only);
+    if (rates.size() > 1 && !json_only) print_sweep_table(rates, reports);
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "loom bench serve: error: %s\n", e.what());
+    return 1;
+  }
+}
+
+}  // namespace loom::bench
