@@ -153,6 +153,27 @@ class Backend {
   virtual void paged_attention(const Tensor& q, const KvLayerCache& cache,
                                const AttentionMetadata& meta, const AttentionParams& params,
                                Tensor& out) = 0;
+  // --- fused projections (optional: supports_fused_projections()) ---
+  // Whether the model should concatenate q/k/v and gate/up weights into one
+  // matrix each and use the two ops below (fewer, larger GEMMs and launches).
+  virtual bool supports_fused_projections() const { return false; }
+  // Splits qkv [T, (heads + 2 * kv_heads) * head_dim] (q, then k, then v
+  // columns) into q [T, heads, head_dim] and k, v [T, kv_heads, head_dim].
+  // With rope set, q and k are rotated as rope() does. With cache set, k and v
+  // go straight to the cache at meta.slot_mapping as write_kv() does (k and v
+  // are then not written and may be empty).
+  struct QkvRope {
+    const Tensor* positions = nullptr;
+    const Tensor* inv_freq = nullptr;
+    int rotary_dim = 0;
+    bool interleaved = false;
+    float mscale = 1.0f;
+  };
+  virtual void split_qkv(const Tensor& qkv, const QkvRope* rope, Tensor& q, Tensor& k, Tensor& v,
+                         KvLayerCache* cache, const AttentionMetadata* meta);
+  // out[T, I] = act(gate_up[:, :I]) * gate_up[:, I:] for gate_up [T, 2I].
+  virtual void gated_activation_fused(const Tensor& gate_up, GatedActivation act, Tensor& out);
+
   // out[i, :] = x[rows[i], :]; rows: host indices.
   virtual void gather_rows(const Tensor& x, const std::vector<int32_t>& rows, Tensor& out) = 0;
   // x = cap * tanh(x / cap), elementwise.

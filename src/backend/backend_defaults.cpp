@@ -23,6 +23,15 @@ void Backend::copy(Tensor& dst, const Tensor& src) {
   copy_from_host(dst, staging.data(), bytes);
 }
 
+void Backend::split_qkv(const Tensor&, const QkvRope*, Tensor&, Tensor&, Tensor&, KvLayerCache*,
+                        const AttentionMetadata*) {
+  LOOM_THROW("backend {} has no fused projections", name());
+}
+
+void Backend::gated_activation_fused(const Tensor&, GatedActivation, Tensor&) {
+  LOOM_THROW("backend {} has no fused projections", name());
+}
+
 void Backend::begin_capture() { LOOM_THROW("backend {} cannot record steps", name()); }
 
 std::unique_ptr<StepGraph> Backend::end_capture() { LOOM_THROW("backend {} cannot record steps", name()); }

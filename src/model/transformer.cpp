@@ -21,6 +21,11 @@ namespace loom {
 struct Transformer::LayerWeights {
   Tensor attn_norm, wq, wk, wv, wo;
   std::optional<Tensor> bq, bk, bv, bo;
+  // Fused projections (Backend::supports_fused_projections): [q; k; v] and
+  // [gate; up] rows in one matrix each; wq..wv, w_gate and w_up are then empty.
+  bool fused = false;
+  Tensor wqkv, w_gate_up;
+  std::optional<Tensor> bqkv;
   Tensor q_norm, k_norm;                 // qk_norm
   Tensor post_attention_norm, post_ffw_norm;  // sandwich_norm
   Tensor ffn_norm, w_gate, w_up, w_down;
@@ -39,6 +44,7 @@ struct Transformer::Buffers {
   Tensor x, h, o, o_normed, down, down_normed;  // [cap, hidden]
   Tensor q, k, v, q_raw, k_raw, attn;     // [cap, heads * head_dim] / [cap, kv_heads * head_dim]
   Tensor gate, up, act;                   // [cap, intermediate]
+  Tensor qkv, gate_up;                    // fused: [cap, q + 2 kv], [cap, 2 intermediate]
   Tensor last_hidden, last_normed;        // [logit_cap, hidden]
   Tensor logits;                          // [logit_cap, vocab]
 
@@ -48,6 +54,7 @@ struct Transformer::Buffers {
     Tensor q3, k3, v3, attn3;             // [T, n, head_dim]
     Tensor q_raw_rows, k_raw_rows, q_rows, k_rows;  // [T * n, head_dim] (for head norms)
     Tensor gate, up, act;
+    Tensor qkv, gate_up, q_raw3, k_raw3;  // fused projections
     Tensor last_hidden, last_normed, logits;
   } view;
 };
@@ -198,6 +205,7 @@ Transformer::Transformer(ModelConfig config, const WeightSource& all_weights, Ba
     l.w_gate = matrix(p + "ffn_gate.weight", inter, hidden);
     l.w_up = matrix(p + "ffn_up.weight", inter, hidden);
     l.w_down = matrix(p + "ffn_down.weight", hidden, inter);
+    if (backend_.supports_fused_projections()) fuse_projections(l);
 
     const bool sliding = !c.layer_is_sliding.empty() && c.layer_is_sliding[static_cast<size_t>(i)];
     l.attention.scale = scale;
@@ -209,6 +217,48 @@ Transformer::Transformer(ModelConfig config, const WeightSource& all_weights, Ba
 }
 
 Transformer::~Transformer() = default;
+
+namespace {
+
+// The rows of `parts` stacked in one tensor on the backend's device.
+Tensor stack_rows(Backend& be, const std::vector<const Tensor*>& parts) {
+  int64_t rows = 0;
+  for (const Tensor* t : parts) rows += t->dim(0);
+  std::vector<int64_t> shape = parts[0]->shape();
+  shape[0] = rows;
+  Tensor out = be.alloc(parts[0]->dtype(), shape);
+  int64_t at = 0;
+  for (const Tensor* t : parts) {
+    Tensor dst = out.slice_rows(at, t->dim(0));
+    be.copy(dst, *t);
+    at += t->dim(0);
+  }
+  return out;
+}
+
+bool same_type(const std::vector<const Tensor*>& parts) {
+  for (const Tensor* t : parts)
+    if (t->dtype() != parts[0]->dtype() || t->device() != parts[0]->device() || t->ndim() != parts[0]->ndim())
+      return false;
+  return true;
+}
+
+}  // namespace
+
+void Transformer::fuse_projections(LayerWeights& l) {
+  const std::vector<const Tensor*> qkv = {&l.wq, &l.wk, &l.wv}, gu = {&l.w_gate, &l.w_up};
+  if (!same_type(qkv) || !same_type(gu)) return;
+  if (l.bq.has_value() != l.bk.has_value() || l.bq.has_value() != l.bv.has_value()) return;
+  if (l.bq && !same_type({&*l.bq, &*l.bk, &*l.bv})) return;
+  l.wqkv = stack_rows(backend_, qkv);
+  if (l.bq) l.bqkv = stack_rows(backend_, {&*l.bq, &*l.bk, &*l.bv});
+  l.w_gate_up = stack_rows(backend_, gu);
+  l.wq = l.wk = l.wv = l.w_gate = l.w_up = Tensor();
+  l.bq.reset();
+  l.bk.reset();
+  l.bv.reset();
+  l.fused = true;
+}
 
 int64_t Transformer::kv_cache_bytes_per_block(int64_t block_size, DType dtype) const {
   if (block_size <= 0) LOOM_THROW("KV cache block size must be positive, got {}", block_size);
@@ -285,6 +335,10 @@ void Transformer::ensure_buffers(int64_t tokens, int64_t logit_rows) {
       b.k_raw = backend_.alloc(act, {cap, kv_dim});
     }
     for (Tensor* t : {&b.gate, &b.up, &b.act}) *t = backend_.alloc(act, {cap, c.intermediate_size});
+    if (!layers_.empty() && layers_[0].fused) {
+      b.qkv = backend_.alloc(act, {cap, q_dim + 2 * kv_dim});
+      b.gate_up = backend_.alloc(act, {cap, 2 * c.intermediate_size});
+    }
     b.capacity = cap;
   }
   if (logit_rows > b.logit_capacity) {
@@ -320,6 +374,14 @@ void Transformer::ensure_buffers(int64_t tokens, int64_t logit_rows) {
     v.k_raw_rows = v.k_raw.reshape({T * c.num_kv_heads, c.head_dim});
     v.q_rows = v.q.reshape({T * c.num_heads, c.head_dim});
     v.k_rows = v.k.reshape({T * c.num_kv_heads, c.head_dim});
+  }
+  if (b.qkv.data() != nullptr) {
+    v.qkv = b.qkv.slice_rows(0, T);
+    v.gate_up = b.gate_up.slice_rows(0, T);
+  }
+  if (c.qk_norm) {
+    v.q_raw3 = v.q_raw.reshape({T, c.num_heads, c.head_dim});
+    v.k_raw3 = v.k_raw.reshape({T, c.num_kv_heads, c.head_dim});
   }
   v.gate = b.gate.slice_rows(0, T);
   v.up = b.up.slice_rows(0, T);
@@ -454,19 +516,32 @@ void Transformer::run_ops(const StepInput& step, KvCache& cache) {
     const LayerWeights& l = layers_[i];
     KvLayerCache& kv = cache.layers[i];
     // Attention block.
-    Tensor& q_out = c.qk_norm ? v.q_raw : v.q;
-    Tensor& k_out = c.qk_norm ? v.k_raw : v.k;
-    be.matmul(v.h, l.wq, l.bq ? &*l.bq : nullptr, q_out);
-    be.matmul(v.h, l.wk, l.bk ? &*l.bk : nullptr, k_out);
-    be.matmul(v.h, l.wv, l.bv ? &*l.bv : nullptr, v.v);
-    if (c.qk_norm) {
-      be.rms_norm(v.q_raw_rows, l.q_norm, eps_, norm_offset_, v.q_rows);
-      be.rms_norm(v.k_raw_rows, l.k_norm, eps_, norm_offset_, v.k_rows);
-    }
     const float mscale = l.rope->attention_scale();
-    be.rope(v.q3, v.positions, *l.inv_freq, l.rope->rotary_dim, l.rope->interleaved, mscale);
-    be.rope(v.k3, v.positions, *l.inv_freq, l.rope->rotary_dim, l.rope->interleaved, mscale);
-    be.write_kv(v.k3, v.v3, kv, meta);
+    if (l.fused && !c.qk_norm) {
+      // One GEMM, then q and k rotated on the way out and k, v written
+      // straight into the cache.
+      be.matmul(v.h, l.wqkv, l.bqkv ? &*l.bqkv : nullptr, v.qkv);
+      Backend::QkvRope r{&v.positions, l.inv_freq, l.rope->rotary_dim, l.rope->interleaved, mscale};
+      be.split_qkv(v.qkv, &r, v.q3, v.k3, v.v3, &kv, &meta);
+    } else {
+      Tensor& q_out = c.qk_norm ? v.q_raw : v.q;
+      Tensor& k_out = c.qk_norm ? v.k_raw : v.k;
+      if (l.fused) {
+        be.matmul(v.h, l.wqkv, l.bqkv ? &*l.bqkv : nullptr, v.qkv);
+        be.split_qkv(v.qkv, nullptr, v.q_raw3, v.k_raw3, v.v3, nullptr, nullptr);
+      } else {
+        be.matmul(v.h, l.wq, l.bq ? &*l.bq : nullptr, q_out);
+        be.matmul(v.h, l.wk, l.bk ? &*l.bk : nullptr, k_out);
+        be.matmul(v.h, l.wv, l.bv ? &*l.bv : nullptr, v.v);
+      }
+      if (c.qk_norm) {
+        be.rms_norm(v.q_raw_rows, l.q_norm, eps_, norm_offset_, v.q_rows);
+        be.rms_norm(v.k_raw_rows, l.k_norm, eps_, norm_offset_, v.k_rows);
+      }
+      be.rope(v.q3, v.positions, *l.inv_freq, l.rope->rotary_dim, l.rope->interleaved, mscale);
+      be.rope(v.k3, v.positions, *l.inv_freq, l.rope->rotary_dim, l.rope->interleaved, mscale);
+      be.write_kv(v.k3, v.v3, kv, meta);
+    }
     be.paged_attention(v.q3, kv, meta, l.attention, v.attn3);
     be.matmul(v.attn, l.wo, l.bo ? &*l.bo : nullptr, v.o);
     if (tp_) tp_->all_reduce(v.o);  // row-parallel: partial sums
@@ -478,9 +553,14 @@ void Transformer::run_ops(const StepInput& step, KvCache& cache) {
     be.add_rms_norm(*attn_out, v.x, l.ffn_norm, eps_, norm_offset_, v.h);
 
     // MLP block.
-    be.matmul(v.h, l.w_gate, nullptr, v.gate);
-    be.matmul(v.h, l.w_up, nullptr, v.up);
-    be.gated_activation(v.gate, v.up, act, v.act);
+    if (l.fused) {
+      be.matmul(v.h, l.w_gate_up, nullptr, v.gate_up);
+      be.gated_activation_fused(v.gate_up, act, v.act);
+    } else {
+      be.matmul(v.h, l.w_gate, nullptr, v.gate);
+      be.matmul(v.h, l.w_up, nullptr, v.up);
+      be.gated_activation(v.gate, v.up, act, v.act);
+    }
     be.matmul(v.act, l.w_down, nullptr, v.down);
     if (tp_) tp_->all_reduce(v.down);  // row-parallel: partial sums
     Tensor* mlp_out = &v.down;

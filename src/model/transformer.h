@@ -88,6 +88,7 @@ class Transformer {
   struct Graphs;
 
   void check_step(const StepInput& step, const KvCache& cache) const;
+  void fuse_projections(LayerWeights& l);
   void ensure_buffers(int64_t tokens, int64_t logit_rows);
   // Uploads the step's token ids and positions and its attention metadata.
   void upload_inputs(const StepInput& step, const KvCache& cache);

@@ -231,6 +231,74 @@ TEST_F(CudaOpsTest, WriteKv) {
                Error);
 }
 
+// split_qkv equals the unfused GPU ops (rope on q and k, write_kv): v and the
+// unrotated split exactly, rotated q and k within one bf16 rounding;
+// gated_activation_fused equals gated_activation on the two halves.
+TEST_F(CudaOpsTest, FusedProjectionOpsEqualUnfused) {
+  ASSERT_TRUE(gpu_->supports_fused_projections());
+  const int64_t blocks = 6, bs = 16, t = 7;
+  for (int64_t hd : {64, 128, 80})
+    for (auto [heads, kvh] : {std::pair<int64_t, int64_t>{4, 1}, {8, 8}, {6, 2}})
+      for (int rot : {static_cast<int>(hd), static_cast<int>(hd / 2)})
+        for (bool interleaved : {false, true}) {
+          SCOPED_TRACE(::testing::Message() << "hd " << hd << " heads " << heads << "/" << kvh << " rot " << rot
+                                            << " interleaved " << interleaved);
+          const int64_t q_dim = heads * hd, kv_dim = kvh * hd;
+          const auto qkv = random_bf16_values(t * (q_dim + 2 * kv_dim), 81);
+          std::vector<float> qv, kv, vv;
+          for (int64_t i = 0; i < t; ++i) {
+            const auto row = qkv.begin() + i * (q_dim + 2 * kv_dim);
+            qv.insert(qv.end(), row, row + q_dim);
+            kv.insert(kv.end(), row + q_dim, row + q_dim + kv_dim);
+            vv.insert(vv.end(), row + q_dim + kv_dim, row + q_dim + 2 * kv_dim);
+          }
+          std::vector<float> freq(rot / 2);
+          for (int j = 0; j < rot / 2; ++j) freq[j] = std::pow(10000.0f, -2.0f * j / rot);
+          Tensor pos = gpu_i32(*gpu_, {0, 1, 5, 17, 100, 1000, 4095});
+          Tensor inv = gpu_->prepare_weight(cpu_f32(freq, {rot / 2}));
+          AttentionMetadata meta;
+          meta.slot_mapping = {0, 15, 16, -1, 79, 33, 40};
+          // Unfused reference.
+          Tensor q_ref = gpu_bf16(*gpu_, qv, {t, heads, hd}), k_ref = gpu_bf16(*gpu_, kv, {t, kvh, hd});
+          gpu_->rope(q_ref, pos, inv, rot, interleaved, 1.1f);
+          gpu_->rope(k_ref, pos, inv, rot, interleaved, 1.1f);
+          KvLayerCache ref{gpu_->alloc(DType::BF16, {blocks, bs, kvh, hd}), gpu_->alloc(DType::BF16, {blocks, bs, kvh, hd})};
+          gpu_->write_kv(k_ref, gpu_bf16(*gpu_, vv, {t, kvh, hd}), ref, meta);
+          // Fused, into the cache.
+          Tensor fused = gpu_bf16(*gpu_, qkv, {t, q_dim + 2 * kv_dim});
+          Tensor q = gpu_->alloc(DType::BF16, {t, heads, hd}), none;
+          KvLayerCache got{gpu_->alloc(DType::BF16, {blocks, bs, kvh, hd}), gpu_->alloc(DType::BF16, {blocks, bs, kvh, hd})};
+          Backend::QkvRope r{&pos, &inv, rot, interleaved, 1.1f};
+          gpu_->split_qkv(fused, &r, q, none, none, &got, &meta);
+          // One bf16 rounding apart at most (the compiler may contract the
+          // rotation into FMAs differently in the two kernels).
+          expect_close(from_gpu_bf16(*gpu_, q), from_gpu_bf16(*gpu_, q_ref), 8e-3, 1e-3, "q");
+          expect_close(from_gpu_bf16(*gpu_, got.k), from_gpu_bf16(*gpu_, ref.k), 8e-3, 1e-3, "k");
+          EXPECT_EQ(from_gpu_bf16(*gpu_, got.v), from_gpu_bf16(*gpu_, ref.v));
+          // Fused, plain split (no rope) into k and v.
+          Tensor k = gpu_->alloc(DType::BF16, {t, kvh, hd}), v = gpu_->alloc(DType::BF16, {t, kvh, hd});
+          gpu_->split_qkv(fused, nullptr, q, k, v, nullptr, nullptr);
+          EXPECT_EQ(from_gpu_bf16(*gpu_, q), qv);
+          EXPECT_EQ(from_gpu_bf16(*gpu_, k), kv);
+          EXPECT_EQ(from_gpu_bf16(*gpu_, v), vv);
+        }
+  for (int64_t inter : {5, 64, 14336}) {
+    const int64_t rows = 3;
+    const auto gu = random_bf16_values(rows * 2 * inter, 82, -6, 6);
+    std::vector<float> g, u;
+    for (int64_t r = 0; r < rows; ++r) {
+      g.insert(g.end(), gu.begin() + r * 2 * inter, gu.begin() + r * 2 * inter + inter);
+      u.insert(u.end(), gu.begin() + r * 2 * inter + inter, gu.begin() + (r + 1) * 2 * inter);
+    }
+    for (GatedActivation act : {GatedActivation::Silu, GatedActivation::GeluTanh}) {
+      Tensor want = gpu_->alloc(DType::BF16, {rows, inter}), got = gpu_->alloc(DType::BF16, {rows, inter});
+      gpu_->gated_activation(gpu_bf16(*gpu_, g, {rows, inter}), gpu_bf16(*gpu_, u, {rows, inter}), act, want);
+      gpu_->gated_activation_fused(gpu_bf16(*gpu_, gu, {rows, 2 * inter}), act, got);
+      EXPECT_EQ(from_gpu_bf16(*gpu_, got), from_gpu_bf16(*gpu_, want)) << "inter " << inter;
+    }
+  }
+}
+
 // The Sampler's greedy rule: first index of the maximum, NaNs skipped, 0 when
 // the row holds only NaNs.
 std::vector<int32_t> reference_argmax(const std::vector<float>& v, int64_t rows, int64_t vocab) {

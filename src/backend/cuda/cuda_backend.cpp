@@ -22,6 +22,7 @@ namespace loom {
 namespace {
 
 using cuda::DeviceBuffer;
+using bf16_t = __nv_bfloat16;
 
 constexpr size_t kStagedCopyMax = size_t{4} << 20;  // copy_from_host through pinned memory up to this
 
@@ -270,6 +271,74 @@ class CudaBackend final : public Backend {
     check_same_shape(gate, out, "gated_activation out");
     cuda::gated_activation_bf16(gate.data(), up.data(), out.data(), gate.numel(), act == GatedActivation::GeluTanh,
                                 stream_);
+    check_launch();
+  }
+
+  bool supports_fused_projections() const override { return true; }
+
+  void split_qkv(const Tensor& qkv, const QkvRope* rope, Tensor& q, Tensor& k, Tensor& v, KvLayerCache* cache,
+                 const AttentionMetadata* meta) override {
+    check_cuda_tensor(qkv, DType::BF16, "split_qkv qkv");
+    check_cuda_tensor(q, DType::BF16, "split_qkv q");
+    LOOM_CHECK(q.ndim() == 3, "split_qkv q must be [T, heads, head_dim], got {}", shape_str(q.shape()));
+    const int64_t t = q.dim(0), heads = q.dim(1), hd = q.dim(2);
+    cuda::SplitQkvArgs a;
+    int64_t kvh = 0;
+    if (cache) {
+      check_cache(*cache);
+      LOOM_CHECK(meta != nullptr, "split_qkv into the cache needs the step's metadata");
+      kvh = cache->k.dim(2);
+      LOOM_CHECK(cache->k.dim(3) == hd, "cache head_dim {} != q head_dim {}", cache->k.dim(3), hd);
+      LOOM_CHECK(meta->slot_mapping.size() == static_cast<size_t>(t), "slot_mapping must have {} entries", t);
+      const int64_t slots = cache->k.dim(0) * cache->k.dim(1);
+      for (int64_t i = 0; i < t; ++i)
+        LOOM_CHECK(meta->slot_mapping[static_cast<size_t>(i)] < slots, "slot {} out of range [0, {})",
+                   meta->slot_mapping[static_cast<size_t>(i)], slots);
+      if (t > 0) a.slots = metadata_.get(*meta, t, stream_).slot_mapping;
+      a.k_cache = static_cast<bf16_t*>(cache->k.data());
+      a.v_cache = static_cast<bf16_t*>(cache->v.data());
+    } else {
+      check_cuda_tensor(k, DType::BF16, "split_qkv k");
+      check_cuda_tensor(v, DType::BF16, "split_qkv v");
+      LOOM_CHECK(k.ndim() == 3 && k.dim(0) == t && k.dim(2) == hd && k.shape() == v.shape(),
+                 "split_qkv k {} and v {} must be [{}, kv_heads, {}]", shape_str(k.shape()), shape_str(v.shape()), t,
+                 hd);
+      kvh = k.dim(1);
+      a.k = static_cast<bf16_t*>(k.data());
+      a.v = static_cast<bf16_t*>(v.data());
+    }
+    LOOM_CHECK(qkv.rows() == t && qkv.cols() == (heads + 2 * kvh) * hd, "split_qkv qkv {} must be [{}, {}]",
+               shape_str(qkv.shape()), t, (heads + 2 * kvh) * hd);
+    a.heads = static_cast<int>(heads);
+    a.kv_heads = static_cast<int>(kvh);
+    a.head_dim = static_cast<int>(hd);
+    a.q = static_cast<bf16_t*>(q.data());
+    if (rope) {
+      LOOM_CHECK(rope->positions && rope->inv_freq, "split_qkv rope needs positions and inv_freq");
+      LOOM_CHECK(rope->rotary_dim > 0 && rope->rotary_dim % 2 == 0 && rope->rotary_dim <= hd && rope->rotary_dim <= 512,
+                 "rotary_dim {} must be even and in (0, {}] (at most 512)", rope->rotary_dim, hd);
+      LOOM_CHECK(rope->positions->dtype() == DType::I32 && rope->positions->numel() == t,
+                 "rope positions must be i32 [{}]", t);
+      LOOM_CHECK(rope->inv_freq->dtype() == DType::F32 && rope->inv_freq->numel() == rope->rotary_dim / 2,
+                 "rope inv_freq must be f32 [{}]", rope->rotary_dim / 2);
+      a.positions = static_cast<const int32_t*>(device_view(*rope->positions, param_buf_[0]));
+      a.inv_freq = static_cast<const float*>(device_view(*rope->inv_freq, param_buf_[1]));
+      a.rotary_dim = rope->rotary_dim;
+      a.interleaved = rope->interleaved;
+      a.mscale = rope->mscale;
+    }
+    cuda::split_qkv_bf16(qkv.data(), t, a, stream_);
+    check_launch();
+  }
+
+  void gated_activation_fused(const Tensor& gate_up, GatedActivation act, Tensor& out) override {
+    check_cuda_tensor(gate_up, DType::BF16, "gated_activation_fused gate_up");
+    check_cuda_tensor(out, DType::BF16, "gated_activation_fused out");
+    LOOM_CHECK(gate_up.rows() == out.rows() && gate_up.cols() == 2 * out.cols(),
+               "gated_activation_fused: gate_up {} must be [{}, 2 * {}]", shape_str(gate_up.shape()), out.rows(),
+               out.cols());
+    cuda::gated_activation_fused_bf16(gate_up.data(), out.data(), out.rows(), out.cols(),
+                                      act == GatedActivation::GeluTanh, stream_);
     check_launch();
   }
 

@@ -4,6 +4,7 @@
 // and report launch errors only through cudaGetLastError.
 #pragma once
 
+#include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -56,6 +57,31 @@ void rope_bf16(void* x, int64_t tokens, int64_t heads, int64_t head_dim, const i
 // negative slots are skipped.
 void write_kv_bf16(const void* k, const void* v, const int64_t* slots, int64_t tokens, int64_t row_elems,
                    void* k_cache, void* v_cache, cudaStream_t stream);
+
+// split_qkv_bf16: token t's fused row [q heads | k heads | v heads] (head_dim
+// each) goes to q [t, heads, head_dim] and, when slots is null, to k/v [t,
+// kv_heads, head_dim], else to the caches at slot slots[t] (negative: skipped);
+// with rotary_dim > 0, q and k are rotated as rope_bf16 does.
+struct SplitQkvArgs {
+  int heads = 0, kv_heads = 0, head_dim = 0;
+  __nv_bfloat16* q = nullptr;
+  __nv_bfloat16* k = nullptr;
+  __nv_bfloat16* v = nullptr;
+  const int64_t* slots = nullptr;
+  __nv_bfloat16* k_cache = nullptr;
+  __nv_bfloat16* v_cache = nullptr;
+  const int32_t* positions = nullptr;
+  const float* inv_freq = nullptr;
+  int rotary_dim = 0;  // 0: no rotation
+  bool interleaved = false;
+  float mscale = 1.0f;
+};
+void split_qkv_bf16(const void* qkv, int64_t tokens, const SplitQkvArgs& args, cudaStream_t stream);
+
+// out[r, c] = act(gate_up[r, c]) * gate_up[r, inter + c], bf16; act GELU
+// (tanh) when gelu, else SiLU.
+void gated_activation_fused_bf16(const void* gate_up, void* out, int64_t rows, int64_t inter, bool gelu,
+                                 cudaStream_t stream);
 
 // out[r] = index of the largest value of row r of logits [rows, vocab] (F32,
 // F16 or BF16), lowest index on ties, NaNs skipped (only NaNs: 0). out is a
