@@ -5,7 +5,9 @@ cd "$(dirname "$0")/.."
 preset="${1:-cpu}"; shift || true
 # ccache hits across clones in other folders (CI clones afresh each run).
 export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1 CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-10G}"
-cmake --preset "$preset" >/dev/null
+# LOOM_CMAKE_ARGS: extra cache settings, e.g. -DLOOM_CUDA_ARCHS=90a
+# shellcheck disable=SC2086
+cmake --preset "$preset" ${LOOM_CMAKE_ARGS:-} >/dev/null
 jobs="$(nproc)"
 if [ $# -gt 0 ]; then
   cmake --build --preset "$preset" -j"$jobs" --target "$@"

@@ -6,7 +6,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 model="$(scripts/fetch_model.sh qwen2.5-coder-0.5b)"
+# With the CUDA toolkit, the build carries the CUDA backend (for the visible
+# GPU's architecture); `loom serve` uses the GPU when one is present, else the CPU.
 preset=cpu
-if command -v nvcc >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then preset=cuda; fi
+export PATH="$PATH:/usr/local/cuda/bin"
+if command -v nvcc >/dev/null 2>&1; then preset=cuda; fi
 scripts/build.sh "$preset" loom >/dev/null
 exec "build/$preset/loom" serve --model "$model" "$@"

@@ -15,6 +15,18 @@ echo "== release build and tests"
 scripts/build.sh cpu
 ctest --preset cpu -j2 --timeout 900
 
+echo "== CUDA build (where nvcc exists; the CUDA tests skip without a GPU)"
+export PATH="$PATH:/usr/local/cuda/bin"
+if command -v nvcc >/dev/null 2>&1; then
+  cuda_tests=$(cd tests/cuda && ls test_*.cpp | sed 's/\.cpp$//' | tr '\n' ' ')
+  # shellcheck disable=SC2086
+  LOOM_CMAKE_ARGS="-DLOOM_CUDA_ARCHS=${LOOM_CUDA_ARCHS:-90a}" scripts/build.sh cuda loom $cuda_tests
+  for t in $cuda_tests; do build/cuda/tests/$t --gtest_brief=1; done
+  build/cuda/loom env
+else
+  echo "no nvcc: CUDA build skipped"
+fi
+
 echo "== server end to end (openai client)"
 tests/server/run_e2e.sh build/cpu/loom
 tests/bench/guidellm_smoke.sh build/cpu/loom

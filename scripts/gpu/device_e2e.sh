@@ -9,7 +9,8 @@
 #   offline  8B: 1,000 ShareGPT-like requests at once, loom then HF's continuous
 #            batching on the first $HF_REQUESTS of the same workload
 #   fixed    8B: 512 requests of 1,000 prompt / 1,000 output tokens
-#   small    0.5B-shaped model: 128 in / 32 out at rising request counts (issue 5)
+#   small    0.5B-shaped model served over HTTP: 128 in / 32 out, Poisson arrivals
+#            at rising rates (loom bench serve), p99 TTFT per rate (issue 5)
 # Env: OFFLINE_REQUESTS (1000), HF_REQUESTS (256).
 set -uo pipefail
 stages=${*:-test latency}
@@ -97,11 +98,20 @@ for stage in $stages; do
     meta /tmp/fixed.jsonl "bench offline: 512 requests, 1000 in / 1000 out, Llama-3-8B shape bf16" > "$OUT/bench_fixed_8b.json"
     ;;
   small)
+    # Issue 5: a Qwen2.5-0.5B-shaped model, 128 in / 32 out, Poisson arrivals at
+    # rising rates through `loom bench serve` (HTTP, streaming): p99 TTFT per rate.
     python3 scripts/gpu/make_random_model.py --shape 0.5b --out /tmp/qwen05 > /dev/null || exit 1
-    timeout 300 $L bench offline --device cuda --model /tmp/qwen05 --dataset fixed --input-len 128 --output-len 32 \
-      --num-requests 4000 --max-num-seqs 512 --max-num-batched-tokens 16384 --json > /tmp/small.jsonl 2> /tmp/small.err || tail -5 /tmp/small.err
-    cut -c1-1500 /tmp/small.jsonl
-    meta /tmp/small.jsonl "bench offline: 0.5B shape, 128 in / 32 out" > "$OUT/bench_small.json"
+    $L serve --device cuda --model /tmp/qwen05 --port 18000 --max-num-seqs 512 --max-num-batched-tokens 16384 \
+      > /tmp/serve_small.log 2>&1 &
+    spid=$!
+    for i in $(seq 1 120); do curl -sf http://127.0.0.1:18000/ready > /dev/null && break; sleep 1; done
+    timeout 400 $L bench serve --base-url http://127.0.0.1:18000 --model qwen05 --dataset fixed --input-len 128 \
+      --output-len 32 --num-requests 3000 --warmup 50 --sweep ${SMALL_RATES:-250,500,1000,1500,2000} \
+      --token-id-range 300,100000 --server-pid $spid --output /tmp/small.json > /tmp/small.out 2>&1 || tail -20 /tmp/small.out
+    tail -30 /tmp/small.out
+    kill -TERM $spid; wait $spid
+    [ -f /tmp/small.json ] && cp /tmp/small.json "$OUT/bench_serve_small.json"
+    [ -f /tmp/small.png ] && cp /tmp/small.png "$OUT/bench_serve_small.png"
     ;;
   esac
 done
