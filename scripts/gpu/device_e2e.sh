@@ -82,13 +82,15 @@ for stage in $stages; do
     $L bench workload --model /tmp/llama8b --dataset sharegpt --num-requests "$n" --seed 0 --output /tmp/w.jsonl
     timeout 400 $L bench offline --device cuda --model /tmp/llama8b --workload /tmp/w.jsonl \
       --max-num-seqs 256 --max-num-batched-tokens 8192 --json > /tmp/off.jsonl 2> /tmp/off.err || tail -5 /tmp/off.err
+    timeout 400 $L bench offline --device cuda --model /tmp/llama8b --workload /tmp/w.jsonl --temperature 0.8 \
+      --top-p 0.95 --max-num-seqs 256 --max-num-batched-tokens 8192 --json >> /tmp/off.jsonl 2>> /tmp/off.err || tail -5 /tmp/off.err
     head -"${HF_REQUESTS:-256}" /tmp/w.jsonl > /tmp/w_hf.jsonl
     timeout 400 $L bench offline --device cuda --model /tmp/llama8b --workload /tmp/w_hf.jsonl \
       --max-num-seqs 256 --max-num-batched-tokens 8192 --json >> /tmp/off.jsonl 2>> /tmp/off.err || tail -5 /tmp/off.err
     timeout 500 python3 bench/peers/hf_continuous_batching.py --model /tmp/llama8b --workload /tmp/w_hf.jsonl \
       >> /tmp/off.jsonl 2> /tmp/hf.err || tail -20 /tmp/hf.err
     grep -v "^|" /tmp/off.jsonl | cut -c1-1500; grep "^|" /tmp/off.jsonl
-    meta /tmp/off.jsonl "bench offline: loom on $n ShareGPT-like requests, loom and HF continuous batching on the first ${HF_REQUESTS:-256}" > "$OUT/bench_offline_8b.json"
+    meta /tmp/off.jsonl "bench offline: loom on $n ShareGPT-like requests (greedy, then temperature 0.8 / top-p 0.95 sampled on the GPU); loom and HF continuous batching on the first ${HF_REQUESTS:-256} (greedy)" > "$OUT/bench_offline_8b.json"
     ;;
   fixed)
     model8b
