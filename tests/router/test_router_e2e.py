@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from conftest import MODEL_NAME, Router, Server
+from router_harness import MODEL_NAME, Router, Server
 
 PREFIX_CHARS = 48
 SHARED = "You are a terse assistant for a router test run. "  # 50 characters > PREFIX_CHARS

@@ -1,5 +1,6 @@
-"""Starts `loom router` (and, for the end-to-end tests, `loom serve`
-replicas through tests/server/conftest.py's Server) for tests/router."""
+"""Helpers of tests/router: starts `loom router`, and `loom serve` replicas
+through tests/server/conftest.py's Server (loaded under another module name:
+two modules named conftest would collide in one pytest run)."""
 import importlib.util
 import os
 import pathlib
