@@ -190,18 +190,16 @@ class Proxy : public std::enable_shared_from_this<Proxy> {
       return false;
     }
     status_ = status;
-    std::string content_type;
+    buffered_ = length && *length <= router_.cfg.max_buffered_response;
     std::erase_if(headers, [&](const auto& h) {
-      if (beast_iequals(h.first, "content-type")) {
-        content_type = h.second;
+      if (ascii_iequals(h.first, "content-type")) {
+        content_type_ = h.second;
         return true;
       }
-      return beast_iequals(h.first, "cache-control") && !length;  // begin_stream sets it
+      return !buffered_ && ascii_iequals(h.first, "cache-control");  // begin_stream sets it
     });
     headers_ = std::move(headers);
-    content_type_ = std::move(content_type);
-    if (length && *length <= router_.cfg.max_buffered_response) {
-      buffered_ = true;
+    if (buffered_) {
       body_.reserve(size_t(*length));
     } else {
       sink_->begin_stream(status, content_type_, headers_);
@@ -277,6 +275,8 @@ class Proxy : public std::enable_shared_from_this<Proxy> {
     router_.metrics.inc("loom_router_retries_total", {{"reason", reason}});
     streaming_ = buffered_ = false;
     body_.clear();
+    content_type_.clear();
+    headers_.clear();
     attempt();
   }
 
@@ -297,7 +297,7 @@ class Proxy : public std::enable_shared_from_this<Proxy> {
     --router_.num_open;
   }
 
-  static bool beast_iequals(std::string_view a, std::string_view b) {
+  static bool ascii_iequals(std::string_view a, std::string_view b) {
     return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
              return std::tolower(static_cast<unsigned char>(x)) ==
                     std::tolower(static_cast<unsigned char>(y));

@@ -40,7 +40,8 @@ class Router:
             pytest.skip(f"{LOOM} not built")
         self.log = tempfile.NamedTemporaryFile("w+", prefix="loom-router-", suffix=".log", delete=False)
         defaults = [] if "--health-interval" in extra_args else ["--health-interval", "0.3"]
-        args = [LOOM, "router", "--backends", ",".join(backends), "--port", "0",
+        listed = ["--backends", ",".join(backends)] if backends else []
+        args = [LOOM, "router", *listed, "--port", "0",
                 "--health-timeout", "1", *defaults, *extra_args]
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=self.log)
         self.port = None

@@ -295,3 +295,15 @@ def test_own_routes_and_bounds(fakes):
     finally:
         router.stop()
     assert router.proc.returncode == 0
+
+
+def test_backends_from_dns(fakes):
+    port = fakes[0].url.rsplit(":", 1)[1]
+    router = Router([], "--backends-dns", f"localhost:{port}")
+    try:
+        assert router.wait_for(lambda m: m.get(f'loom_router_backend_up{{backend="http://127.0.0.1:{port}"}}') == 1)
+        r = requests.post(router.url + "/v1/completions", json={"prompt": "dns"}, timeout=10)
+        assert r.status_code == 200 and r.json()["replica"] == "a"
+        assert router.metrics()["loom_router_backends"] >= 1
+    finally:
+        router.stop()
