@@ -156,11 +156,17 @@ class Proxy : public std::enable_shared_from_this<Proxy> {
     h.on_done = [self](UpstreamOutcome outcome, const std::string& error) {
       self->on_done(outcome, error);
     };
+    uint64_t attempt_id;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      attempt_id = ++attempts_;
+    }
     auto call = router_.client.start(replica_->host, replica_->port, request_, std::move(h));
     bool gone;
     {
+      // The call may have failed and been retried on the upstream thread already.
       std::lock_guard<std::mutex> lk(mu_);
-      call_ = call;
+      if (attempts_ == attempt_id) call_ = call;
       gone = client_gone_ || aborting_;
     }
     if (gone) call->abort();
@@ -315,6 +321,7 @@ class Proxy : public std::enable_shared_from_this<Proxy> {
   std::mutex
       mu_;  // call_ and the abort flags: the client side and the drain come from other threads
   std::shared_ptr<UpstreamCall> call_;
+  uint64_t attempts_ = 0;
   bool client_gone_ = false;
   bool aborting_ = false;
 
