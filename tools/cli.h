@@ -15,6 +15,7 @@ int cmd_render(int argc, char** argv);
 int cmd_env(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
 int cmd_serve(int argc, char** argv);
+int cmd_router(int argc, char** argv);
 
 // Runs body, turning loom::Error and other exceptions into one line on
 // stderr ("loom NAME: error: ...") and exit code 1.

@@ -20,6 +20,7 @@ struct Command {
 constexpr Command kCommands[] = {
     {"generate", loom::cli::cmd_generate, "generate text from a prompt"},
     {"serve", loom::cli::cmd_serve, "OpenAI-compatible HTTP server"},
+    {"router", loom::cli::cmd_router, "prefix-aware load balancer over loom serve replicas"},
     {"tokenize", loom::cli::cmd_tokenize, "text on stdin -> token ids"},
     {"detokenize", loom::cli::cmd_detokenize, "token ids on stdin -> text"},
     {"render", loom::cli::cmd_render, "chat messages JSON on stdin -> prompt text"},
