@@ -7,53 +7,19 @@
 // one process. A rank that dies or stops makes the job end non-zero within
 // seconds, never hang.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <array>
-#include <chrono>
-#include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 
+#include "mpi_run.h"
+
 namespace {
 
-struct ProcessRun {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr
-  double seconds = 0;
-};
-
-// Runs `mpirun -np 2 --oversubscribe ARGS` (plus `env` assignments) through
-// the shell with a hard limit of `limit_s` seconds.
-ProcessRun mpirun(const std::string& args, const std::string& env = "", int limit_s = 60) {
-  const std::string cmd = "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 " + env +
-                          " timeout -s KILL " + std::to_string(limit_s) +
-                          " " LOOM_MPIEXEC " -np 2 --oversubscribe " + args + " 2>&1";
-  ProcessRun r;
-  const auto start = std::chrono::steady_clock::now();
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
-  const int status = pclose(p);
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return r;
-}
-
-ProcessRun run_local(const std::string& cmd) {
-  ProcessRun r;
-  FILE* p = popen((cmd + " 2>/dev/null").c_str(), "r");
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
-  const int status = pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+using loom::testing::mpirun;
+using loom::testing::ProcessRun;
+using loom::testing::run_local;
 
 const std::string kModels[] = {"llama3", "mistral",     "qwen2",      "gemma3",
                                "qwen3",  "llama3_gguf", "gemma3_gguf"};
