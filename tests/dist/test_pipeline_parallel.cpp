@@ -9,68 +9,39 @@
 // stage_layers are checked directly.
 #include <gtest/gtest.h>
 
-#include <map>
-#include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
 
 #include "core/error.h"
+#include "dist_test.h"
 #include "model/pipeline_parallel.h"
-#include "mpi_run.h"
 
 namespace {
 
+using loom::testing::compare_fixtures;
+using loom::testing::expect_matches_one_rank;
+using loom::testing::kFixtureModels;
 using loom::testing::mpirun;
 using loom::testing::ProcessRun;
 using loom::testing::run_local;
 
-const std::string kModels[] = {"llama3", "mistral",     "qwen2",      "gemma3",
-                               "qwen3",  "llama3_gguf", "gemma3_gguf"};
-
-// One mpirun of dist_tp_check compare over every fixture: model -> its JSON.
-std::map<std::string, nlohmann::json> compare(const std::string& flags, int np) {
-  std::string args = std::string(LOOM_TP_CHECK) + " compare " + flags;
-  for (const std::string& m : kModels) args += " " + m;
-  const ProcessRun r = mpirun(args, "", 120, np);
-  std::map<std::string, nlohmann::json> out;
-  std::istringstream lines(r.output);
-  for (std::string line; std::getline(lines, line);) {
-    if (line.empty() || line[0] != '{') continue;
-    const auto j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_object() && j.contains("model")) out[j["model"].get<std::string>()] = j;
-  }
-  if (r.exit_code != 0 || out.size() != std::size(kModels))
-    ADD_FAILURE() << "mpirun -np " << np << " exited " << r.exit_code << ":\n" << r.output;
-  return out;
-}
-
-void expect_match(const std::map<std::string, nlohmann::json>& results, const std::string& model) {
-  const auto it = results.find(model);
-  ASSERT_NE(it, results.end()) << "no result for " << model;
-  const nlohmann::json& j = it->second;
-  std::printf("%s\n", j.dump().c_str());
-  EXPECT_LE(j["max_rel"].get<double>(), 1e-4) << j.dump();
-  EXPECT_TRUE(j["same_tokens"].get<bool>()) << j.dump();
-}
-
 class PipelineParallelTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(PipelineParallelTest, Pp2MatchesOneRank) {
-  static const auto results = compare("--pp 2 --micro 1", 2);
-  expect_match(results, GetParam());
+  static const auto results = compare_fixtures("--pp 2 --micro 1", 2);
+  expect_matches_one_rank(results, GetParam());
 }
 
 TEST_P(PipelineParallelTest, Pp2TwoMicroBatchesMatchesOneRank) {
-  static const auto results = compare("--pp 2 --micro 2", 2);
-  expect_match(results, GetParam());
+  static const auto results = compare_fixtures("--pp 2 --micro 2", 2);
+  expect_matches_one_rank(results, GetParam());
 }
 
 TEST_P(PipelineParallelTest, Pp2Tp2MatchesOneRank) {
-  static const auto results = compare("--pp 2 --micro 2", 4);
-  expect_match(results, GetParam());
+  static const auto results = compare_fixtures("--pp 2 --micro 2", 4);
+  expect_matches_one_rank(results, GetParam());
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, PipelineParallelTest, ::testing::ValuesIn(kModels),
+INSTANTIATE_TEST_SUITE_P(Fixtures, PipelineParallelTest, ::testing::ValuesIn(kFixtureModels),
                          [](const auto& info) { return info.param; });
 
 std::string generate_flags(const std::string& model) {
@@ -108,22 +79,11 @@ TEST(PipelineParallelCli, RefusesWrongRankCount) {
 }
 
 TEST(PipelineDeadRank, KilledRankEndsTheJob) {
-  const ProcessRun r =
-      mpirun(std::string(LOOM_TP_CHECK) + " die --pp 2 llama3", "LOOM_DIST_TIMEOUT_S=3");
-  std::printf("exit %d after %.1f s\n%s", r.exit_code, r.seconds, r.output.c_str());
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_EQ(r.output.find("never stopped"), std::string::npos);
-  EXPECT_LT(r.seconds, 15.0);
+  loom::testing::expect_killed_rank_ends_job("--pp 2");
 }
 
 TEST(PipelineDeadRank, StoppedRankTimesOut) {
-  const ProcessRun r =
-      mpirun(std::string(LOOM_TP_CHECK) + " stall --pp 2 llama3", "LOOM_DIST_TIMEOUT_S=2");
-  std::printf("exit %d after %.1f s\n%s", r.exit_code, r.seconds, r.output.c_str());
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.output.find("did not complete within 2.0 s: a peer rank died or is stuck"),
-            std::string::npos);
-  EXPECT_LT(r.seconds, 15.0);
+  loom::testing::expect_stopped_rank_times_out("--pp 2");
 }
 
 TEST(PipelineLayoutTest, StageLayers) {
