@@ -356,7 +356,7 @@ void Transformer::ensure_buffers(int64_t tokens, int64_t logit_rows) {
     }
     b.capacity = cap;
   }
-  if (logit_rows > b.logit_capacity) {
+  if (last_stage_ && logit_rows > b.logit_capacity) {  // earlier pipeline stages have no logits
     const int64_t cap = std::max(logit_rows, std::min<int64_t>(b.logit_capacity * 2, int64_t{1} << 16));
     b.last_hidden = backend_.alloc(act, {cap, c.hidden_size});
     b.last_normed = backend_.alloc(act, {cap, c.hidden_size});
@@ -401,9 +401,11 @@ void Transformer::ensure_buffers(int64_t tokens, int64_t logit_rows) {
   v.gate = b.gate.slice_rows(0, T);
   v.up = b.up.slice_rows(0, T);
   v.act = b.act.slice_rows(0, T);
-  v.last_hidden = b.last_hidden.slice_rows(0, logit_rows);
-  v.last_normed = b.last_normed.slice_rows(0, logit_rows);
-  v.logits = b.logits.slice_rows(0, logit_rows);
+  if (last_stage_) {
+    v.last_hidden = b.last_hidden.slice_rows(0, logit_rows);
+    v.last_normed = b.last_normed.slice_rows(0, logit_rows);
+    v.logits = b.logits.slice_rows(0, logit_rows);
+  }
 }
 
 void Transformer::enable_step_graphs(int32_t max_batch) {
