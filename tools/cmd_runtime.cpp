@@ -41,8 +41,14 @@ void add_runtime_options(CLI::App& app, RuntimeOptions& o) {
   app.add_flag("--enforce-eager", o.enforce_eager, "GPU: run decode steps op by op (no CUDA graphs)");
   app.add_option("--engine-seed", o.seed, "seed of the engine-wide generator (requests without a seed)");
   app.add_option("--tensor-parallel-size", o.tensor_parallel_size,
-                 "ranks the model is split over (start with mpirun -np N)")
+                 "ranks each layer is split over (start with mpirun -np N)")
       ->check(CLI::Range(1, 4096));
+  app.add_option("--pipeline-parallel-size", o.pipeline_parallel_size,
+                 "stages the layers are split over (mpirun -np tensor x pipeline size)")
+      ->check(CLI::Range(1, 4096));
+  app.add_option("--pipeline-micro-batches", o.pipeline_micro_batches,
+                 "micro-batches per step in the pipeline (0: one per stage)")
+      ->check(CLI::Range(0, 4096));
 }
 
 int64_t parse_bytes(const std::string& text) {
@@ -72,17 +78,19 @@ DType parse_kv_dtype(const std::string& name, bool gpu) {
   return gpu ? DType::BF16 : DType::F32;
 }
 
-// The tensor-parallel group of this process: MPI_COMM_WORLD, which must have
-// exactly `size` ranks.
-std::unique_ptr<Communicator> tensor_parallel_group(int size) {
+// Every rank of the job: MPI_COMM_WORLD, which must have exactly tp * pp ranks.
+std::unique_ptr<Communicator> parallel_group(int tp, int pp) {
+  const std::string flags =
+      pp == 1   ? fmt::format("--tensor-parallel-size {}", tp)
+      : tp == 1 ? fmt::format("--pipeline-parallel-size {}", pp)
+                : fmt::format("--tensor-parallel-size {} x --pipeline-parallel-size {}", tp, pp);
+  const int size = tp * pp;
   if (!launched_by_mpi())
-    LOOM_THROW("--tensor-parallel-size {} needs one process per rank: start loom with mpirun -np {} "
-               "(or srun)",
-               size, size);
+    LOOM_THROW("{} needs one process per rank: start loom with mpirun -np {} (or srun)", flags,
+               size);
   auto comm = make_mpi_communicator();
   if (comm->size() != size)
-    LOOM_THROW("--tensor-parallel-size {} but the MPI job has {} ranks (mpirun -np {})", size, comm->size(),
-               size);
+    LOOM_THROW("{} but the MPI job has {} ranks (mpirun -np {})", flags, comm->size(), size);
   return comm;
 }
 
@@ -97,11 +105,17 @@ std::unique_ptr<Communicator> tensor_parallel_group(int size) {
 
 std::unique_ptr<ModelRuntime> build_runtime(const RuntimeOptions& o) {
   auto rt = std::make_unique<ModelRuntime>();
-  if (o.tensor_parallel_size > 1) {
-    rt->comm = tensor_parallel_group(o.tensor_parallel_size);
+  const int tp = o.tensor_parallel_size, pp = o.pipeline_parallel_size;
+  if (tp * pp > 1) {
+    rt->comm = parallel_group(tp, pp);
     if (rt->comm->rank() != 0) set_log_level("warn");  // rank 0 speaks for the job
   }
   const bool worker = rt->comm && rt->comm->rank() != 0;
+  const PipelineLayout layout{pp, tp, o.pipeline_micro_batches};
+  // Every rank of one stage: its tensor-parallel group (a collective call).
+  if (pp > 1 && tp > 1)
+    rt->tp_comm = make_mpi_communicator(layout.stage_of(rt->comm->rank()),
+                                        layout.tp_rank_of(rt->comm->rank()));
   rt->model = open_model(o.model);
   // An HF directory without tokenizer.json (random-weight test models) still
   // runs on token ids; the engine then produces no text.
@@ -127,16 +141,26 @@ std::unique_ptr<ModelRuntime> build_runtime(const RuntimeOptions& o) {
 #ifdef LOOM_HAVE_CUDA
   if (use_cuda && rt->comm) {
 #ifdef LOOM_HAVE_NCCL
-    rt->comm = make_nccl_communicator(std::move(rt->comm), local_rank(), cuda_backend_stream(*rt->backend));
+    void* stream = cuda_backend_stream(*rt->backend);
+    rt->comm = make_nccl_communicator(std::move(rt->comm), local_rank(), stream);
+    if (rt->tp_comm)
+      rt->tp_comm = make_nccl_communicator(std::move(rt->tp_comm), local_rank(), stream);
 #else
     LOOM_THROW("--tensor-parallel-size on CUDA needs NCCL: configure with -DLOOM_MPI=ON");
 #endif
   }
 #endif
-  rt->transformer =
-      std::make_unique<Transformer>(rt->model.config, *rt->model.weights, *rt->backend, rt->comm.get());
+  PipelineStage stage;
+  if (pp > 1) {
+    rt->pipeline =
+        std::make_unique<PipelineParallel>(*rt->comm, layout, rt->model.config.num_layers);
+    stage = rt->pipeline->stage();
+  }
+  Communicator* tp_group = pp > 1 ? rt->tp_comm.get() : rt->comm.get();
+  rt->transformer = std::make_unique<Transformer>(rt->model.config, *rt->model.weights,
+                                                  *rt->backend, tp_group, stage);
   if (!o.enforce_eager) rt->transformer->enable_step_graphs(std::min(o.max_num_seqs, 512));
-  rt->runner = std::make_unique<ModelRunner>(*rt->transformer, rt->comm.get());
+  rt->runner = std::make_unique<ModelRunner>(*rt->transformer, rt->comm.get(), rt->pipeline.get());
   if (worker) {
     // Rank 0 decides when the job ends (it drains requests first) and tells
     // the workers; the launcher's forwarded SIGINT/SIGTERM must not end them.
@@ -147,7 +171,10 @@ std::unique_ptr<ModelRuntime> build_runtime(const RuntimeOptions& o) {
     std::exit(0);
   }
   if (rt->comm)
-    LOOM_LOG_INFO("loom: tensor parallelism over {} ranks ({})", rt->comm->size(), rt->comm->name());
+    LOOM_LOG_INFO(
+        "loom: {} ranks ({}): tensor parallel {} x pipeline parallel {} ({} micro-batches a step)",
+        rt->comm->size(), rt->comm->name(), tp, pp,
+        rt->pipeline ? rt->pipeline->layout().micro_batches : 1);
 
   EngineConfig ec;
   ec.block_size = o.block_size;
@@ -175,7 +202,7 @@ std::unique_ptr<ModelRuntime> build_runtime(const RuntimeOptions& o) {
         2 * 4 * int64_t{o.max_num_seqs} * c.vocab_size + (int64_t{1} << 30);
     const int64_t used = static_cast<int64_t>(total_b - free_b);
     const int64_t budget = static_cast<int64_t>(o.gpu_memory_utilization * double(total_b)) - used - activations;
-    const int64_t per_block = rt->transformer->kv_cache_bytes_per_block(o.block_size, ec.kv_dtype);
+    const int64_t per_block = rt->runner->kv_cache_bytes_per_block(o.block_size, ec.kv_dtype);
     const int64_t min_blocks = (c.max_position > 0 ? std::min<int64_t>(c.max_position, 4096) : 4096) / o.block_size + 1;
     if (budget < per_block * min_blocks)
       LOOM_THROW("not enough GPU memory: {:.1f} GiB in use after loading weights, {:.1f} GiB reserved for "

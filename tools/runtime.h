@@ -15,6 +15,7 @@
 #include "dist/communicator.h"
 #include "engine/engine.h"
 #include "model/model.h"
+#include "model/pipeline_parallel.h"
 #include "tokenizer/chat.h"
 
 namespace loom::cli {
@@ -34,6 +35,8 @@ struct RuntimeOptions {
   bool enforce_eager = false;            // GPU: no CUDA graphs for decode steps
   uint64_t seed = 0x10011;
   int tensor_parallel_size = 1;  // > 1: one rank per process, started by mpirun
+  int pipeline_parallel_size = 1;  // stages; the job has tensor x pipeline ranks
+  int pipeline_micro_batches = 0;  // per step; 0: one per stage
 };
 
 // Adds --model, --device, --threads, --kv-cache-memory, ... to `app`.
@@ -42,11 +45,14 @@ void add_runtime_options(CLI::App& app, RuntimeOptions& options);
 // Parses "1GiB", "512MiB", "1e9", "2048" into bytes; throws loom::Error.
 int64_t parse_bytes(const std::string& text);
 
-// With --tensor-parallel-size N (under mpirun -np N) only rank 0 returns from
-// build_runtime; the other ranks run rank 0's forward steps on their shards
-// until rank 0's runtime is destroyed, then exit the process (status 0).
+// With --tensor-parallel-size T and --pipeline-parallel-size P (under mpirun
+// -np T*P) only rank 0 returns from build_runtime; the other ranks run rank
+// 0's forward steps on their shards until rank 0's runtime is destroyed, then
+// exit the process (status 0).
 struct ModelRuntime {
-  std::unique_ptr<Communicator> comm;  // tensor-parallel group; null: none (destroyed last)
+  std::unique_ptr<Communicator> comm;  // every rank of the job; null: one process (destroyed last)
+  std::unique_ptr<Communicator> tp_comm;       // this stage's ranks when P > 1 and T > 1
+  std::unique_ptr<PipelineParallel> pipeline;  // P > 1
   LoadedModel model;
   TokenizerBundle text;
   std::unique_ptr<Backend> backend;

@@ -35,6 +35,10 @@ class SingleCommunicator final : public Communicator {
   void broadcast(void*, size_t, int root, bool) override {
     LOOM_CHECK(root == 0, "broadcast root {} in a group of one", root);
   }
+  void send(const Tensor&, int peer) override {
+    LOOM_THROW("send to rank {} in a group of one", peer);
+  }
+  void recv(Tensor&, int peer) override { LOOM_THROW("recv from rank {} in a group of one", peer); }
   void barrier() override {}
   [[noreturn]] void abort(int exit_code) override { std::_Exit(exit_code); }
 };
@@ -60,6 +64,9 @@ bool mpi_available() {
 std::unique_ptr<Communicator> make_mpi_communicator() {
   LOOM_THROW(
       "this loom was built without MPI (install libopenmpi-dev and configure with -DLOOM_MPI=ON)");
+}
+std::unique_ptr<Communicator> make_mpi_communicator(int, int) {
+  return make_mpi_communicator();  // throws
 }
 #endif
 

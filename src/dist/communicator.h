@@ -43,6 +43,14 @@ class Communicator {
   // wait_forever the call has no deadline (a worker waiting for its next
   // command while the server is idle); otherwise timeout() applies.
   virtual void broadcast(void* data, size_t bytes, int root, bool wait_forever = false) = 0;
+  // Point-to-point (pipeline parallelism): send() moves `t`'s bytes to rank
+  // `peer`, whose matching recv() from this rank fills a tensor of the same
+  // byte size. Messages from one rank to another arrive in the order sent;
+  // both calls return when their buffer may be reused (mpi) or the transfer
+  // is queued on the stream (nccl). Same device rules as all_reduce_sum; any
+  // dtype. timeout() applies.
+  virtual void send(const Tensor& t, int peer) = 0;
+  virtual void recv(Tensor& t, int peer) = 0;
   virtual void barrier() = 0;
   // Ends every process of the job with `exit_code`, now. Never returns.
   [[noreturn]] virtual void abort(int exit_code) = 0;
@@ -70,5 +78,9 @@ bool launched_by_mpi();
 // finalised when the last communicator using it goes). Throws loom::Error
 // when loom was built without MPI.
 std::unique_ptr<Communicator> make_mpi_communicator();
+// The ranks of MPI_COMM_WORLD that pass the same `color` (MPI_Comm_split),
+// ordered by `key`: e.g. the tensor-parallel group of one pipeline stage.
+// Every rank of the world must call it (a collective).
+std::unique_ptr<Communicator> make_mpi_communicator(int color, int key);
 
 }  // namespace loom

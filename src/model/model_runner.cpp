@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/logging.h"
 #include "dist/communicator.h"
+#include "model/pipeline_parallel.h"
 
 namespace loom {
 
@@ -111,7 +112,20 @@ void copy_kv_blocks(Backend& be, const std::vector<KvBlockCopy>& copies, KvCache
       }
 }
 
-ModelRunner::ModelRunner(Transformer& model, Communicator* comm) : model_(model), comm_(comm) {}
+ModelRunner::ModelRunner(Transformer& model, Communicator* comm, PipelineParallel* pipeline)
+    : model_(model), comm_(comm), pipeline_(pipeline) {
+  LOOM_CHECK(pipeline == nullptr || comm != nullptr, "a pipeline-parallel runner needs its group");
+}
+
+int64_t ModelRunner::kv_cache_bytes_per_block(int64_t block_size, DType dtype) const {
+  const int64_t own = model_.kv_cache_bytes_per_block(block_size, dtype);
+  if (pipeline_ == nullptr) return own;
+  return own / model_.config().num_layers * pipeline_->max_stage_layers();
+}
+
+Tensor ModelRunner::run_step(const StepInput& step, KvCache& cache) {
+  return pipeline_ ? pipeline_->forward(model_, step, cache) : model_.forward(step, cache);
+}
 
 ModelRunner::~ModelRunner() {
   if (distributed() && comm_->rank() == 0) shutdown();
@@ -169,7 +183,7 @@ Tensor ModelRunner::forward(const StepInput& step, KvCache& cache) {
   if (!distributed()) return model_.forward(step, cache);
   send(Command::Forward, encode_step(step));
   try {
-    return model_.forward(step, cache);
+    return run_step(step, cache);
   } catch (const DistError& e) {
     fail("a forward step", e);
   }
@@ -216,7 +230,7 @@ void ModelRunner::serve_worker() {
       case Command::Forward: {
         const StepInput step = decode_step(payload);
         try {
-          model_.forward(step, cache);
+          run_step(step, cache);
         } catch (const DistError& e) {
           fail("a forward step", e);
         } catch (const Error& e) {

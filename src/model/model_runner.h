@@ -3,7 +3,9 @@
 // through to the Transformer. In a tensor-parallel group, rank 0's runner
 // broadcasts each command to the other ranks before running it itself, and
 // the other ranks sit in serve_worker() running the same commands on their
-// shards, so every rank runs the same collectives in the same order.
+// shards, so every rank runs the same collectives in the same order. With
+// pipeline parallelism every rank runs its stage's layers of each step
+// (PipelineParallel) and rank 0 receives the logits from the last stage.
 // A failed or timed-out collective (a dead or stuck peer) is fatal: the
 // runner prints one line naming it and ends the whole job (exit code 3).
 // Rank 0's runner is called by one thread (the engine thread); destroying it
@@ -18,6 +20,7 @@
 namespace loom {
 
 class Communicator;
+class PipelineParallel;
 
 // One KV block copy (copy-on-write): block `src` to block `dst`, every layer.
 struct KvBlockCopy {
@@ -28,8 +31,11 @@ struct KvBlockCopy {
 class ModelRunner {
  public:
   // `model` (and `comm`, which may be null) must outlive the runner; `model`
-  // must have been built with the same `comm`.
-  explicit ModelRunner(Transformer& model, Communicator* comm = nullptr);
+  // must have been built with the same `comm` (tensor parallelism only), or
+  // with `pipeline`'s stage (then `comm` is every rank of the job and the
+  // model's tensor-parallel group is its stage's ranks).
+  explicit ModelRunner(Transformer& model, Communicator* comm = nullptr,
+                       PipelineParallel* pipeline = nullptr);
   ~ModelRunner();  // rank 0: shutdown()
   ModelRunner(const ModelRunner&) = delete;
   ModelRunner& operator=(const ModelRunner&) = delete;
@@ -39,9 +45,8 @@ class ModelRunner {
   Transformer& model() const { return model_; }
   bool distributed() const;
 
-  int64_t kv_cache_bytes_per_block(int64_t block_size, DType dtype) const {
-    return model_.kv_cache_bytes_per_block(block_size, dtype);
-  }
+  // Of the largest pipeline stage: every rank allocates the same block count.
+  int64_t kv_cache_bytes_per_block(int64_t block_size, DType dtype) const;
   // Rank 0: every rank allocates the same cache (of its own KV heads).
   KvCache allocate_kv_cache(int64_t num_blocks, int64_t block_size, DType dtype);
   void copy_blocks(const std::vector<KvBlockCopy>& copies, KvCache& cache);
@@ -61,8 +66,11 @@ class ModelRunner {
   void send(Command command, const std::vector<uint8_t>& payload);
   [[noreturn]] void fail(const char* what, const std::exception& e);
 
+  Tensor run_step(const StepInput& step, KvCache& cache);
+
   Transformer& model_;
   Communicator* comm_;
+  PipelineParallel* pipeline_;
   bool stopped_ = false;
 };
 

@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/half.h"
 #include "model/loader/weights.h"
+#include "model/pipeline_parallel.h"
 #include "model/tensor_parallel.h"
 
 namespace loom {
@@ -130,7 +131,7 @@ Tensor upload_f32(Backend& backend, const std::vector<float>& values) {
 }  // namespace
 
 Transformer::Transformer(ModelConfig config, const WeightSource& all_weights, Backend& backend,
-                         Communicator* tp)
+                         Communicator* tp, const PipelineStage& stage)
     : config_(std::move(config)),
       backend_(backend),
       buffers_(std::make_unique<Buffers>()),
@@ -142,6 +143,17 @@ Transformer::Transformer(ModelConfig config, const WeightSource& all_weights, Ba
     sliced = shard_weights(all_weights, config_, shard);
     config_ = shard_config(config_, shard);
     tp_ = std::make_unique<TensorParallel>(*tp, shard, backend_);
+  }
+  const int64_t last_layer = stage.last_layer < 0 ? config_.num_layers : stage.last_layer;
+  if (stage.first_layer != 0 || last_layer != config_.num_layers) {
+    if (stage.link == nullptr)
+      LOOM_THROW("layers [{}, {}) of {}: a pipeline stage needs a link to its neighbours",
+                 stage.first_layer, last_layer, config_.num_layers);
+    first_layer_ = stage.first_layer;
+    first_stage_ = stage.first_layer == 0;
+    last_stage_ = last_layer == config_.num_layers;
+    link_ = stage.link;
+    config_ = stage_config(config_, stage.first_layer, last_layer);
   }
   const WeightSource& weights = sliced ? *sliced : all_weights;
   const ModelConfig& c = config_;
@@ -164,13 +176,16 @@ Transformer::Transformer(ModelConfig config, const WeightSource& all_weights, Ba
   };
 
   const int64_t output_rows = tp_ ? tp_->output_rows() : c.vocab_size;
-  token_embd_ = matrix("token_embd.weight", tp_ ? tp_->embedding_rows() : c.vocab_size, hidden);
-  output_norm_ = vec("output_norm.weight", hidden);
-  if (c.tie_word_embeddings) {
-    // A vocab shard's embedding table ends in a zero row the lm_head skips.
-    output_ = tp_ ? token_embd_.slice_rows(0, output_rows) : token_embd_;
-  } else {
-    output_ = matrix("output.weight", output_rows, hidden);
+  if (first_stage_ || (last_stage_ && c.tie_word_embeddings))
+    token_embd_ = matrix("token_embd.weight", tp_ ? tp_->embedding_rows() : c.vocab_size, hidden);
+  if (last_stage_) {
+    output_norm_ = vec("output_norm.weight", hidden);
+    if (c.tie_word_embeddings) {
+      // A vocab shard's embedding table ends in a zero row the lm_head skips.
+      output_ = tp_ ? token_embd_.slice_rows(0, output_rows) : token_embd_;
+    } else {
+      output_ = matrix("output.weight", output_rows, hidden);
+    }
   }
 
   inv_freq_global_ = upload_f32(backend_, c.rope.inv_freq());
@@ -181,7 +196,7 @@ Transformer::Transformer(ModelConfig config, const WeightSource& all_weights, Ba
   layers_.resize(static_cast<size_t>(c.num_layers));
   for (int64_t i = 0; i < c.num_layers; ++i) {
     LayerWeights& l = layers_[static_cast<size_t>(i)];
-    const std::string p = "blk." + std::to_string(i) + ".";
+    const std::string p = "blk." + std::to_string(first_layer_ + i) + ".";
     l.attn_norm = vec(p + "attn_norm.weight", hidden);
     l.wq = matrix(p + "attn_q.weight", q_dim, hidden);
     l.wk = matrix(p + "attn_k.weight", kv_dim, hidden);
@@ -341,7 +356,7 @@ void Transformer::ensure_buffers(int64_t tokens, int64_t logit_rows) {
     }
     b.capacity = cap;
   }
-  if (logit_rows > b.logit_capacity) {
+  if (last_stage_ && logit_rows > b.logit_capacity) {  // earlier pipeline stages have no logits
     const int64_t cap = std::max(logit_rows, std::min<int64_t>(b.logit_capacity * 2, int64_t{1} << 16));
     b.last_hidden = backend_.alloc(act, {cap, c.hidden_size});
     b.last_normed = backend_.alloc(act, {cap, c.hidden_size});
@@ -386,14 +401,16 @@ void Transformer::ensure_buffers(int64_t tokens, int64_t logit_rows) {
   v.gate = b.gate.slice_rows(0, T);
   v.up = b.up.slice_rows(0, T);
   v.act = b.act.slice_rows(0, T);
-  v.last_hidden = b.last_hidden.slice_rows(0, logit_rows);
-  v.last_normed = b.last_normed.slice_rows(0, logit_rows);
-  v.logits = b.logits.slice_rows(0, logit_rows);
+  if (last_stage_) {
+    v.last_hidden = b.last_hidden.slice_rows(0, logit_rows);
+    v.last_normed = b.last_normed.slice_rows(0, logit_rows);
+    v.logits = b.logits.slice_rows(0, logit_rows);
+  }
 }
 
 void Transformer::enable_step_graphs(int32_t max_batch) {
   // Not with tensor parallelism yet: recording NCCL collectives is untested.
-  graph_max_batch_ = backend_.supports_capture() && !tp_ ? std::max(0, max_batch) : 0;
+  graph_max_batch_ = backend_.supports_capture() && !tp_ && !link_ ? std::max(0, max_batch) : 0;
   graphs_->entries.clear();
 }
 
@@ -405,7 +422,7 @@ Tensor Transformer::forward(const StepInput& step, KvCache& cache) {
   upload_inputs(step, cache);
   run_ops(step, cache);
   graph_stats_.eager++;
-  return buffers_->view.logits;
+  return last_stage_ ? buffers_->view.logits : buffers_->view.x;
 }
 
 void Transformer::upload_inputs(const StepInput& step, const KvCache& cache) {
@@ -508,8 +525,12 @@ void Transformer::run_ops(const StepInput& step, KvCache& cache) {
   const GatedActivation act = c.activation == Activation::GeluTanh ? GatedActivation::GeluTanh
                                                                     : GatedActivation::Silu;
 
-  be.embedding(token_embd_, v.ids, c.embedding_scale, v.x);
-  if (tp_) tp_->reduce_embedding(v.x);
+  if (first_stage_) {
+    be.embedding(token_embd_, v.ids, c.embedding_scale, v.x);
+    if (tp_) tp_->reduce_embedding(v.x);
+  } else {
+    link_->receive_hidden(v.x);  // the previous stage's residual stream
+  }
   be.rms_norm(v.x, layers_[0].attn_norm, eps_, norm_offset_, v.h);
 
   for (size_t i = 0; i < layers_.size(); ++i) {
@@ -575,6 +596,10 @@ void Transformer::run_ops(const StepInput& step, KvCache& cache) {
     }
   }
 
+  if (!last_stage_) {
+    link_->send_hidden(v.x);
+    return;
+  }
   // Only the rows that need logits go through the final norm and lm_head.
   if (is_identity(step.logit_rows, step.tokens.size())) {
     be.rms_norm(v.x, output_norm_, eps_, norm_offset_, v.last_normed);

@@ -37,6 +37,26 @@ struct KvCache {
   std::vector<KvLayerCache> layers;
 };
 
+// Pipeline parallelism (model/pipeline_parallel.h): a Transformer running
+// only some layers gets its input hidden states [T, hidden] from the previous
+// stage instead of embedding tokens (unless it starts at layer 0), and hands
+// them on instead of computing logits (unless it ends at the last layer).
+// Called from inside forward(); `x` is on the backend's device.
+class StageLink {
+ public:
+  virtual ~StageLink() = default;
+  virtual void receive_hidden(Tensor& x) = 0;
+  virtual void send_hidden(const Tensor& x) = 0;
+};
+
+// The layers [first_layer, last_layer) a Transformer runs; `link` must be set
+// (and outlive the Transformer) unless that is the whole model.
+struct PipelineStage {
+  int64_t first_layer = 0;
+  int64_t last_layer = -1;  // -1: through the model's last layer
+  StageLink* link = nullptr;
+};
+
 class Transformer {
  public:
   // Prepares every weight through `backend` (tied embeddings share
@@ -49,8 +69,13 @@ class Transformer {
   // every rank of `tp` must run the same forward() steps. `tp` must outlive
   // the Transformer. config() is then this rank's (its heads, KV heads and
   // MLP columns; the full vocabulary).
+  // With a `stage` of fewer layers (pipeline parallelism) only those layers'
+  // weights are read (token_embd on the first stage and, for tied
+  // embeddings, the last; the final norm and output on the last), config()
+  // counts only those layers, the KV cache holds only those, and forward()
+  // on a stage other than the last returns the hidden states it sent.
   Transformer(ModelConfig config, const WeightSource& weights, Backend& backend,
-              Communicator* tp = nullptr);
+              Communicator* tp = nullptr, const PipelineStage& stage = {});
   ~Transformer();
   Transformer(const Transformer&) = delete;
   Transformer& operator=(const Transformer&) = delete;
@@ -68,6 +93,9 @@ class Transformer {
   // on the backend's device. The returned tensor views a buffer owned by this
   // Transformer and stays valid until the next forward() call.
   Tensor forward(const StepInput& step, KvCache& cache);
+  // Throws loom::Error when forward() would refuse `step` (before any
+  // collective or transfer).
+  void check_step(const StepInput& step, const KvCache& cache) const;
 
   // Decode steps (one new token per sequence, logits for every row) of up to
   // max_batch sequences are then recorded by the backend (CUDA graphs) once
@@ -87,7 +115,6 @@ class Transformer {
   struct Buffers;
   struct Graphs;
 
-  void check_step(const StepInput& step, const KvCache& cache) const;
   void fuse_projections(LayerWeights& l);
   void ensure_buffers(int64_t tokens, int64_t logit_rows);
   // Uploads the step's token ids and positions and its attention metadata.
@@ -113,6 +140,10 @@ class Transformer {
   int32_t graph_max_batch_ = 0;
   GraphStats graph_stats_;
   std::unique_ptr<TensorParallel> tp_;  // null: the whole model on this rank
+  StageLink* link_ = nullptr;           // null: every layer on this rank
+  int64_t first_layer_ = 0;             // of the whole model
+  bool first_stage_ = true;             // embeds tokens
+  bool last_stage_ = true;              // computes logits
 };
 
 }  // namespace loom

@@ -7,90 +7,26 @@
 // one process. A rank that dies or stops makes the job end non-zero within
 // seconds, never hang.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <array>
-#include <chrono>
-#include <cstdio>
-#include <map>
-#include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
+
+#include "dist_test.h"
 
 namespace {
 
-struct ProcessRun {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr
-  double seconds = 0;
-};
-
-// Runs `mpirun -np 2 --oversubscribe ARGS` (plus `env` assignments) through
-// the shell with a hard limit of `limit_s` seconds.
-ProcessRun mpirun(const std::string& args, const std::string& env = "", int limit_s = 60) {
-  const std::string cmd = "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 " + env +
-                          " timeout -s KILL " + std::to_string(limit_s) +
-                          " " LOOM_MPIEXEC " -np 2 --oversubscribe " + args + " 2>&1";
-  ProcessRun r;
-  const auto start = std::chrono::steady_clock::now();
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
-  const int status = pclose(p);
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return r;
-}
-
-ProcessRun run_local(const std::string& cmd) {
-  ProcessRun r;
-  FILE* p = popen((cmd + " 2>/dev/null").c_str(), "r");
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
-  const int status = pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
-
-const std::string kModels[] = {"llama3", "mistral",     "qwen2",      "gemma3",
-                               "qwen3",  "llama3_gguf", "gemma3_gguf"};
-
-// One mpirun for every fixture (start-up dominates): model -> its JSON line.
-const std::map<std::string, nlohmann::json>& compare_results() {
-  static const std::map<std::string, nlohmann::json> results = [] {
-    std::string args = std::string(LOOM_TP_CHECK) + " compare";
-    for (const std::string& m : kModels) args += " " + m;
-    const ProcessRun r = mpirun(args);
-    std::map<std::string, nlohmann::json> out;
-    std::istringstream lines(r.output);
-    for (std::string line; std::getline(lines, line);) {
-      if (line.empty() || line[0] != '{') continue;
-      const auto j = nlohmann::json::parse(line, nullptr, false);
-      if (j.is_object() && j.contains("model")) out[j["model"].get<std::string>()] = j;
-    }
-    if (r.exit_code != 0 || out.size() != std::size(kModels))
-      ADD_FAILURE() << "mpirun exited " << r.exit_code << ":\n" << r.output;
-    return out;
-  }();
-  return results;
-}
+using loom::testing::kFixtureModels;
+using loom::testing::mpirun;
+using loom::testing::ProcessRun;
+using loom::testing::run_local;
 
 class TensorParallelTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(TensorParallelTest, Tp2MatchesOneRank) {
-  const auto& results = compare_results();
-  const auto it = results.find(GetParam());
-  ASSERT_NE(it, results.end()) << "no result for " << GetParam();
-  const nlohmann::json& j = it->second;
-  std::printf("%s\n", j.dump().c_str());
-  EXPECT_LE(j["max_rel"].get<double>(), 1e-4) << j.dump();
-  EXPECT_TRUE(j["same_tokens"].get<bool>()) << j.dump();
+  static const auto results = loom::testing::compare_fixtures("", 2);
+  loom::testing::expect_matches_one_rank(results, GetParam());
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, TensorParallelTest, ::testing::ValuesIn(kModels),
+INSTANTIATE_TEST_SUITE_P(Fixtures, TensorParallelTest, ::testing::ValuesIn(kFixtureModels),
                          [](const auto& info) { return info.param; });
 
 TEST(TensorParallelCli, GenerateMatchesOneProcess) {
@@ -119,21 +55,11 @@ TEST(TensorParallelCli, RefusesWrongRankCount) {
 }
 
 TEST(DeadRank, KilledRankEndsTheJob) {
-  const ProcessRun r = mpirun(std::string(LOOM_TP_CHECK) + " die llama3", "LOOM_DIST_TIMEOUT_S=3");
-  std::printf("exit %d after %.1f s\n%s", r.exit_code, r.seconds, r.output.c_str());
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_EQ(r.output.find("never stopped"), std::string::npos);
-  EXPECT_LT(r.seconds, 15.0);
+  loom::testing::expect_killed_rank_ends_job("");
 }
 
 TEST(DeadRank, StoppedRankTimesOut) {
-  const ProcessRun r =
-      mpirun(std::string(LOOM_TP_CHECK) + " stall llama3", "LOOM_DIST_TIMEOUT_S=2");
-  std::printf("exit %d after %.1f s\n%s", r.exit_code, r.seconds, r.output.c_str());
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.output.find("did not complete within 2.0 s: a peer rank died or is stuck"),
-            std::string::npos);
-  EXPECT_LT(r.seconds, 15.0);
+  loom::testing::expect_stopped_rank_times_out("");
 }
 
 }  // namespace

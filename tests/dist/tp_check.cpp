@@ -1,11 +1,14 @@
-// dist_tp_check: run under mpirun by tests/dist/test_tensor_parallel.cpp.
-//   dist_tp_check compare MODEL...   for each fixture model: rank 0 runs the
-//     same steps (two prompts prefilled together, then 16 greedy decode steps
-//     batched) through a single-rank Transformer and, through ModelRunner,
-//     the tensor-parallel one spread over every rank; prints one JSON line per
-//     model {model, max_abs, max_rel, same_tokens, tokens_tp, tokens_ref}.
-//   dist_tp_check die MODEL          rank 1 kills itself (SIGKILL) after 1 s
-//   dist_tp_check stall MODEL        rank 1 stops itself (SIGSTOP) after 1 s
+// dist_tp_check: run under mpirun by tests/dist/test_{tensor,pipeline}_parallel.cpp.
+//   dist_tp_check compare [--pp P [--micro M]] MODEL...   for each fixture
+//     model: rank 0 runs the same steps (two prompts prefilled together, then
+//     16 greedy decode steps batched) through a single-rank Transformer and,
+//     through ModelRunner, the one spread over every rank (P pipeline stages
+//     of size/P tensor-parallel ranks each; P = 1 by default); prints one JSON
+//     line per model {model, max_abs, max_rel, same_tokens, tokens_tp,
+//     tokens_ref}. The prefill step also runs with some logit rows only, in
+//     reverse order.
+//   dist_tp_check die [--pp P] MODEL     rank 1 kills itself (SIGKILL) after 1 s
+//   dist_tp_check stall [--pp P] MODEL   rank 1 stops itself (SIGSTOP) after 1 s
 //     while rank 0 keeps stepping; the job must end non-zero, not hang.
 #include <signal.h>
 #include <unistd.h>
@@ -13,13 +16,16 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <thread>
 
 #include "../common/paged_step.h"
 #include "dist/communicator.h"
 #include "model/model.h"
 #include "model/model_runner.h"
+#include "model/pipeline_parallel.h"
 
 namespace loom {
 namespace {
@@ -63,11 +69,37 @@ std::string join(const std::vector<std::vector<int32_t>>& seqs) {
   return s + "]";
 }
 
+// This rank's part of a model spread over `world` as layout.stages stages of
+// layout.tp_size ranks (one stage: tensor parallelism over every rank).
+struct Spread {
+  Spread(const LoadedModel& m, Communicator& world, Backend& be, const PipelineLayout& layout) {
+    PipelineStage stage;
+    Communicator* tp = &world;
+    if (layout.stages > 1) {
+      pipeline = std::make_unique<PipelineParallel>(world, layout, m.config.num_layers);
+      stage = pipeline->stage();
+      tp = nullptr;
+      if (layout.tp_size > 1) {
+        tp_comm =
+            make_mpi_communicator(layout.stage_of(world.rank()), layout.tp_rank_of(world.rank()));
+        tp = tp_comm.get();
+      }
+    }
+    model = std::make_unique<Transformer>(m.config, *m.weights, be, tp, stage);
+    runner = std::make_unique<ModelRunner>(*model, &world, pipeline.get());
+  }
+  std::unique_ptr<Communicator> tp_comm;
+  std::unique_ptr<PipelineParallel> pipeline;
+  std::unique_ptr<Transformer> model;
+  std::unique_ptr<ModelRunner> runner;
+};
+
 // Rank 0's side of "compare" for one model.
-void compare_model(const std::string& name, Communicator& comm, Backend& be) {
+void compare_model(const std::string& name, Communicator& comm, Backend& be,
+                   const PipelineLayout& layout) {
   LoadedModel m = open_model(testing::model_fixture_path(name));
-  Transformer tp_model(m.config, *m.weights, be, &comm);
-  ModelRunner runner(tp_model, &comm);
+  Spread spread(m, comm, be, layout);
+  ModelRunner& runner = *spread.runner;
   if (comm.rank() != 0) {
     runner.serve_worker();
     return;
@@ -91,6 +123,18 @@ void compare_model(const std::string& name, Communicator& comm, Backend& be) {
     const Tensor ref_logits = ref_model.forward(step, ref_cache);
     const Tensor tp_logits = runner.forward(step, tp_cache);
     compare(be, tp_logits, ref_logits, d);
+    if (step_no == 0 && step.attn.num_seqs > 1) {
+      // Again (the same K/V are written again), with the last rows of the
+      // sequences in reverse order, then the last sequence's only.
+      for (const size_t keep : {size_t(step.attn.num_seqs), size_t(1)}) {
+        StepInput some = step;
+        some.logit_rows.clear();
+        for (int32_t s = step.attn.num_seqs - 1; s >= 0 && some.logit_rows.size() < keep; --s)
+          some.logit_rows.push_back(step.attn.query_start[size_t(s) + 1] - 1);
+        const Tensor ref_some = ref_model.forward(some, ref_cache);
+        compare(be, runner.forward(some, tp_cache), ref_some, d);
+      }
+    }
     // The last row of each sequence decides its next token.
     std::vector<int32_t> last;
     for (int32_t s = 0; s < step.attn.num_seqs; ++s)
@@ -117,10 +161,11 @@ void compare_model(const std::string& name, Communicator& comm, Backend& be) {
 // "die" / "stall": rank 1 leaves the group after a second; rank 0 steps
 // until the job is torn down (or gives up after 60 s: exit 0, the failure
 // the test looks for).
-int fail_rank(const std::string& mode, const std::string& name, Communicator& comm, Backend& be) {
+int fail_rank(const std::string& mode, const std::string& name, Communicator& comm, Backend& be,
+              const PipelineLayout& layout) {
   LoadedModel m = open_model(testing::model_fixture_path(name));
-  Transformer model(m.config, *m.weights, be, &comm);
-  ModelRunner runner(model, &comm);
+  Spread spread(m, comm, be, layout);
+  ModelRunner& runner = *spread.runner;
   if (comm.rank() == 1) {
     std::thread([mode] {
       std::this_thread::sleep_for(std::chrono::seconds(1));
@@ -151,18 +196,33 @@ int fail_rank(const std::string& mode, const std::string& name, Communicator& co
 int main(int argc, char** argv) {
   using namespace loom;
   if (argc < 3) {
-    std::fprintf(stderr, "usage: dist_tp_check compare|die|stall MODEL...\n");
+    std::fprintf(stderr, "usage: dist_tp_check compare|die|stall [--pp P] [--micro M] MODEL...\n");
     return 2;
   }
   try {
     auto comm = make_mpi_communicator();
     auto backend = make_cpu_backend(1);
     const std::string mode = argv[1];
+    PipelineLayout layout;
+    int arg = 2;
+    for (; arg + 1 < argc && argv[arg][0] == '-'; arg += 2) {
+      const std::string flag = argv[arg];
+      if (flag == "--pp")
+        layout.stages = std::atoi(argv[arg + 1]);
+      else if (flag == "--micro")
+        layout.micro_batches = std::atoi(argv[arg + 1]);
+      else
+        throw std::runtime_error("unknown flag " + flag);
+    }
+    if (layout.stages < 1 || comm->size() % layout.stages != 0)
+      throw std::runtime_error("--pp must divide the rank count");
+    layout.tp_size = comm->size() / layout.stages;
     if (mode == "compare") {
-      for (int i = 2; i < argc; ++i) compare_model(argv[i], *comm, *backend);
+      for (int i = arg; i < argc; ++i) compare_model(argv[i], *comm, *backend, layout);
       return 0;
     }
-    return fail_rank(mode, argv[2], *comm, *backend);
+    if (arg >= argc) throw std::runtime_error("no model");
+    return fail_rank(mode, argv[arg], *comm, *backend, layout);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "dist_tp_check: %s\n", e.what());
     return 1;

@@ -46,9 +46,14 @@ std::string mpi_error_text(int rc) {
   return std::string(buf, size_t(n));
 }
 
+// Tag of point-to-point messages (one stream per ordered pair of ranks).
+constexpr int kPointToPointTag = 7;
+
 class MpiCommunicator final : public Communicator {
  public:
-  MpiCommunicator() {
+  // MPI_COMM_WORLD duplicated, or split by `color` (ordered by `key`) when
+  // `split` is set.
+  explicit MpiCommunicator(bool split = false, int color = 0, int key = 0) {
     int initialised = 0;
     MPI_Initialized(&initialised);
     if (!initialised) {
@@ -63,7 +68,10 @@ class MpiCommunicator final : public Communicator {
       MPI_Op_create(&sum_f16, 1, &g_sum_f16);
     }
     ++g_users;
-    check(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup");
+    if (split)
+      check(MPI_Comm_split(MPI_COMM_WORLD, color, key, &comm_), "MPI_Comm_split");
+    else
+      check(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup");
     check(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
@@ -141,6 +149,16 @@ class MpiCommunicator final : public Communicator {
     }
   }
 
+  void send(const Tensor& t, int peer) override {
+    LOOM_CHECK(t.device() == Device::Cpu, "mpi send: host tensors only");
+    point_to_point(const_cast<void*>(t.data()), size_t(t.nbytes()), peer, true);
+  }
+
+  void recv(Tensor& t, int peer) override {
+    LOOM_CHECK(t.device() == Device::Cpu, "mpi recv: host tensors only");
+    point_to_point(t.data(), size_t(t.nbytes()), peer, false);
+  }
+
   void barrier() override {
     MPI_Request req;
     check(MPI_Ibarrier(comm_, &req), "barrier");
@@ -153,6 +171,23 @@ class MpiCommunicator final : public Communicator {
   }
 
  private:
+  void point_to_point(void* data, size_t bytes, int peer, bool sending) {
+    LOOM_CHECK(peer >= 0 && peer < size_ && peer != rank_, "{} rank {} from rank {} of {}",
+               sending ? "send to" : "recv from", peer, rank_, size_);
+    const char* what = sending ? "send" : "recv";
+    auto* p = static_cast<uint8_t*>(data);
+    for (size_t done = 0; done < bytes;) {
+      const size_t count = std::min<size_t>(size_t(kMaxChunk), bytes - done);
+      MPI_Request req;
+      if (sending)
+        check(MPI_Isend(p + done, int(count), MPI_BYTE, peer, kPointToPointTag, comm_, &req), what);
+      else
+        check(MPI_Irecv(p + done, int(count), MPI_BYTE, peer, kPointToPointTag, comm_, &req), what);
+      wait(req, what, false);
+      done += count;
+    }
+  }
+
   void check(int rc, const char* what) const {
     if (rc != MPI_SUCCESS)
       throw DistError(fmt::format("rank {}: MPI {} failed: {}", rank_, what, mpi_error_text(rc)),
@@ -199,6 +234,11 @@ bool mpi_available() {
 
 std::unique_ptr<Communicator> make_mpi_communicator() {
   return std::make_unique<MpiCommunicator>();
+}
+
+std::unique_ptr<Communicator> make_mpi_communicator(int color, int key) {
+  LOOM_CHECK(color >= 0, "MPI communicator split: color {} is negative", color);
+  return std::make_unique<MpiCommunicator>(true, color, key);
 }
 
 }  // namespace loom

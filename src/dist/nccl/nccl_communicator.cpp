@@ -96,6 +96,22 @@ class NcclCommunicator final : public Communicator {
     push_event("all_gather");
   }
 
+  void send(const Tensor& t, int peer) override {
+    LOOM_CHECK(t.device() == Device::Cuda, "nccl send: device tensors only");
+    LOOM_CHECK(peer >= 0 && peer < size() && peer != rank(), "send to rank {} from rank {} of {}",
+               peer, rank(), size());
+    check_nccl(ncclSend(t.data(), size_t(t.nbytes()), ncclUint8, peer, comm_, stream_), "ncclSend");
+    push_event("send");
+  }
+
+  void recv(Tensor& t, int peer) override {
+    LOOM_CHECK(t.device() == Device::Cuda, "nccl recv: device tensors only");
+    LOOM_CHECK(peer >= 0 && peer < size() && peer != rank(), "recv from rank {} on rank {} of {}",
+               peer, rank(), size());
+    check_nccl(ncclRecv(t.data(), size_t(t.nbytes()), ncclUint8, peer, comm_, stream_), "ncclRecv");
+    push_event("recv");
+  }
+
   void broadcast(void* data, size_t bytes, int root, bool wait_forever) override {
     boot_->set_timeout(timeout());
     boot_->broadcast(data, bytes, root, wait_forever);
