@@ -61,12 +61,16 @@ nlohmann::json machine_info() {
   const std::time_t now = std::time(nullptr);
   std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
   const std::string dir = LOOM_SOURCE_DIR;
+  // A source tree without .git (an exported copy) names its commit in .commit.
+  std::string commit;
+  if (std::ifstream f(dir + "/.commit"); f) std::getline(f, commit);
+  if (commit.empty()) commit = shell_line(("git -C '" + dir + "' rev-parse --short HEAD 2>/dev/null").c_str());
   return {
       {"hostname", host},
       {"cpu", cpu},
       {"cores", std::thread::hardware_concurrency()},
       {"date", date},
-      {"commit", shell_line(("git -C '" + dir + "' rev-parse --short HEAD 2>/dev/null").c_str())}};
+      {"commit", commit}};
 }
 
 std::string rate_name(double r) {
