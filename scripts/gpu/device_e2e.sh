@@ -115,6 +115,21 @@ for stage in $stages; do
     [ -f /tmp/small.json ] && cp /tmp/small.json "$OUT/bench_serve_small.json"
     [ -f /tmp/small.png ] && cp /tmp/small.png "$OUT/bench_serve_small.png"
     ;;
+  check)
+    # Quick: the model tests, GPU metrics from NVML on /metrics, the fit check.
+    timeout 300 build/gpu/tests/test_cuda_model > /tmp/m.log 2>&1; echo "test_cuda_model rc=$? $(tail -1 /tmp/m.log)"
+    grep -E "FAILED  \]" /tmp/m.log | sort -u | head
+    python3 scripts/gpu/make_random_model.py --shape small --out /tmp/small > /dev/null || exit 1
+    $L env --model /tmp/small | tail -1
+    $L serve --device cuda --model /tmp/small --port 18001 > /tmp/serve_check.log 2>&1 &
+    cpid=$!
+    for i in $(seq 1 60); do curl -sf http://127.0.0.1:18001/ready > /dev/null && break; sleep 1; done
+    curl -s http://127.0.0.1:18001/v1/completions -H 'Content-Type: application/json' \
+      -d '{"model":"small","prompt":[1000,2000,3000],"max_tokens":8,"temperature":0.7,"seed":3}' | cut -c1-300; echo
+    curl -s http://127.0.0.1:18001/metrics | grep -E "^loom_gpu|^loom_request_queue_time_seconds_count|^loom_kv_cache_usage" | head
+    kill -TERM $cpid; wait $cpid; echo "serve exit $?"
+    grep -i "nvml\|gpu metrics" /tmp/serve_check.log | head -3
+    ;;
   esac
 done
 echo "total: $(( $(date +%s) - t0 )) s"
