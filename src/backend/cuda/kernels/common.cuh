@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 namespace loom::cuda {
 
@@ -33,6 +34,54 @@ __device__ __forceinline__ uint4 float_to_bf16x8(const float (&f)[8]) {
   v.z = pack_bf16x2(f[4], f[5]);
   v.w = pack_bf16x2(f[6], f[7]);
   return v;
+}
+
+// One value of T (f32, f16 or bf16) as float.
+template <class T>
+__device__ __forceinline__ float to_float(T x) {
+  if constexpr (sizeof(T) == 4)
+    return x;
+  else if constexpr (std::is_same_v<T, __half>)
+    return __half2float(x);
+  else
+    return __bfloat162float(x);
+}
+
+// Eight values of a 16-byte vector of T (bf16/f16: one uint4; f32: two).
+template <class T>
+__device__ __forceinline__ void load8(const T* p, float (&f)[8]) {
+  if constexpr (sizeof(T) == 4) {
+    const float4 a = __ldg(reinterpret_cast<const float4*>(p));
+    const float4 b = __ldg(reinterpret_cast<const float4*>(p) + 1);
+    f[0] = a.x, f[1] = a.y, f[2] = a.z, f[3] = a.w, f[4] = b.x, f[5] = b.y, f[6] = b.z, f[7] = b.w;
+  } else {
+    const uint4 v = __ldg(reinterpret_cast<const uint4*>(p));
+    if constexpr (std::is_same_v<T, __half>) {
+      const __half2* h = reinterpret_cast<const __half2*>(&v);
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const float2 x = __half22float2(h[k]);
+        f[2 * k] = x.x;
+        f[2 * k + 1] = x.y;
+      }
+    } else {
+      bf16x8_to_float(v, f);
+    }
+  }
+}
+
+// Fills cs/sn[j] = cos/sin(pos * inv_freq[j]) * mscale for j < half, with the
+// accurate sincosf (angles reach 1e5 rad), then syncs the block: the rotary
+// table a token's heads share (rope.cu, the fused QKV split).
+__device__ __forceinline__ void rope_table(float pos, const float* inv_freq, int half, float mscale, float* cs,
+                                           float* sn) {
+  for (int j = threadIdx.x; j < half; j += blockDim.x) {
+    float s, c;
+    sincosf(pos * inv_freq[j], &s, &c);
+    cs[j] = c * mscale;
+    sn[j] = s * mscale;
+  }
+  __syncthreads();
 }
 
 __device__ __forceinline__ float warp_sum(float v) {

@@ -16,16 +16,7 @@ __global__ void split_qkv_kernel(const bf16* qkv, SplitQkvArgs a) {
   __shared__ float cs[kMaxHalf], sn[kMaxHalf];
   const int64_t t = blockIdx.x;
   const int half = a.rotary_dim / 2;
-  if (half > 0) {
-    const float pos = static_cast<float>(a.positions[t]);
-    for (int j = threadIdx.x; j < half; j += blockDim.x) {
-      float s, c;
-      sincosf(pos * a.inv_freq[j], &s, &c);
-      cs[j] = c * a.mscale;
-      sn[j] = s * a.mscale;
-    }
-    __syncthreads();
-  }
+  if (half > 0) rope_table(static_cast<float>(a.positions[t]), a.inv_freq, half, a.mscale, cs, sn);
   const int hd = a.head_dim;
   const int64_t row = static_cast<int64_t>(a.heads + 2 * a.kv_heads) * hd;
   const bf16* in = qkv + t * row;

@@ -15,14 +15,7 @@ __global__ void rope_kernel(bf16* x_all, int64_t heads, int64_t head_dim, const 
                             const float* inv_freq, int half, bool interleaved, float mscale) {
   __shared__ float cs[kMaxHalf], sn[kMaxHalf];
   const int64_t t = blockIdx.x;
-  const float pos = static_cast<float>(positions[t]);
-  for (int j = threadIdx.x; j < half; j += blockDim.x) {
-    float s, c;
-    sincosf(pos * inv_freq[j], &s, &c);
-    cs[j] = c * mscale;
-    sn[j] = s * mscale;
-  }
-  __syncthreads();
+  rope_table(static_cast<float>(positions[t]), inv_freq, half, mscale, cs, sn);
   bf16* x = x_all + t * heads * head_dim;
   const int64_t pairs = heads * half;
   for (int64_t p = threadIdx.x; p < pairs; p += blockDim.x) {

@@ -67,37 +67,6 @@ __device__ __forceinline__ uint64_t fixed_mass(float x, float mx) {
   return (q + (uint64_t{1} << (s - 1))) >> s;
 }
 
-template <class T>
-__device__ __forceinline__ float to_float(T x) {
-  if constexpr (sizeof(T) == 4)
-    return x;
-  else if constexpr (std::is_same_v<T, __half>)
-    return __half2float(x);
-  else
-    return __bfloat162float(x);
-}
-
-template <class T>
-__device__ __forceinline__ void load8(const T* p, float (&f)[8]) {
-  if constexpr (sizeof(T) == 4) {
-    const float4 a = __ldg(reinterpret_cast<const float4*>(p));
-    const float4 b = __ldg(reinterpret_cast<const float4*>(p) + 1);
-    f[0] = a.x, f[1] = a.y, f[2] = a.z, f[3] = a.w, f[4] = b.x, f[5] = b.y, f[6] = b.z, f[7] = b.w;
-  } else {
-    const uint4 v = __ldg(reinterpret_cast<const uint4*>(p));
-    if constexpr (std::is_same_v<T, __half>) {
-      const __half2* h = reinterpret_cast<const __half2*>(&v);
-#pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        const float2 x = __half22float2(h[k]);
-        f[2 * k] = x.x;
-        f[2 * k + 1] = x.y;
-      }
-    } else {
-      bf16x8_to_float(v, f);
-    }
-  }
-}
 
 // One spec's row as the passes see it: x = logits * inv_t, or the edited value.
 template <class T>
