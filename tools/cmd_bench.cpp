@@ -64,6 +64,7 @@ void add_device_report(const ModelRuntime& rt, const EngineStats& stats, nlohman
   report["tokens_by_path"] = {{"argmax_on_device", stats.argmax_tokens},
                               {"sampled_on_device", stats.device_sampled_tokens},
                               {"generated", stats.generated_tokens}};
+  report["steps"] = {{"total", stats.steps}, {"async", stats.async_steps}};
   report["graphs"] = {{"replayed_steps", rt.transformer->graph_stats().replayed},
                       {"recordings", rt.transformer->graph_stats().recorded},
                       {"eager_steps", rt.transformer->graph_stats().eager}};

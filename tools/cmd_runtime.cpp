@@ -39,6 +39,8 @@ void add_runtime_options(CLI::App& app, RuntimeOptions& o) {
       ->check(CLI::Range(0, 1 << 24));
   app.add_flag("--no-prefix-caching", o.no_prefix_caching, "disable automatic prefix caching");
   app.add_flag("--enforce-eager", o.enforce_eager, "GPU: run decode steps op by op (no CUDA graphs)");
+  app.add_flag("--no-async-scheduling", o.no_async_scheduling,
+               "wait for each step's tokens before planning the next (no host/GPU overlap)");
   app.add_option("--engine-seed", o.seed, "seed of the engine-wide generator (requests without a seed)");
   app.add_option("--tensor-parallel-size", o.tensor_parallel_size,
                  "ranks each layer is split over (start with mpirun -np N)")
@@ -181,6 +183,7 @@ std::unique_ptr<ModelRuntime> build_runtime(const RuntimeOptions& o) {
   ec.kv_dtype = parse_kv_dtype(o.kv_cache_dtype, use_cuda);
   ec.kv_cache_bytes = parse_bytes(o.kv_cache_memory);
   ec.enable_prefix_caching = !o.no_prefix_caching;
+  ec.async_scheduling = !o.no_async_scheduling;
   ec.seed = o.seed;
   ec.scheduler.max_num_seqs = o.max_num_seqs;
   ec.scheduler.max_num_batched_tokens = o.max_num_batched_tokens;

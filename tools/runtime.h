@@ -33,6 +33,7 @@ struct RuntimeOptions {
   int32_t max_model_len = 0;
   bool no_prefix_caching = false;
   bool enforce_eager = false;            // GPU: no CUDA graphs for decode steps
+  bool no_async_scheduling = false;      // every step waits for its tokens (EngineConfig::async_scheduling)
   uint64_t seed = 0x10011;
   int tensor_parallel_size = 1;  // > 1: one rank per process, started by mpirun
   int pipeline_parallel_size = 1;  // stages; the job has tensor x pipeline ranks

@@ -209,6 +209,31 @@ class Backend {
     (void)logits, (void)specs, (void)edits, (void)out;
     return false;
   }
+
+  // --- a step's tokens kept on the device (the engine's async scheduling) ---
+  // The token chosen for each logits row goes to `ids` (int32 [>= rows] on
+  // this backend's device) without the host waiting: argmax_rows_to writes
+  // every row as argmax_rows would; sample_rows_to then overwrites row
+  // spec.row with the spec's draw as sample_rows would (one spec per row;
+  // false when there is no device sampler). The next step can read them as
+  // its inputs (StepInput::token_source, resolve_token_ids) before the host
+  // has them; download_tokens brings them to the host. Work is ordered on the
+  // backend's stream, so a buffer may be rewritten by a later step once the
+  // steps reading it were issued. Defaults: argmax_rows / sample_rows and
+  // host copies (synchronous; the same results).
+  virtual void argmax_rows_to(const Tensor& logits, Tensor& ids);
+  virtual bool sample_rows_to(const Tensor& logits, const std::vector<SampleSpec>& specs,
+                              const std::vector<LogitEdit>& edits, Tensor& ids);
+  // ids[i] = src[-ids[i] - 1] for every ids[i] < 0 (int32 tensors on this
+  // device; the caller checks -ids[i] - 1 < src.numel()).
+  virtual void resolve_token_ids(Tensor& ids, const Tensor& src);
+  // Starts copying ids[0, n) to the host; wait() on the result returns them.
+  class TokenDownload {
+   public:
+    virtual ~TokenDownload() = default;
+    virtual const std::vector<int32_t>& wait() = 0;
+  };
+  virtual std::unique_ptr<TokenDownload> download_tokens(const Tensor& ids, int64_t n);
 };
 
 // The CPU backend (backend/cpu), using `num_threads` threads (0: all cores).

@@ -38,4 +38,67 @@ std::unique_ptr<StepGraph> Backend::end_capture() { LOOM_THROW("backend {} canno
 
 bool Backend::replay(StepGraph&) { LOOM_THROW("backend {} cannot record steps", name()); }
 
+namespace {
+
+void check_ids(const Tensor& ids, int64_t n, const char* what) {
+  LOOM_CHECK(ids.dtype() == DType::I32 && ids.numel() >= n, "{}: ids {} {} cannot hold {} rows", what,
+             dtype_name(ids.dtype()), shape_str(ids.shape()), n);
+}
+
+std::vector<int32_t> ids_to_host(Backend& be, const Tensor& ids, int64_t n) {
+  std::vector<int32_t> host(static_cast<size_t>(n));
+  be.copy_to_host(host.data(), ids, host.size() * sizeof(int32_t));
+  return host;
+}
+
+class ReadyDownload final : public Backend::TokenDownload {
+ public:
+  explicit ReadyDownload(std::vector<int32_t> ids) : ids_(std::move(ids)) {}
+  const std::vector<int32_t>& wait() override { return ids_; }
+
+ private:
+  std::vector<int32_t> ids_;
+};
+
+}  // namespace
+
+void Backend::argmax_rows_to(const Tensor& logits, Tensor& ids) {
+  std::vector<int32_t> host;
+  argmax_rows(logits, host);
+  check_ids(ids, static_cast<int64_t>(host.size()), "argmax_rows_to");
+  copy_from_host(ids, host.data(), host.size() * sizeof(int32_t));
+}
+
+bool Backend::sample_rows_to(const Tensor& logits, const std::vector<SampleSpec>& specs,
+                             const std::vector<LogitEdit>& edits, Tensor& ids) {
+  std::vector<int32_t> drawn;
+  if (!sample_rows(logits, specs, edits, drawn)) return false;
+  if (specs.empty()) return true;
+  const int64_t rows = logits.rows();
+  check_ids(ids, rows, "sample_rows_to");
+  std::vector<int32_t> host = ids_to_host(*this, ids, rows);
+  for (size_t i = 0; i < specs.size(); ++i) host[static_cast<size_t>(specs[i].row)] = drawn[i];
+  copy_from_host(ids, host.data(), host.size() * sizeof(int32_t));
+  return true;
+}
+
+void Backend::resolve_token_ids(Tensor& ids, const Tensor& src) {
+  check_ids(ids, ids.numel(), "resolve_token_ids");
+  check_ids(src, src.numel(), "resolve_token_ids");
+  std::vector<int32_t> host = ids_to_host(*this, ids, ids.numel());
+  const std::vector<int32_t> from = ids_to_host(*this, src, src.numel());
+  for (int32_t& id : host) {
+    if (id >= 0) continue;
+    const int64_t r = -int64_t{id} - 1;
+    LOOM_CHECK(r < static_cast<int64_t>(from.size()), "token source row {} outside [0, {})", r, from.size());
+    id = from[static_cast<size_t>(r)];
+  }
+  copy_from_host(ids, host.data(), host.size() * sizeof(int32_t));
+}
+
+std::unique_ptr<Backend::TokenDownload> Backend::download_tokens(const Tensor& ids, int64_t n) {
+  check_ids(ids, n, "download_tokens");
+  return std::make_unique<ReadyDownload>(ids_to_host(*this, ids, n));
+}
+
 }  // namespace loom

@@ -208,32 +208,38 @@ void Engine::admit(RequestId id, Request request, StreamCallback callback) {
 
 bool Engine::run_step() {
   drain_inbox();
-  if (scheduler_->idle()) {
+  const bool in_flight = in_flight_.download != nullptr;
+  if (scheduler_->idle() && !in_flight) {
     publish_stats();
     return false;
   }
   const StepPlan plan = scheduler_->schedule(Clock::now());
   for (SeqId s : plan.expired)
     end_sequence(s, FinishReason::Abort, EngineErrorKind::None, "deadline exceeded", false);
-  if (!plan.empty()) {
-    try {
+  try {
+    if (!plan.empty())
       execute(plan);
-    } catch (const std::exception& err) {
-      LOOM_LOG_ERROR("engine: step {} failed: {}", plan.step, err.what());
-      std::vector<RequestId> failed;
-      for (const auto& e : plan.seqs)
-        if (auto it = seqs_.find(e.seq); it != seqs_.end()) failed.push_back(it->second->request->id);
-      std::sort(failed.begin(), failed.end());
-      failed.erase(std::unique(failed.begin(), failed.end()), failed.end());
-      for (RequestId id : failed) end_request_with_error(id, EngineErrorKind::Internal, err.what());
-    }
+    else if (in_flight)
+      finish_in_flight();  // e.g. every running sequence waits for its final token
+  } catch (const std::exception& err) {
+    LOOM_LOG_ERROR("engine: step {} failed: {}", plan.step, err.what());
+    std::vector<RequestId> failed;
+    auto fail = [&](SeqId seq) {
+      if (auto it = seqs_.find(seq); it != seqs_.end()) failed.push_back(it->second->request->id);
+    };
+    for (const auto& e : plan.seqs) fail(e.seq);
+    for (SeqId seq : in_flight_.rows) fail(seq);
+    in_flight_ = InFlight{};
+    std::sort(failed.begin(), failed.end());
+    failed.erase(std::unique(failed.begin(), failed.end()), failed.end());
+    for (RequestId id : failed) end_request_with_error(id, EngineErrorKind::Internal, err.what());
   }
   counters_.steps++;
 #ifndef NDEBUG
   scheduler_->check_invariants();  // O(blocks + sequences): debug builds only
 #endif
   publish_stats();
-  return !plan.empty() || !plan.expired.empty();
+  return !plan.empty() || !plan.expired.empty() || in_flight;
 }
 
 void Engine::apply_copies(const std::vector<BlockCopy>& copies) {
@@ -267,34 +273,17 @@ Engine::SampledLogits Engine::fetch_logits(const StepPlan& plan, const Tensor& l
   for (const auto& e : plan.seqs) {
     if (!e.sample) continue;
     const int32_t r = int32_t(out.host_row.size());
+    out.host_row.push_back(-1);
+    out.device_first.push_back(-1);
+    if (!alive(e.seq)) continue;  // ended by the step before (async scheduling): argmax, unused
     const Sequence& s = scheduler_->get(e.seq);
     SeqState& st = *seqs_.at(e.seq);
     const SamplingParams& p = st.request->request.params;
     const bool banned = s.num_output_tokens() < p.min_tokens && !st.output.min_tokens_bans().empty();
-    out.host_row.push_back(-1);
-    out.device_first.push_back(-1);
     if (config_.greedy_fast_path && plain_greedy(p, banned)) continue;
     if (device_sampling && !p.greedy() && !p.logprobs) {
-      // One draw per sibling (n > 1 forks sample their first token here).
-      std::span<const int32_t> all(s.tokens);
-      SampleContext ctx{&p, all.first(size_t(s.prompt_len)), all.subspan(size_t(s.prompt_len)), s.index,
-                        banned ? st.output.min_tokens_bans() : std::span<const int32_t>()};
       out.device_first[size_t(r)] = int32_t(sample_specs_.size());
-      const int32_t edits_begin = int32_t(logit_edits_.size());
-      Sampler::logit_edits(ctx, int32_t(vocab), logit_edits_);
-      for (int32_t i = 0; i <= s.pending_forks; ++i) {
-        ctx.seq_index = s.index + i;
-        SampleSpec spec;
-        spec.row = r;
-        spec.temperature = p.temperature;
-        spec.top_k = p.top_k;
-        spec.top_p = p.top_p;
-        spec.min_p = p.min_p;
-        spec.uniform = sampler_.draw_uniform(ctx);
-        spec.edits_begin = edits_begin;
-        spec.edits_end = int32_t(logit_edits_.size());
-        sample_specs_.push_back(spec);
-      }
+      add_device_specs(r, e.seq, vocab);
       device.push_back(r);
       continue;
     }
@@ -324,6 +313,112 @@ Engine::SampledLogits Engine::fetch_logits(const StepPlan& plan, const Tensor& l
   be.gather_rows(logits, slow, dst);
   copy_to_host_f32(be, dst, logits_host_);
   return out;
+}
+
+bool Engine::alive(SeqId seq) const { return seqs_.count(seq) != 0 && scheduler_->find(seq) != nullptr; }
+
+void Engine::add_device_specs(int32_t r, SeqId seq, int64_t vocab) {
+  const Sequence& s = scheduler_->get(seq);
+  const SeqState& st = *seqs_.at(seq);
+  const SamplingParams& p = st.request->request.params;
+  const bool banned = s.num_output_tokens() < p.min_tokens && !st.output.min_tokens_bans().empty();
+  // One draw per sibling (n > 1 forks sample their first token here).
+  std::span<const int32_t> all(s.tokens);
+  SampleContext ctx{&p, all.first(size_t(s.prompt_len)), all.subspan(size_t(s.prompt_len)), s.index,
+                    banned ? st.output.min_tokens_bans() : std::span<const int32_t>()};
+  const int32_t edits_begin = int32_t(logit_edits_.size());
+  Sampler::logit_edits(ctx, int32_t(vocab), logit_edits_);
+  for (int32_t i = 0; i <= s.pending_forks; ++i) {
+    ctx.seq_index = s.index + i;
+    SampleSpec spec;
+    spec.row = r;
+    spec.temperature = p.temperature;
+    spec.top_k = p.top_k;
+    spec.top_p = p.top_p;
+    spec.min_p = p.min_p;
+    spec.uniform = sampler_.draw_uniform(ctx);
+    spec.edits_begin = edits_begin;
+    spec.edits_end = int32_t(logit_edits_.size());
+    sample_specs_.push_back(spec);
+  }
+}
+
+bool Engine::can_run_async(const StepPlan& plan) const {
+  if (!config_.async_scheduling || model_.distributed()) return false;
+  const bool device_sampling = config_.device_sampling && model_.backend().has_device_sampler();
+  bool any = false;
+  for (const auto& e : plan.seqs) {
+    if (!e.sample || !alive(e.seq)) continue;
+    const Sequence& s = scheduler_->get(e.seq);
+    const SeqState& st = *seqs_.at(e.seq);
+    const SamplingParams& p = st.request->request.params;
+    if (s.pending_forks > 0 || p.logprobs) return false;
+    const bool banned = s.num_output_tokens() < p.min_tokens && !st.output.min_tokens_bans().empty();
+    const bool on_device =
+        (config_.greedy_fast_path && plain_greedy(p, banned)) || (device_sampling && !p.greedy());
+    if (!on_device) return false;
+    any = true;
+  }
+  return any;
+}
+
+void Engine::launch_sampling(const StepPlan& plan, const Tensor& logits) {
+  Backend& be = model_.backend();
+  const int64_t vocab = logits.dim(1);
+  InFlight next;
+  for (const auto& e : plan.seqs)
+    if (e.sample) next.rows.push_back(alive(e.seq) ? e.seq : 0);
+  const auto rows = static_cast<int64_t>(next.rows.size());
+  LOOM_CHECK(rows == logits.dim(0), "{} logits rows for {} sampled sequences", logits.dim(0), rows);
+  Tensor& buf = step_ids_[step_ids_next_];
+  step_ids_next_ ^= 1;
+  if (buf.data() == nullptr || buf.numel() < rows) buf = be.alloc(DType::I32, {std::max<int64_t>(rows, 2 * buf.numel())});
+  next.ids = buf.slice_rows(0, rows);
+  be.argmax_rows_to(logits, next.ids);
+  sample_specs_.clear();
+  logit_edits_.clear();
+  const bool device_sampling = config_.device_sampling && be.has_device_sampler();
+  for (size_t r = 0; r < next.rows.size(); ++r) {
+    const SeqId seq = next.rows[r];
+    if (seq == 0) continue;
+    const SamplingParams& p = seqs_.at(seq)->request->request.params;
+    if (device_sampling && !p.greedy()) {
+      add_device_specs(int32_t(r), seq, vocab);
+      counters_.device_sampled_tokens++;
+    } else {
+      counters_.argmax_tokens++;
+    }
+  }
+  if (!sample_specs_.empty())
+    LOOM_CHECK(be.sample_rows_to(logits, sample_specs_, logit_edits_, next.ids),
+               "the backend's device sampler failed");
+  next.download = be.download_tokens(next.ids, rows);
+  counters_.async_steps++;
+  scheduler_->complete_step(plan);
+  for (size_t r = 0; r < next.rows.size(); ++r) {
+    const SeqId seq = next.rows[r];
+    if (seq == 0) continue;
+    scheduler_->append_token(seq, -int32_t(r) - 1);
+    const Sequence& s = scheduler_->get(seq);
+    if (s.num_output_tokens() >= seqs_.at(seq)->request->request.params.max_tokens)
+      scheduler_->set_held(seq, true);
+  }
+  in_flight_ = std::move(next);
+}
+
+void Engine::finish_in_flight() {
+  InFlight f = std::move(in_flight_);
+  in_flight_ = InFlight{};
+  const std::vector<int32_t>& ids = f.download->wait();
+  LOOM_CHECK(ids.size() == f.rows.size(), "{} tokens back for {} rows", ids.size(), f.rows.size());
+  for (size_t r = 0; r < f.rows.size(); ++r) {
+    const SeqId seq = f.rows[r];
+    if (seq == 0 || !alive(seq)) continue;  // aborted, expired or failed meanwhile
+    SampleResult d;
+    d.token = ids[r];
+    on_token(seq, d.token, d, true);
+    if (alive(seq) && scheduler_->get(seq).held) scheduler_->set_held(seq, false);  // not its last after all
+  }
 }
 
 void Engine::execute(const StepPlan& plan) {
@@ -356,7 +451,18 @@ void Engine::execute(const StepPlan& plan) {
   // The model always returns at least one row; a step of prefill chunks only
   // asks for one and ignores it.
   if (step.logit_rows.empty()) step.logit_rows.push_back(int32_t(step.tokens.size()) - 1);
+  // Placeholders name rows of the step in flight; every other token is known.
+  if (in_flight_.download) step.token_source = &in_flight_.ids;
+  const bool async = can_run_async(plan);
   const Tensor logits = model_.forward(step, cache_);
+  // The device runs this step while the host delivers the previous one's
+  // tokens (which may end sequences of this plan: their rows are ignored).
+  if (in_flight_.download) finish_in_flight();
+  if (async) {
+    launch_sampling(plan, logits);
+    counters_.preemptions += plan.preempted.size();
+    return;
+  }
   const int64_t vocab = logits.dim(1);
   const SampledLogits sampled = fetch_logits(plan, logits);
   scheduler_->complete_step(plan);
@@ -365,6 +471,7 @@ void Engine::execute(const StepPlan& plan) {
   for (const auto& e : plan.seqs) {
     if (!e.sample) continue;
     const size_t r = row++;
+    if (!alive(e.seq)) continue;
     const Sequence& s = scheduler_->get(e.seq);
     SeqState& st = *seqs_.at(e.seq);
     const SamplingParams& p = st.request->request.params;
@@ -410,10 +517,13 @@ void Engine::execute(const StepPlan& plan) {
   counters_.preemptions += plan.preempted.size();
 }
 
-void Engine::on_token(SeqId seq, int32_t token, const SampleResult& sample) {
+void Engine::on_token(SeqId seq, int32_t token, const SampleResult& sample, bool resolve) {
   SeqState& st = *seqs_.at(seq);
   RequestState& r = *st.request;
-  scheduler_->append_token(seq, token);
+  if (resolve)
+    scheduler_->resolve_token(seq, token);
+  else
+    scheduler_->append_token(seq, token);
   counters_.generated_tokens++;
   const int32_t num_output = scheduler_->get(seq).num_output_tokens();
   StreamEvent e;

@@ -46,6 +46,15 @@ struct EngineConfig {
   // Rows that sample (not greedy, no logprobs) draw on the device through
   // Backend::sample_rows when the backend has it; off: on the host.
   bool device_sampling = true;
+  // Async scheduling: a step whose tokens are all chosen on the device
+  // (argmax or device sampling; no logprobs, no n > 1 fork) leaves them
+  // there; the next step is planned and launched with those tokens as its
+  // inputs (placeholders resolved on the device) before the host reads them,
+  // so the host's scheduling and streaming overlap the GPU's work. A sequence
+  // that stops on that token has computed one token more than needed (its
+  // blocks are freed then). Same tokens either way. Off: every step waits for
+  // its tokens. Never used for a model over several ranks.
+  bool async_scheduling = true;
 };
 
 enum class EngineErrorKind : uint8_t { None, QueueFull, TooLong, Invalid, Internal, Shutdown };
@@ -105,6 +114,7 @@ struct EngineStats {
   uint64_t generated_tokens = 0;
   uint64_t argmax_tokens = 0;     // of generated_tokens: taken from Backend::argmax_rows
   uint64_t device_sampled_tokens = 0;  // of generated_tokens: drawn by Backend::sample_rows
+  uint64_t async_steps = 0;       // steps whose tokens the next step took on the device
   uint64_t cached_prompt_tokens = 0;
   uint64_t preemptions = 0;
   uint64_t finished_requests = 0;
@@ -172,9 +182,21 @@ class Engine {
     std::vector<int32_t> device_tokens;
   };
   SampledLogits fetch_logits(const StepPlan& plan, const Tensor& logits);
+  // Appends the device-sampler specs of the sampled row r for sequence `seq`
+  // (one per sibling still to fork) to sample_specs_ / logit_edits_.
+  void add_device_specs(int32_t r, SeqId seq, int64_t vocab);
+  bool alive(SeqId seq) const;
+  // Whether every sampled row of the plan gets its token on the device.
+  bool can_run_async(const StepPlan& plan) const;
   void execute(const StepPlan& plan);
+  // Async scheduling: issues the step's token choice on the device, marks
+  // the sampled sequences' next tokens as placeholders and leaves the step
+  // in flight; finish_in_flight() delivers its tokens.
+  void launch_sampling(const StepPlan& plan, const Tensor& logits);
+  void finish_in_flight();
   void apply_copies(const std::vector<BlockCopy>& copies);
-  void on_token(SeqId seq, int32_t token, const SampleResult& sample);
+  // resolve: the token replaces the sequence's placeholder; else it is appended.
+  void on_token(SeqId seq, int32_t token, const SampleResult& sample, bool resolve = false);
   void end_sequence(SeqId seq, FinishReason reason, EngineErrorKind error,
                     const std::string& message, bool free_in_scheduler);
   void end_request_with_error(RequestId id, EngineErrorKind error, const std::string& message);
@@ -197,6 +219,16 @@ class Engine {
   Tensor sample_logits_;  // device rows gathered for the host sampler (grown on demand)
   std::vector<SampleSpec> sample_specs_;
   std::vector<LogitEdit> logit_edits_;
+  // The step in flight (async scheduling): the sequence of each sampled row
+  // (0: none any more), its device ids (a view of step_ids_[k]) and their
+  // copy to the host.
+  struct InFlight {
+    std::vector<SeqId> rows;
+    Tensor ids;
+    std::unique_ptr<Backend::TokenDownload> download;
+  } in_flight_;
+  Tensor step_ids_[2];  // alternate: one step writes while the next reads the other
+  int step_ids_next_ = 0;
 
   // Shared with other threads.
   std::atomic<RequestId> next_request_id_{1};

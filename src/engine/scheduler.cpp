@@ -330,7 +330,7 @@ StepPlan Scheduler::schedule(Clock::time_point now) {
       auto it = seqs_.find(id);
       if (it == seqs_.end()) continue;
       Sequence& s = *it->second;
-      if (s.status != SeqStatus::Running) continue;  // preempted earlier in this step
+      if (s.status != SeqStatus::Running || s.held) continue;  // preempted earlier in this step / final
       const int32_t pending = s.num_pending();
       if (phase == 0 ? pending != 1 : pending <= 1) continue;
       place(s, std::min(pending, budget));
@@ -413,6 +413,15 @@ void Scheduler::append_token(SeqId id, int32_t token) {
              "append to sequence {} with {} pending tokens", id, s.num_pending());
   s.tokens.push_back(token);
 }
+
+void Scheduler::resolve_token(SeqId id, int32_t token) {
+  Sequence& s = at(id);
+  LOOM_CHECK(!s.tokens.empty() && s.tokens.back() < 0 && token >= 0,
+             "sequence {} has no placeholder to resolve (token {})", id, token);
+  s.tokens.back() = token;
+}
+
+void Scheduler::set_held(SeqId id, bool held) { at(id).held = held; }
 
 std::vector<SeqId> Scheduler::fork(SeqId parent, int32_t count) {
   Sequence& p = at(parent);

@@ -97,7 +97,17 @@ class Scheduler {
   // the prefix cache.
   void complete_step(const StepPlan& plan);
   // Appends the token sampled for a sequence whose entry had sample == true.
+  // Async scheduling: a token < 0 is a placeholder for a token still being
+  // sampled on the device (StepInput::token_source); it is replaced by
+  // resolve_token() before the next complete_step() and never enters a
+  // prefix-cache hash (full blocks are hashed at complete_step over computed
+  // tokens, and cached prefixes never cover the last token).
   void append_token(SeqId seq, int32_t token);
+  // Replaces the last token's placeholder (running or preempted sequences).
+  void resolve_token(SeqId seq, int32_t token);
+  // held: the sequence's last token (a placeholder) is its final one, so it
+  // is not scheduled again; the caller finishes it once the token is known.
+  void set_held(SeqId seq, bool held);
   // n > 1: creates `count` siblings of `parent` (all its tokens computed,
   // nothing sampled yet) sharing its blocks; returns their ids (index 1..).
   std::vector<SeqId> fork(SeqId parent, int32_t count);

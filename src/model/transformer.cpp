@@ -307,8 +307,12 @@ void Transformer::check_step(const StepInput& step, const KvCache& cache) const 
   const std::vector<int64_t> shape = {cache.num_blocks, cache.block_size, config_.num_kv_heads, config_.head_dim};
   if (cache.layers[0].k.shape() != shape || cache.layers[0].v.shape() != shape)
     LOOM_THROW("KV cache layers have shape {}, expected {}", shape_str(cache.layers[0].k.shape()), shape_str(shape));
+  const int64_t source_rows = step.token_source ? step.token_source->numel() : 0;
+  if (step.token_source && (step.token_source->dtype() != DType::I32 || tp_ || !first_stage_ || link_))
+    LOOM_THROW("a step's token source must be int32 ids of a model on one rank");
   for (int64_t t = 0; t < num_tokens; ++t) {
     const int32_t id = step.tokens[static_cast<size_t>(t)];
+    if (id < 0 && -int64_t{id} - 1 < source_rows) continue;  // resolved on the device
     if (id < 0 || id >= config_.vocab_size)
       LOOM_THROW("token id {} at step row {} is outside the vocabulary (size {})", id, t, config_.vocab_size);
   }
@@ -430,6 +434,10 @@ void Transformer::upload_inputs(const StepInput& step, const KvCache& cache) {
   Buffers::Views& v = buffers_->view;
   backend_.copy_from_host(v.ids, tp_ ? tp_->embedding_ids(step.tokens) : step.tokens.data(),
                           static_cast<size_t>(T) * sizeof(int32_t));
+  if (step.token_source && std::any_of(step.tokens.begin(), step.tokens.end(), [](int32_t t) { return t < 0; })) {
+    Tensor ids = v.ids.slice_rows(0, T);
+    backend_.resolve_token_ids(ids, *step.token_source);
+  }
   backend_.copy_from_host(v.positions, step.positions.data(), static_cast<size_t>(T) * sizeof(int32_t));
   backend_.prepare_attention(step.attn, T, cache.block_size, cache.num_blocks);
 }
@@ -456,6 +464,7 @@ std::optional<Tensor> Transformer::forward_recorded(const StepInput& step, KvCac
   StepInput& p = graphs_->padded;
   p.tokens.assign(step.tokens.begin(), step.tokens.end());
   p.tokens.resize(size_t(B), 0);
+  p.token_source = step.token_source;
   p.positions.assign(step.positions.begin(), step.positions.end());
   p.positions.resize(size_t(B), 0);
   p.logit_rows.resize(size_t(B));

@@ -26,6 +26,11 @@ struct StepInput {
   std::vector<int32_t> positions;   // [T] absolute positions (context_len - new + i per sequence)
   AttentionMetadata attn;
   std::vector<int32_t> logit_rows;  // step rows that need logits, in output order
+  // A token t < 0 is row -t - 1 of token_source: int32 ids on the backend's
+  // device written by an earlier step (the engine's async scheduling feeds a
+  // step the tokens its predecessor sampled before the host has seen them).
+  // Resolved on the device; only for a model on one rank.
+  const Tensor* token_source = nullptr;
 };
 
 // The model's paged KV cache: one KvLayerCache per layer, K and V each

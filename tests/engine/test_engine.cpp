@@ -6,7 +6,9 @@
 // siblings; aborts, deadlines and the engine thread; used blocks == 0 at idle.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <random>
 #include <thread>
 
@@ -298,6 +300,136 @@ TEST_P(EngineTest, EngineThreadStreamsAndAborts) {
   EXPECT_LT(tokens, 200);
   engine->stop();
   EXPECT_EQ(engine->stats().kv.used_blocks, 0);
+}
+
+// The CPU backend with a stand-in device sampler (a deterministic function of
+// the edited row and the spec's uniform), so the engine's async path runs
+// sampled rows too: async and sync scheduling must give the same tokens.
+class DeviceSamplingCpu final : public Backend {
+ public:
+  explicit DeviceSamplingCpu(Backend& cpu) : b_(cpu) {}
+  Device device() const override { return b_.device(); }
+  std::string name() const override { return "cpu+test-sampler"; }
+  Tensor alloc(DType dtype, std::vector<int64_t> shape) override { return b_.alloc(dtype, std::move(shape)); }
+  Tensor prepare_weight(const Tensor& w) override { return b_.prepare_weight(w); }
+  void copy_from_host(Tensor& dst, const void* src, size_t bytes) override { b_.copy_from_host(dst, src, bytes); }
+  void copy_to_host(void* dst, const Tensor& src, size_t bytes) override { b_.copy_to_host(dst, src, bytes); }
+  void embedding(const Tensor& t, const Tensor& ids, float scale, Tensor& out) override {
+    b_.embedding(t, ids, scale, out);
+  }
+  void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out) override { b_.matmul(x, w, bias, out); }
+  void rms_norm(const Tensor& x, const Tensor& w, float eps, float off, Tensor& out) override {
+    b_.rms_norm(x, w, eps, off, out);
+  }
+  void add_rms_norm(const Tensor& x, Tensor& r, const Tensor& w, float eps, float off, Tensor& out) override {
+    b_.add_rms_norm(x, r, w, eps, off, out);
+  }
+  void add(Tensor& a, const Tensor& b) override { b_.add(a, b); }
+  void rope(Tensor& x, const Tensor& pos, const Tensor& f, int dim, bool il, float ms) override {
+    b_.rope(x, pos, f, dim, il, ms);
+  }
+  void gated_activation(const Tensor& g, const Tensor& u, GatedActivation a, Tensor& out) override {
+    b_.gated_activation(g, u, a, out);
+  }
+  void write_kv(const Tensor& k, const Tensor& v, KvLayerCache& c, const AttentionMetadata& m) override {
+    b_.write_kv(k, v, c, m);
+  }
+  void paged_attention(const Tensor& q, const KvLayerCache& c, const AttentionMetadata& m, const AttentionParams& p,
+                       Tensor& out) override {
+    b_.paged_attention(q, c, m, p, out);
+  }
+  void gather_rows(const Tensor& x, const std::vector<int32_t>& rows, Tensor& out) override { b_.gather_rows(x, rows, out); }
+  void softcap(Tensor& x, float cap) override { b_.softcap(x, cap); }
+  void argmax_rows(const Tensor& logits, std::vector<int32_t>& out) override { b_.argmax_rows(logits, out); }
+
+  bool has_device_sampler() const override { return true; }
+  // Edits applied, then one of the 8 largest (ties: lowest id) picked by uniform.
+  bool sample_rows(const Tensor& logits, const std::vector<SampleSpec>& specs, const std::vector<LogitEdit>& edits,
+                   std::vector<int32_t>& out) override {
+    const int64_t vocab = logits.cols();
+    std::vector<float> all(size_t(logits.numel()));
+    b_.copy_to_host(all.data(), logits, all.size() * sizeof(float));
+    out.clear();
+    for (const SampleSpec& sp : specs) {
+      std::vector<float> x(all.begin() + sp.row * vocab, all.begin() + (sp.row + 1) * vocab);
+      for (int32_t e = sp.edits_begin; e < sp.edits_end; ++e) {
+        const LogitEdit& d = edits[size_t(e)];
+        float& v = x[size_t(d.token)];
+        v = v > 0 ? v / d.rep : v * d.rep;
+        v = v - d.sub + d.add;
+        if (d.ban) v = -INFINITY;
+      }
+      std::vector<int32_t> ids(static_cast<size_t>(vocab));
+      for (int32_t i = 0; i < int32_t(vocab); ++i) ids[size_t(i)] = i;
+      std::stable_sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) { return x[size_t(a)] > x[size_t(b)]; });
+      out.push_back(ids[size_t(std::min<int64_t>(7, int64_t(sp.uniform * 8)))]);
+    }
+    return true;
+  }
+
+ private:
+  Backend& b_;
+};
+
+// Async scheduling (the next step launched with the previous step's tokens
+// still on the "device") gives exactly the tokens and finish reasons of
+// synchronous steps: greedy and sampled rows, stop tokens that end sequences
+// while their next step is in flight, length limits, penalties, min_tokens,
+// rows that force a synchronous step (logprobs, n > 1, host-sampled), and a
+// pool small enough to preempt sequences whose last token is in flight.
+TEST_P(EngineTest, AsyncSchedulingMatchesSync) {
+  DeviceSamplingCpu be(*backend_);
+  Transformer model(model_.config, *model_.weights, be);
+  auto reqs = workload(0.0f, false, 9);
+  const auto alone = run_alone(reqs);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    SamplingParams& p = reqs[i].params;
+    switch (i % 8) {
+      case 1: p.stop_token_ids = {alone[i][std::min<size_t>(2, alone[i].size() - 1)]}; break;
+      case 2: p.temperature = 0.9f, p.seed = 500 + i; break;
+      case 3: p.temperature = 0.7f, p.seed = 900 + i, p.repetition_penalty = 1.2f, p.min_tokens = 2; break;
+      case 4: p.temperature = 0.8f, p.seed = 300 + i, p.presence_penalty = 0.4f, p.stop_token_ids = {3, 5, 8, 13}; break;
+      case 5: if (i == 5) p.logprobs = 2; break;  // one request: steps with it run synchronously
+      case 6: if (i == 6) p.n = 2, p.temperature = 0.6f, p.seed = 6; break;
+      default: break;
+    }
+  }
+  auto run = [&](bool async, int32_t blocks, int32_t budget, int32_t seqs) {
+    EngineConfig c;
+    c.num_kv_blocks = blocks;
+    c.scheduler.max_num_batched_tokens = budget;
+    c.scheduler.max_num_seqs = seqs;
+    c.async_scheduling = async;
+    c.eos_ids = {1, 2};
+    Engine engine(model, nullptr, c);
+    auto res = engine.generate(reqs);
+    const EngineStats st = engine.stats();
+    EXPECT_EQ(st.kv.used_blocks, 0);
+    // Steps holding the logprobs or n = 2 request run synchronously.
+    if (async) EXPECT_GT(st.async_steps, blocks > 100 ? 2u : st.steps / 2) << st.async_steps << " of " << st.steps;
+    else EXPECT_EQ(st.async_steps, 0u);
+    std::printf("[%s] async %d, %d blocks: %llu steps (%llu async), %llu preemptions\n", GetParam().c_str(), async,
+                blocks, (unsigned long long)st.steps, (unsigned long long)st.async_steps,
+                (unsigned long long)st.preemptions);
+    return res;
+  };
+  for (int32_t blocks : {512, 14}) {
+    const auto sync = run(false, blocks, blocks > 100 ? 256 : 40, blocks > 100 ? 64 : 12);
+    const auto async = run(true, blocks, blocks > 100 ? 256 : 40, blocks > 100 ? 64 : 12);
+    ASSERT_EQ(sync.size(), async.size());
+    int stopped = 0;
+    for (size_t i = 0; i < sync.size(); ++i) {
+      EXPECT_EQ(async[i].error, EngineErrorKind::None) << async[i].error_message;
+      ASSERT_EQ(sync[i].sequences.size(), async[i].sequences.size());
+      for (size_t k = 0; k < sync[i].sequences.size(); ++k) {
+        EXPECT_EQ(async[i].sequences[k].output_ids, sync[i].sequences[k].output_ids) << "request " << i << " seq " << k;
+        EXPECT_EQ(async[i].sequences[k].finish_reason, sync[i].sequences[k].finish_reason) << "request " << i;
+        EXPECT_EQ(async[i].sequences[k].logprobs.size(), sync[i].sequences[k].logprobs.size());
+        stopped += sync[i].sequences[k].finish_reason == FinishReason::Stop;
+      }
+    }
+    EXPECT_GT(stopped, 4);  // sequences did end on a token while their next step ran
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, EngineTest, ::testing::Values("llama3", "qwen2"));

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <deque>
 #include <vector>
 
 #include "backend/cpu/quant.h"
@@ -72,7 +73,13 @@ class CudaBackend final : public Backend {
     gemm_ = std::make_unique<cuda::Gemm>(stream_);
   }
 
-  ~CudaBackend() override { cudaStreamSynchronize(stream_); }
+  ~CudaBackend() override {
+    cudaStreamSynchronize(stream_);
+    for (DownloadSlot& d : download_slots_) {
+      if (d.done) cudaEventDestroy(d.done);
+      if (d.host) cudaFreeHost(d.host);
+    }
+  }
 
   cudaStream_t stream() const { return stream_; }
 
@@ -414,6 +421,86 @@ class CudaBackend final : public Backend {
   bool sample_rows(const Tensor& logits, const std::vector<SampleSpec>& specs,
                    const std::vector<LogitEdit>& edits, std::vector<int32_t>& out) override;
 
+  void argmax_rows_to(const Tensor& logits, Tensor& ids) override {
+    LOOM_CHECK(logits.device() == Device::Cuda, "argmax_rows_to logits must be on the GPU");
+    const DType t = logits.dtype();
+    LOOM_CHECK(t == DType::BF16 || t == DType::F32 || t == DType::F16,
+               "argmax_rows_to logits must be bf16, f16 or f32, got {}", dtype_name(t));
+    LOOM_CHECK(logits.ndim() >= 1 && logits.cols() > 0 && logits.cols() <= INT32_MAX && logits.rows() < (int64_t{1} << 31),
+               "argmax_rows_to: logits {} must be [rows, vocab]", shape_str(logits.shape()));
+    check_cuda_tensor(ids, DType::I32, "argmax_rows_to ids");
+    LOOM_CHECK(ids.numel() >= logits.rows(), "argmax_rows_to: {} ids for {} rows", ids.numel(), logits.rows());
+    if (logits.rows() == 0) return;
+    check_not_capturing("argmax_rows_to");
+    cuda::argmax_rows(t, logits.data(), logits.rows(), logits.cols(), static_cast<int32_t*>(ids.data()), stream_);
+    check_launch();
+  }
+  bool sample_rows_to(const Tensor& logits, const std::vector<SampleSpec>& specs,
+                      const std::vector<LogitEdit>& edits, Tensor& ids) override;
+
+  void resolve_token_ids(Tensor& ids, const Tensor& src) override {
+    check_cuda_tensor(ids, DType::I32, "resolve_token_ids ids");
+    check_cuda_tensor(src, DType::I32, "resolve_token_ids source");
+    check_not_capturing("resolve_token_ids");
+    cuda::resolve_token_ids(static_cast<int32_t*>(ids.data()), ids.numel(), static_cast<const int32_t*>(src.data()),
+                            stream_);
+    check_launch();
+  }
+
+  // A pinned host buffer per download in flight (pooled), filled by an
+  // async copy on the stream; wait() syncs its event only.
+  class Download final : public TokenDownload {
+   public:
+    Download(CudaBackend& be, size_t slot, int64_t n) : be_(be), slot_(slot), n_(n) {}
+    ~Download() override {
+      if (!done_) cudaEventSynchronize(be_.download_slots_[slot_].done);
+      be_.download_slots_[slot_].busy = false;
+    }
+    const std::vector<int32_t>& wait() override {
+      if (!done_) {
+        auto& s = be_.download_slots_[slot_];
+        LOOM_CUDA_CHECK(cudaEventSynchronize(s.done));
+        ids_.assign(s.host, s.host + n_);
+        done_ = true;
+      }
+      return ids_;
+    }
+
+   private:
+    CudaBackend& be_;
+    size_t slot_;
+    int64_t n_;
+    bool done_ = false;
+    std::vector<int32_t> ids_;
+  };
+
+  std::unique_ptr<TokenDownload> download_tokens(const Tensor& ids, int64_t n) override {
+    check_cuda_tensor(ids, DType::I32, "download_tokens ids");
+    LOOM_CHECK(n >= 0 && n <= ids.numel(), "download_tokens: {} of {} ids", n, ids.numel());
+    check_not_capturing("download_tokens");
+    size_t slot = 0;
+    while (slot < download_slots_.size() && download_slots_[slot].busy) ++slot;
+    if (slot == download_slots_.size()) download_slots_.emplace_back();
+    DownloadSlot& s = download_slots_[slot];
+    if (!s.done) LOOM_CUDA_CHECK(cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming));
+    if (static_cast<size_t>(n) > s.capacity) {
+      if (s.host) LOOM_CUDA_CHECK(cudaFreeHost(s.host));
+      s.host = nullptr;
+      s.capacity = 0;
+      const size_t want = std::max<size_t>(1024, static_cast<size_t>(n) * 2);
+      void* p = nullptr;
+      LOOM_CUDA_CHECK(cudaMallocHost(&p, want * sizeof(int32_t)));
+      s.host = static_cast<int32_t*>(p);
+      s.capacity = want;
+    }
+    if (n > 0)
+      LOOM_CUDA_CHECK(cudaMemcpyAsync(s.host, ids.data(), static_cast<size_t>(n) * sizeof(int32_t),
+                                      cudaMemcpyDeviceToHost, stream_));
+    LOOM_CUDA_CHECK(cudaEventRecord(s.done, stream_));
+    s.busy = true;
+    return std::make_unique<Download>(*this, slot, n);
+  }
+
  private:
   struct CudaStepGraph final : StepGraph {
     cudaGraphExec_t exec = nullptr;
@@ -423,6 +510,8 @@ class CudaBackend final : public Backend {
     }
   };
 
+  const int32_t* launch_sample_rows(const Tensor& logits, const std::vector<SampleSpec>& specs,
+                                    const std::vector<LogitEdit>& edits, int32_t* by_row);
   void check_launch() { LOOM_CUDA_CHECK(cudaGetLastError()); }
   void check_not_capturing(const char* what) const {
     LOOM_CHECK(!capturing_, "{} is not allowed while a step is being recorded", what);
@@ -511,6 +600,13 @@ class CudaBackend final : public Backend {
   std::vector<float> host_floats_;
   bool capturing_ = false;
   uint64_t capture_reallocations_ = 0;
+  struct DownloadSlot {
+    int32_t* host = nullptr;
+    size_t capacity = 0;  // ids
+    cudaEvent_t done = nullptr;
+    bool busy = false;
+  };
+  std::deque<DownloadSlot> download_slots_;  // download_tokens (a deque: Download keeps indices)
 };
 
 void CudaBackend::paged_attention(const Tensor& q, const KvLayerCache& cache, const AttentionMetadata& meta,
@@ -598,10 +694,29 @@ void CudaBackend::paged_attention(const Tensor& q, const KvLayerCache& cache, co
   check_launch();
 }
 
-// Checks and converts the specs (see cuda::SampleRowSpec), uploads specs and
-// edits in one pinned copy, and copies back one int32 per spec.
 bool CudaBackend::sample_rows(const Tensor& logits, const std::vector<SampleSpec>& specs,
                               const std::vector<LogitEdit>& edits, std::vector<int32_t>& out) {
+  out.assign(specs.size(), 0);
+  const int32_t* ids = launch_sample_rows(logits, specs, edits, nullptr);
+  if (specs.empty()) return true;
+  LOOM_CUDA_CHECK(cudaMemcpyAsync(out.data(), ids, specs.size() * 4, cudaMemcpyDeviceToHost, stream_));
+  LOOM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  return true;
+}
+
+bool CudaBackend::sample_rows_to(const Tensor& logits, const std::vector<SampleSpec>& specs,
+                                 const std::vector<LogitEdit>& edits, Tensor& ids) {
+  check_cuda_tensor(ids, DType::I32, "sample_rows_to ids");
+  LOOM_CHECK(ids.numel() >= logits.rows(), "sample_rows_to: {} ids for {} rows", ids.numel(), logits.rows());
+  launch_sample_rows(logits, specs, edits, static_cast<int32_t*>(ids.data()));
+  return true;
+}
+
+// Checks and converts the specs (see cuda::SampleRowSpec), uploads specs and
+// edits in one pinned copy and launches the draws: into `by_row` at each
+// spec's row, or (null) into the workspace by spec, returned.
+const int32_t* CudaBackend::launch_sample_rows(const Tensor& logits, const std::vector<SampleSpec>& specs,
+                                               const std::vector<LogitEdit>& edits, int32_t* by_row) {
   LOOM_CHECK(logits.device() == Device::Cuda, "sample_rows logits must be on the GPU");
   const DType t = logits.dtype();
   LOOM_CHECK(t == DType::BF16 || t == DType::F32 || t == DType::F16,
@@ -614,8 +729,7 @@ bool CudaBackend::sample_rows(const Tensor& logits, const std::vector<SampleSpec
   LOOM_CHECK(specs.size() < (size_t{1} << 30) && edits.size() < (size_t{1} << 30),
              "sample_rows: {} specs, {} edits", specs.size(), edits.size());
   const size_t n = specs.size();
-  out.assign(n, 0);
-  if (n == 0) return true;
+  if (n == 0) return nullptr;
   LOOM_CHECK(logits.defined(), "sample_rows logits have no memory");
   check_not_capturing("sample_rows");
 
@@ -671,6 +785,7 @@ bool CudaBackend::sample_rows(const Tensor& logits, const std::vector<SampleSpec
     d.edits_begin = sp.edits_begin;
     d.edits_end = sp.edits_end;
     d.values_begin = static_cast<int32_t>(num_values);
+    d.out = by_row ? sp.row : static_cast<int32_t>(i);
     num_values += sp.edits_end - sp.edits_begin;
     LOOM_CHECK(num_values < (int64_t{1} << 31), "sample_rows: too many edits");
   }
@@ -691,11 +806,9 @@ bool CudaBackend::sample_rows(const Tensor& logits, const std::vector<SampleSpec
   cuda::sample_rows(t, logits.data(), vocab, reinterpret_cast<const cuda::SampleRowSpec*>(in),
                     static_cast<int32_t>(n),
                     reinterpret_cast<const cuda::SampleRowEdit*>(in + spec_bytes), bitmap, prefix,
-                    values, ids, stream_);
+                    values, by_row ? by_row : ids, stream_);
   check_launch();
-  LOOM_CUDA_CHECK(cudaMemcpyAsync(out.data(), ids, n * 4, cudaMemcpyDeviceToHost, stream_));
-  LOOM_CUDA_CHECK(cudaStreamSynchronize(stream_));
-  return true;
+  return ids;
 }
 
 }  // namespace

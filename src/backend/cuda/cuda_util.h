@@ -80,7 +80,7 @@ class PinnedUploader {
     cudaEvent_t done = nullptr;
     bool pending = false;
   };
-  static constexpr int kSlots = 16;
+  static constexpr int kSlots = 64;  // two steps in flight upload a few each (async scheduling)
   Slot slots_[kSlots];
   int next_ = 0;
 };

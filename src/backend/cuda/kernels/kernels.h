@@ -102,6 +102,7 @@ struct SampleRowSpec {
   int32_t edits_begin = 0;    // edits[edits_begin, edits_end), distinct tokens in [0, vocab)
   int32_t edits_end = 0;
   int32_t values_begin = 0;  // this spec's edit_values[values_begin, + edits_end - edits_begin)
+  int32_t out = 0;           // the draw goes to out[this]
 };
 
 // One LogitEdit (rep, then - sub, then + add, then ban -> -inf).
@@ -118,7 +119,7 @@ inline int64_t sample_rows_bitmap_words(int64_t vocab) {
   return (vocab + 31) / 32;
 }
 
-// out[i] = the token drawn for specs[i] from its row of logits [rows, vocab]
+// out[specs[i].out] = the token drawn for specs[i] from its row of logits [rows, vocab]
 // (F32, F16 or BF16), by Backend::sample_rows's contract. specs and edits are
 // device arrays; edit_bitmap (num_specs * sample_rows_bitmap_words(vocab)
 // words, all zero on entry when there are edits), edit_prefix (as many words)
@@ -127,6 +128,10 @@ inline int64_t sample_rows_bitmap_words(int64_t vocab) {
 void sample_rows(DType type, const void* logits, int64_t vocab, const SampleRowSpec* specs,
                  int32_t num_specs, const SampleRowEdit* edits, uint32_t* edit_bitmap,
                  uint32_t* edit_prefix, float* edit_values, int32_t* out, cudaStream_t stream);
+
+// ids[i] = src[-ids[i] - 1] where ids[i] < 0 (indices checked by the caller
+// against the rows src holds), n int32 ids.
+void resolve_token_ids(int32_t* ids, int64_t n, const int32_t* src, cudaStream_t stream);
 
 // Paged attention over a bf16 cache [blocks, block_size, kv_heads, head_dim].
 // The metadata pointers are device copies of AttentionMetadata plus token_seq

@@ -33,7 +33,19 @@ __global__ void gather_rows_kernel(const V* src, const int32_t* rows, int64_t ro
   for (int64_t j = threadIdx.x; j < row_elems; j += blockDim.x) d[j] = s[j];
 }
 
+__global__ void resolve_token_ids_kernel(int32_t* ids, int64_t n, const int32_t* src) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n && ids[i] < 0) ids[i] = src[-static_cast<int64_t>(ids[i]) - 1];
+}
+
 }  // namespace
+
+void resolve_token_ids(int32_t* ids, int64_t n, const int32_t* src, cudaStream_t stream) {
+  if (n <= 0) return;
+  constexpr int kThreads = 256;
+  resolve_token_ids_kernel<<<static_cast<unsigned>((n + kThreads - 1) / kThreads), kThreads, 0, stream>>>(ids, n,
+                                                                                                       src);
+}
 
 void embedding_bf16(const void* table, int64_t vocab, int64_t hidden, const int32_t* ids, int64_t n,
                     float scale, void* out, cudaStream_t stream) {

@@ -339,7 +339,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   uint64_t candidates = 0;
   block_exclusive_scan(lcount, s, candidates);
   if (candidates == 0) {
-    if (tid == 0) out[blockIdx.x] = 0;
+    if (tid == 0) out[specs[blockIdx.x].out] = 0;
     return;
   }
   const uint32_t max_key = order_key(mx);
@@ -472,7 +472,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     s.token = token;
   }
   __syncthreads();
-  if (tid == 0) out[blockIdx.x] = s.token < 0 ? 0 : s.token;
+  if (tid == 0) out[specs[blockIdx.x].out] = s.token < 0 ? 0 : s.token;
 }
 
 template <class T>

@@ -1,0 +1,125 @@
+// The engine on the CUDA backend with async scheduling (each step launched
+// with its predecessor's tokens still on the GPU; the host delivers them while
+// the GPU runs), CUDA graphs recording the decode steps.
+// 1. Same tokens as synchronous steps: greedy rows (argmax on the device) and
+//    rows sampled on the device (seeds, top-p/top-k, penalties, min_tokens),
+//    a request with logprobs forcing synchronous steps. Every request is
+//    admitted at once and ends by length, so both modes run the same batches
+//    (bf16 GEMMs are not batch-invariant: other batches could flip near-ties).
+// 2. Stop tokens ending sequences while their next step is in flight, and a
+//    pool small enough to preempt: every request ends cleanly, each stopped
+//    output ends on a stop token, no KV block is left in use.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+
+#include "backend/cuda/cuda_backend.h"
+#include "engine/engine.h"
+#include "model/model.h"
+
+namespace loom {
+namespace {
+
+std::string fixture(const std::string& name) {
+  return std::string(LOOM_SOURCE_DIR) + "/tests/fixtures/models/" + name;
+}
+
+class CudaEngineTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CudaEngineTest, AsyncSchedulingMatchesSync) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device visible";
+  auto backend = make_cuda_backend(0);
+  LoadedModel model = open_model(fixture(GetParam()));
+  Transformer transformer(model.config, *model.weights, *backend);
+  transformer.enable_step_graphs(64);
+  const auto vocab = static_cast<int32_t>(model.config.vocab_size);
+
+  std::mt19937_64 rng(11);
+  std::vector<Request> reqs;
+  for (int i = 0; i < 48; ++i) {
+    Request r;
+    r.external_id = std::to_string(i);
+    const int len = 3 + static_cast<int>(rng() % 60);
+    for (int k = 0; k < len; ++k) r.prompt_ids.push_back(static_cast<int32_t>(rng() % uint64_t(vocab)));
+    SamplingParams& p = r.params;
+    p.max_tokens = 6 + static_cast<int>(rng() % 40);
+    switch (i % 6) {
+      case 1: p.temperature = 0.9f, p.seed = 100 + i; break;
+      case 2: p.temperature = 0.7f, p.top_p = 0.9f, p.seed = 200 + i, p.repetition_penalty = 1.3f; break;
+      case 3: p.temperature = 1.0f, p.top_k = 20, p.seed = 300 + i, p.min_tokens = 4; break;
+      case 4: p.stop_token_ids = {static_cast<int32_t>(rng() % uint64_t(vocab))}; break;
+      default: break;
+    }
+    if (i == 7) p.logprobs = 2;
+    reqs.push_back(r);
+  }
+  auto run = [&](bool async, int32_t blocks, const std::vector<int32_t>& eos) {
+    EngineConfig c;
+    c.block_size = 16;
+    c.num_kv_blocks = blocks;
+    c.kv_dtype = DType::BF16;
+    c.scheduler.max_num_batched_tokens = blocks > 100 ? 512 : 64;
+    c.scheduler.max_num_seqs = blocks > 100 ? 64 : 12;
+    c.async_scheduling = async;
+    c.eos_ids = eos.empty() ? std::vector<int32_t>{vocab + 1} : eos;  // none by default
+    Engine engine(transformer, nullptr, c);
+    auto res = engine.generate(reqs);
+    const EngineStats st = engine.stats();
+    EXPECT_EQ(st.kv.used_blocks, 0);
+    if (async)
+      EXPECT_GT(st.async_steps, st.steps / 4);
+    else
+      EXPECT_EQ(st.async_steps, 0u);
+    std::printf("[%s] async %d, %d blocks: %llu steps (%llu async), %llu preemptions, %llu tokens\n",
+                GetParam().c_str(), async, blocks, (unsigned long long)st.steps,
+                (unsigned long long)st.async_steps, (unsigned long long)st.preemptions,
+                (unsigned long long)st.generated_tokens);
+    for (const auto& r : res) EXPECT_EQ(r.error, EngineErrorKind::None) << r.error_message;
+    return res;
+  };
+  {
+    auto length_only = reqs;
+    for (auto& r : length_only) r.params.stop_token_ids.clear();
+    std::swap(reqs, length_only);
+    const auto sync = run(false, 1024, {});
+    const auto async = run(true, 1024, {});
+    std::swap(reqs, length_only);
+    for (size_t i = 0; i < sync.size(); ++i) {
+      EXPECT_EQ(async[i].sequences[0].output_ids, sync[i].sequences[0].output_ids) << "request " << i;
+      EXPECT_EQ(async[i].sequences[0].finish_reason, FinishReason::Length) << "request " << i;
+    }
+  }
+  // A quarter of the vocabulary ends a sequence.
+  std::vector<int32_t> eos;
+  for (int32_t t = 0; t < vocab; t += 4) eos.push_back(t);
+  for (int32_t blocks : {1024, 16}) {
+    const auto async = run(true, blocks, eos);
+    int stopped = 0;
+    for (size_t i = 0; i < async.size(); ++i) {
+      const auto& s = async[i].sequences[0];
+      const auto& p = reqs[i].params;
+      ASSERT_FALSE(s.output_ids.empty()) << "request " << i;
+      const int32_t last = s.output_ids.back();
+      if (s.finish_reason == FinishReason::Stop) {
+        ++stopped;
+        EXPECT_TRUE(last % 4 == 0 || std::count(p.stop_token_ids.begin(), p.stop_token_ids.end(), last))
+            << "request " << i;
+        EXPECT_GE(static_cast<int32_t>(s.output_ids.size()), std::max(1, p.min_tokens));
+      } else {
+        EXPECT_EQ(s.finish_reason, FinishReason::Length) << "request " << i;
+        EXPECT_EQ(static_cast<int32_t>(s.output_ids.size()), p.max_tokens) << "request " << i;
+      }
+      for (size_t k = 0; k + 1 < s.output_ids.size(); ++k) {  // nothing after the first stop
+        EXPECT_NE(s.output_ids[k] % 4, 0) << "request " << i;
+        EXPECT_EQ(std::count(p.stop_token_ids.begin(), p.stop_token_ids.end(), s.output_ids[k]), 0);
+      }
+    }
+    EXPECT_GT(stopped, 8);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, CudaEngineTest, ::testing::Values("llama3", "qwen2"));
+
+}  // namespace
+}  // namespace loom
