@@ -9,6 +9,8 @@
 #   offline  8B: 1,000 ShareGPT-like requests at once, loom then HF's continuous
 #            batching on the first $HF_REQUESTS of the same workload
 #   fixed    8B: 512 requests of 1,000 prompt / 1,000 output tokens
+#   profile  8B: CUPTI kernel profile of decode at batch 1 and 64 (PROFILE_BATCHES)
+#   ops      bench_cuda_ops: per-op timings (GEMMs, attention decode/prefill, ...)
 #   small    0.5B-shaped model served over HTTP: 128 in / 32 out, Poisson arrivals
 #            at rising rates (loom bench serve), p99 TTFT per rate (issue 5)
 # Env: OFFLINE_REQUESTS (1000), HF_REQUESTS (256).
@@ -24,11 +26,10 @@ export LD_LIBRARY_PATH=$D/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)"
 t0=$(date +%s)
-tests="test_cuda_model test_cuda_ops test_cuda_attention test_cuda_matmul"
-[ -f tests/cuda/test_cuda_sampling.cpp ] && tests="$tests test_cuda_sampling"
+tests=$(for f in tests/cuda/test_*.cpp; do basename "$f" .cpp; done | tr '\n' ' ')
 cmake -S . -B build/gpu -DCMAKE_BUILD_TYPE=Release -DLOOM_CUDA=ON -DLOOM_CUDA_ARCHS=90a \
   > /tmp/configure.log 2>&1 || { tail -30 /tmp/configure.log; exit 1; }
-cmake --build build/gpu -j"$(nproc)" --target loom $tests > /tmp/build.log 2>&1 ||
+cmake --build build/gpu -j"$(nproc)" --target loom $tests bench_cuda_ops > /tmp/build.log 2>&1 ||
   { grep -E "error" -A5 /tmp/build.log | head -60; exit 1; }
 echo "build: $(( $(date +%s) - t0 )) s"
 L=build/gpu/loom
@@ -72,9 +73,11 @@ for stage in $stages; do
       --batch-sizes 1,64,256 --max-num-seqs 256 --json > /tmp/lat.jsonl 2> /tmp/lat.err || tail -5 /tmp/lat.err
     timeout 120 $L bench latency --device cuda --model /tmp/llama8b --input-len 128 --output-len 64 \
       --batch-sizes 1 --max-num-seqs 256 --enforce-eager --json > /tmp/lat_eager.jsonl 2> /tmp/lat_eager.err || tail -5 /tmp/lat_eager.err
-    cat /tmp/lat.jsonl /tmp/lat_eager.jsonl | cut -c1-1500
-    cat /tmp/lat.jsonl /tmp/lat_eager.jsonl > /tmp/lat_all.jsonl
-    meta /tmp/lat_all.jsonl "bench latency, Llama-3-8B shape, bf16 random weights (second row: --enforce-eager)" > "$OUT/bench_latency_8b.json"
+    timeout 120 $L bench latency --device cuda --model /tmp/llama8b --input-len 128 --output-len 128 \
+      --batch-sizes 1,64 --max-num-seqs 256 --no-async-scheduling --json > /tmp/lat_sync.jsonl 2> /tmp/lat_sync.err || tail -5 /tmp/lat_sync.err
+    cat /tmp/lat.jsonl /tmp/lat_eager.jsonl /tmp/lat_sync.jsonl | cut -c1-1500
+    cat /tmp/lat.jsonl /tmp/lat_eager.jsonl /tmp/lat_sync.jsonl > /tmp/lat_all.jsonl
+    meta /tmp/lat_all.jsonl "bench latency, Llama-3-8B shape, bf16 random weights (rows: graphs + async scheduling; --enforce-eager; --no-async-scheduling)" > "$OUT/bench_latency_8b.json"
     ;;
   offline)
     model8b
@@ -114,6 +117,21 @@ for stage in $stages; do
     kill -TERM $spid; wait $spid
     [ -f /tmp/small.json ] && cp /tmp/small.json "$OUT/bench_serve_small.json"
     [ -f /tmp/small.png ] && cp /tmp/small.png "$OUT/bench_serve_small.png"
+    ;;
+  profile)
+    # Kernel-level profile (CUPTI, scripts/gpu/kernel_profile.sh) of single-stream
+    # and batch-64 decode: GPU busy time per step vs wall time, top kernels.
+    model8b
+    for b in ${PROFILE_BATCHES:-1 64}; do
+      timeout 200 scripts/gpu/kernel_profile.sh --step-kernel embedding_kernel --top 30 --out "$OUT/profile_b$b" -- \
+        $L bench latency --device cuda --model /tmp/llama8b --input-len 128 --output-len 512 --batch-sizes $b \
+        --max-num-seqs 256 --json > /tmp/prof_$b.jsonl 2> /tmp/prof_$b.err || tail -5 /tmp/prof_$b.err
+      grep -A45 "kernels by" /tmp/prof_$b.err | head -60; grep -iE "step|busy|idle" /tmp/prof_$b.err | head -20
+    done
+    ;;
+  ops)
+    timeout 300 build/gpu/tests/bench_cuda_ops > /tmp/ops.log 2>&1; echo "bench_cuda_ops rc=$?"
+    cat /tmp/ops.log | tail -60; cp /tmp/ops.log "$OUT/bench_cuda_ops.txt"
     ;;
   check)
     # Quick: the model tests, GPU metrics from NVML on /metrics, the fit check.
