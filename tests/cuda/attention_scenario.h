@@ -164,8 +164,8 @@ inline void check_and_report(const std::vector<float>& got, const std::vector<fl
     double w = 0;
     int64_t at = -1;
     for (int64_t i = tok0 * per_token; i < (tok0 + q.n_new) * per_token; ++i) {
-      const double r = std::isnan(got[i]) ? INFINITY
-                                          : std::fabs(double(got[i]) - want[i]) / (rel * std::fabs(double(want[i])) + abs);
+      const double tol = rel * std::fabs(double(want[i])) + abs;
+      const double r = std::isnan(got[i]) ? INFINITY : std::fabs(double(got[i]) - want[i]) / tol;
       if (r > w) w = r, at = i;
     }
     if (w > 1.0) {

@@ -149,7 +149,8 @@ TEST_F(CudaFlashAttentionTest, HeadSizesGroupsBlockSizes) {
   const std::vector<Seq> seqs = with(kPrompts, {{1, 40}, {37, 100}});
   for (int hd : {64, 128, 256})
     for (int ratio : {1, 4, 8})
-      for (int bs : {1, 7, 16, 32}) check({2 * ratio, 2, hd, bs, seqs, {}, static_cast<uint32_t>(hd + ratio * 7 + bs)});
+      for (int bs : {1, 7, 16, 32})
+        check({2 * ratio, 2, hd, bs, seqs, {}, static_cast<uint32_t>(hd + ratio * 7 + bs)});
 }
 
 TEST_F(CudaFlashAttentionTest, PromptLengthSweep) {
@@ -158,7 +159,8 @@ TEST_F(CudaFlashAttentionTest, PromptLengthSweep) {
   for (int n = 1; n <= 64; ++n) seqs.push_back({n, n});
   for (int n = 65; n <= 300; n += 7) seqs.push_back({n, n});
   seqs.push_back({300, 300});
-  for (auto [hd, bs] : {std::pair{64, 7}, {128, 16}, {256, 32}}) check({8, 2, hd, bs, seqs, {}, static_cast<uint32_t>(hd)});
+  for (auto [hd, bs] : {std::pair{64, 7}, {128, 16}, {256, 32}})
+    check({8, 2, hd, bs, seqs, {}, static_cast<uint32_t>(hd)});
 }
 
 TEST_F(CudaFlashAttentionTest, ChunkedPrefillOverCachedPrefixes) {
