@@ -10,7 +10,7 @@
 // (max, sum) and output accumulator in registers (FA2: no cross-warp
 // reduction). The block walks the keys its rows see, [kv_lo, kv_hi), in tiles
 // of kBlockN keys, double buffered: tile t + 1 is copied while tile t is
-// multiplied. Keys are gathered one row at a time through the block table (a
+// multiplied, one block-wide barrier per tile. Keys are gathered one row at a time through the block table (a
 // tile may span any number of cache blocks); keys at or past kv_hi are
 // zero-filled, never read. Rows past the sequence's last token are padding:
 // their q is zero and they are never written.
@@ -231,7 +231,7 @@ __global__ void __launch_bounds__(FlashShape<HD>::kThreads) flash_prefill_kernel
   };
 
   load_kv_tile(0, 0);  // num_kv_tiles >= 1: every row sees at least its own key
-  flash::cp_async_wait<1>();  // this thread's Q copies landed
+  flash::cp_async_wait<0>();  // this thread's copies of Q and tile 0 landed
   __syncthreads();            // everyone's
 
   uint32_t qf[Shape::kQInRegs ? kKSteps : 1][4];  // Q A-fragments per k-step (HD <= 128)
@@ -254,15 +254,16 @@ __global__ void __launch_bounds__(FlashShape<HD>::kThreads) flash_prefill_kernel
   const float cap_log2 = a.softcap * flash::kLog2e;
   const float scale_over_cap = capped ? a.scale / a.softcap : 0.0f;
 
+  // One barrier per tile: after it, tile t is visible to every thread and
+  // every warp is done with tile t - 1, whose buffer then receives tile t + 1
+  // while tile t is multiplied.
   for (int t = 0; t < num_kv_tiles; ++t) {
     const int buf = t & 1;
-    if (t + 1 < num_kv_tiles) {
-      load_kv_tile(t + 1, buf ^ 1);  // that buffer was released by the barrier ending step t - 1
-      flash::cp_async_wait<1>();     // tile t landed (t + 1 may still fly)
-    } else {
-      flash::cp_async_wait<0>();
+    if (t > 0) {
+      flash::cp_async_wait<0>();  // this thread's copies of tile t (the only group in flight)
+      __syncthreads();
     }
-    __syncthreads();
+    if (t + 1 < num_kv_tiles) load_kv_tile(t + 1, buf ^ 1);
 
     const int n0 = kv_lo + t * kBlockN;
     // Warp-uniform: skip tiles none of the warp's rows sees.
@@ -364,13 +365,13 @@ __global__ void __launch_bounds__(FlashShape<HD>::kThreads) flash_prefill_kernel
         }
       }
     }
-    __syncthreads();  // buffer buf is free for tile t + 2
   }
 
-  // Epilogue: O / l to bf16, staged through the warp's own Q rows (no other
-  // warp reads them; the loop's last barrier ordered every read of them), then
-  // copied out 16 bytes per lane.
+  // Epilogue: O / l to bf16, staged through the warp's own Q rows (only this
+  // warp ever reads them, and its reads are done), then copied out 16 bytes per
+  // lane. No copy is in flight: the last tile issued none.
   if (!warp_active) return;
+  __syncwarp();
   float inv[2];
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
