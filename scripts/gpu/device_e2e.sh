@@ -26,7 +26,7 @@ export LD_LIBRARY_PATH=$D/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)"
 t0=$(date +%s)
-tests=$(for f in tests/cuda/test_*.cpp; do basename "$f" .cpp; done | tr '\n' ' ')
+tests=${TESTS:-$(for f in tests/cuda/test_*.cpp; do basename "$f" .cpp; done | tr '\n' ' ')}
 cmake -S . -B build/gpu -DCMAKE_BUILD_TYPE=Release -DLOOM_CUDA=ON -DLOOM_CUDA_ARCHS=90a \
   > /tmp/configure.log 2>&1 || { tail -30 /tmp/configure.log; exit 1; }
 cmake --build build/gpu -j"$(nproc)" --target loom $tests bench_cuda_ops > /tmp/build.log 2>&1 ||
@@ -59,6 +59,7 @@ for stage in $stages; do
       timeout 300 build/gpu/tests/$t > /tmp/$t.log 2>&1; echo "$t rc=$? $(tail -1 /tmp/$t.log)"
       grep -E "FAILED|Failure|Expected|Which is|worst|recorded vs|us per|ms per|tok/s" /tmp/$t.log | sort -u | head -40
     done
+    [ -n "${TESTS:-}" ] && continue  # a chosen subset: no end-to-end comparison
     python3 scripts/gpu/make_random_model.py --shape small --out /tmp/small > /dev/null || exit 1
     for s in 1 2 3; do
       ids=$(python3 -c "import random; r=random.Random($s); print(','.join(str(r.randrange(300, 128000)) for _ in range(17*$s)))")

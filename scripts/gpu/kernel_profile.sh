@@ -79,7 +79,8 @@ if [ -z "$lib" ]; then
   exit 1
 fi
 includes=(-I "$inc")
-if [ ! -f "$inc/cuda.h" ]; then
+# (pip's CUPTI include dir may carry cuda.h without the crt/ headers it includes)
+if [ ! -f "$inc/cuda.h" ] || [ ! -f "$inc/crt/host_defines.h" ]; then
   cands=()
   [ -n "${CUDA_HOME:-}" ] && cands+=("$CUDA_HOME/include")
   cands+=(/usr/local/cuda/include)
@@ -87,7 +88,7 @@ if [ ! -f "$inc/cuda.h" ]; then
   for r in "${roots[@]}"; do cands+=("$r/include"); done
   found=''
   for c in "${cands[@]}"; do
-    [ -f "$c/cuda.h" ] && { includes+=(-I "$c"); found=1; break; }
+    [ -f "$c/cuda.h" ] && [ -f "$c/crt/host_defines.h" ] && { includes+=(-I "$c"); found=1; break; }
   done
   [ -n "$found" ] || { echo "kernel_profile.sh: cuda.h not found (set CUDA_HOME)" >&2; exit 1; }
 fi

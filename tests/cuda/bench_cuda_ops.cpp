@@ -2,7 +2,8 @@
 // MLP 14336, 32 q / 8 kv heads of 128, vocab 128256), timed with CUDA events
 // on the backend's stream. Prints time, achieved TB/s and TFLOP/s; asserts
 // nothing. Weights and caches hold a constant bf16 pattern (values do not
-// change the speed of these kernels).
+// change the speed of these kernels). Prefill attention is timed through the
+// flash kernel and through the CUDA-core kernel (LOOM_FLASH_PREFILL=0).
 // Usage: bench_cuda_ops [iterations]
 #include <cuda_runtime_api.h>
 
@@ -75,8 +76,10 @@ void bench_matmul(Backend& be, Timer& timer, cudaStream_t stream) {
   }
 }
 
-// Attention over `seqs` sequences of `ctx` cached tokens each, `n_new` of them new.
-void bench_attention(Backend& be, Timer& timer, cudaStream_t stream, int seqs, int ctx, int n_new) {
+// Attention over `seqs` sequences of `ctx` cached tokens each, `n_new` of them
+// new. Returns the mean milliseconds; prints one row (prefixed by `path` when set).
+double bench_attention(Backend& be, Timer& timer, cudaStream_t stream, int seqs, int ctx, int n_new,
+                       const char* path = nullptr) {
   const int heads = 32, kvh = 8, hd = 128, bs = 16;
   const int blocks_per_seq = (ctx + bs - 1) / bs;
   const int num_blocks = seqs * blocks_per_seq;
@@ -105,8 +108,30 @@ void bench_attention(Backend& be, Timer& timer, cudaStream_t stream, int seqs, i
   keys *= seqs;
   const double kv_bytes = 2.0 * 2.0 * seqs * static_cast<double>(ctx) * kvh * hd;
   const double flops = 4.0 * keys * heads * hd;
-  std::printf("%6d %6d %6d %10.1f %8.2f %9.2f\n", seqs, ctx, n_new, ms * 1e3,
-              (kv_bytes + 4.0 * t * heads * hd) / ms / 1e9, flops / ms / 1e9);
+  if (path)
+    std::printf("%-10s %6d %6d %6d %10.3f %9.2f\n", path, seqs, ctx, n_new, ms, flops / ms / 1e9);
+  else
+    std::printf("%6d %6d %6d %10.1f %8.2f %9.2f\n", seqs, ctx, n_new, ms * 1e3,
+                (kv_bytes + 4.0 * t * heads * hd) / ms / 1e9, flops / ms / 1e9);
+  return ms;
+}
+
+// Prefill steps through the flash kernel (`be`, unless LOOM_FLASH_PREFILL=0
+// is set) and through the CUDA-core kernel (`old`, made with
+// LOOM_FLASH_PREFILL=0).
+void bench_prefill_attention(Backend& be, Timer& timer, cudaStream_t stream, Backend& old, Timer& old_timer,
+                             cudaStream_t old_stream) {
+  std::printf("\n== prefill attention (32 q / 8 kv heads, head_dim 128, block 16): flash vs CUDA-core ==\n");
+  std::printf("TFLOP/s = 4 * sum over queries of keys seen * head_dim * heads / time\n");
+  std::printf("%-10s %6s %6s %6s %10s %9s\n", "path", "seqs", "ctx", "new", "ms", "TFLOP/s");
+  struct Row {
+    int seqs, ctx, n_new;
+  };
+  for (Row r : {Row{1, 512, 512}, {4, 2048, 2048}, {8, 2048, 1024}, {16, 1024, 1024}, {8, 1024, 256}}) {
+    const double f = bench_attention(be, timer, stream, r.seqs, r.ctx, r.n_new, "flash");
+    const double c = bench_attention(old, old_timer, old_stream, r.seqs, r.ctx, r.n_new, "cuda-core");
+    std::printf("%-10s %.2fx\n", "speedup", c / f);
+  }
 }
 
 void bench_small_ops(Backend& be, Timer& timer, cudaStream_t stream) {
@@ -176,9 +201,14 @@ int main(int argc, char** argv) {
   std::printf("%6s %6s %6s %10s %8s %9s\n", "seqs", "ctx", "new", "us", "TB/s", "TFLOP/s");
   for (auto [seqs, ctx] : {std::pair{64, 1024}, {1, 1024}, {1, 8192}, {16, 4096}, {256, 512}, {256, 1024}})
     bench_attention(*be, timer, stream, seqs, ctx, 1);
-  bench_attention(*be, timer, stream, 1, 512, 512);    // prefill
-  bench_attention(*be, timer, stream, 4, 2048, 2048);  // prefill
-  bench_attention(*be, timer, stream, 8, 1024, 256);   // chunked prefill over a cached prefix
+  {
+    ::setenv("LOOM_FLASH_PREFILL", "0", 1);
+    auto old = make_cuda_backend(0);
+    ::unsetenv("LOOM_FLASH_PREFILL");
+    auto old_stream = static_cast<cudaStream_t>(cuda_backend_stream(*old));
+    Timer old_timer{old_stream, timer.iters};
+    bench_prefill_attention(*be, timer, stream, *old, old_timer, old_stream);
+  }
   bench_small_ops(*be, timer, stream);
   bench_sampling(*be, timer.iters, stream);
   return 0;

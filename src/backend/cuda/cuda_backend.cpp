@@ -7,7 +7,9 @@
 #include "backend/cuda/cuda_backend.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <vector>
@@ -71,6 +73,9 @@ class CudaBackend final : public Backend {
     check_cuda_device_supported(device);
     LOOM_CUDA_CHECK(cudaGetDeviceProperties(&props_, device));
     gemm_ = std::make_unique<cuda::Gemm>(stream_);
+    // LOOM_FLASH_PREFILL=0: prefill tokens use the CUDA-core kernel too (A/B comparisons).
+    const char* flash = std::getenv("LOOM_FLASH_PREFILL");
+    flash_prefill_ = !(flash && std::strcmp(flash, "0") == 0);
   }
 
   ~CudaBackend() override {
@@ -600,6 +605,7 @@ class CudaBackend final : public Backend {
   std::vector<float> host_floats_;
   bool capturing_ = false;
   uint64_t capture_reallocations_ = 0;
+  bool flash_prefill_ = true;  // prefill sequences go to the flash kernel (head sizes it has)
   struct DownloadSlot {
     int32_t* host = nullptr;
     size_t capacity = 0;  // ids
@@ -637,6 +643,45 @@ void CudaBackend::paged_attention(const Tensor& q, const KvLayerCache& cache, co
   metadata_.validate(meta, t, bs, num_blocks);  // before any kernel reads through the block tables
 
   const int64_t group = heads / kvh;
+  // Sequences with more than one new token go to the flash prefill kernel
+  // (head sizes 64, 128, 256); the CUDA-core kernel below then covers only
+  // the decode tokens (dm.decode_tokens). A step of decodes only launches the
+  // CUDA-core kernel over all tokens, as recorded steps expect.
+  const bool flash = flash_prefill_ && dm.has_prefill && cuda::flash_prefill_supports_head_dim(hd);
+  if (flash) {
+    LOOM_CHECK(t * heads < (int64_t{1} << 31), "attention sizes overflow int32");
+    const cuda::PrefillTiles tiles = metadata_.prefill_tiles(meta, t, static_cast<int>(group), stream_);
+    LOOM_CHECK(tiles.count * kvh < (int64_t{1} << 31), "too many flash attention tiles: {}", tiles.count);
+    cuda::FlashPrefillArgs f;
+    f.q = q.data();
+    f.out = out.data();
+    f.k_cache = cache.k.data();
+    f.v_cache = cache.v.data();
+    f.query_start = dm.query_start;
+    f.context_lens = dm.context_lens;
+    f.block_tables = dm.block_tables;
+    f.tiles = tiles.tiles;
+    f.num_tiles = tiles.count;
+    f.max_blocks_per_seq = meta.max_blocks_per_seq;
+    f.num_heads = static_cast<int32_t>(heads);
+    f.num_kv_heads = static_cast<int32_t>(kvh);
+    f.head_dim = static_cast<int32_t>(hd);
+    f.block_size = static_cast<int32_t>(bs);
+    f.block_shift = (bs & (bs - 1)) == 0 ? std::countr_zero(static_cast<uint64_t>(bs)) : -1;
+    f.scale = params.scale;
+    f.softcap = params.logit_softcap;
+    f.sliding_window = params.sliding_window;
+    LOOM_CHECK(cuda::flash_prefill_bf16(f, stream_), "no flash attention kernel for head_dim {}", hd);
+    check_launch();
+    if (dm.num_decode_tokens == 0) return;
+  }
+  // Tokens the CUDA-core kernel covers (and whether a sequence is among them).
+  const int64_t num_old = flash ? dm.num_decode_tokens : t;
+  auto covered = [&](int s) {
+    const int32_t n_new = meta.query_start[s + 1] - meta.query_start[s];
+    return n_new > 0 && (!flash || n_new == 1);
+  };
+
   int g = 1;  // query heads per block: the power of two covering the group, at most 8
   while (g < 8 && g < group) g *= 2;
   const int64_t chunks = ceil_div(group, g);
@@ -647,7 +692,7 @@ void CudaBackend::paged_attention(const Tensor& q, const KvLayerCache& cache, co
     if (params.sliding_window > 0) max_keys = std::min<int64_t>(max_keys, params.sliding_window);
   }
   for (int s = 0; s < meta.num_seqs && meta.max_context_bound <= 0; ++s) {
-    if (meta.query_start[s + 1] == meta.query_start[s]) continue;
+    if (!covered(s)) continue;
     int64_t keys = meta.context_lens[s];
     if (params.sliding_window > 0) keys = std::min<int64_t>(keys, params.sliding_window);
     max_keys = std::max(max_keys, keys);
@@ -655,7 +700,7 @@ void CudaBackend::paged_attention(const Tensor& q, const KvLayerCache& cache, co
   // Split the keys when there are too few (token, kv head) items to fill the
   // GPU: aim at ~4 blocks per SM, partitions of at least kMinPartition keys.
   constexpr int64_t kMinPartition = 128;
-  const int64_t items = t * kvh * chunks;
+  const int64_t items = num_old * kvh * chunks;
   const int64_t target = 4 * static_cast<int64_t>(props_.multiProcessorCount);
   int64_t parts = items >= target ? 1 : ceil_div(target, items);
   int64_t partition = std::max(kMinPartition, ceil_div(ceil_div(max_keys, parts), 32) * 32);
@@ -672,7 +717,8 @@ void CudaBackend::paged_attention(const Tensor& q, const KvLayerCache& cache, co
   a.context_lens = dm.context_lens;
   a.block_tables = dm.block_tables;
   a.max_blocks_per_seq = meta.max_blocks_per_seq;
-  a.num_tokens = static_cast<int32_t>(t);
+  a.token_index = flash ? dm.decode_tokens : nullptr;
+  a.num_tokens = static_cast<int32_t>(num_old);
   a.num_heads = static_cast<int32_t>(heads);
   a.num_kv_heads = static_cast<int32_t>(kvh);
   a.head_dim = static_cast<int32_t>(hd);
@@ -685,7 +731,7 @@ void CudaBackend::paged_attention(const Tensor& q, const KvLayerCache& cache, co
   a.partition_keys = static_cast<int32_t>(std::min<int64_t>(partition, int64_t{1} << 30));
   a.num_partitions = static_cast<int32_t>(std::max<int64_t>(parts, 1));
   if (a.num_partitions > 1) {
-    const size_t rows = static_cast<size_t>(t * heads * a.num_partitions);
+    const size_t rows = static_cast<size_t>(num_old * heads * a.num_partitions);
     auto* ws = static_cast<float*>(attn_partials_.ensure(rows * static_cast<size_t>(hd + 2) * 4, stream_));
     a.partial_acc = ws;
     a.partial_ml = ws + rows * static_cast<size_t>(hd);

@@ -137,7 +137,10 @@ void resolve_token_ids(int32_t* ids, int64_t n, const int32_t* src, cudaStream_t
 // The metadata pointers are device copies of AttentionMetadata plus token_seq
 // (the sequence of each token). Keys are split in partitions of
 // partition_keys; with num_partitions > 1 the per-partition results go to
-// partial_acc/partial_ml and a second kernel merges them into out.
+// partial_acc/partial_ml and a second kernel merges them into out. With
+// token_index set, the kernels cover only the num_tokens tokens it lists
+// (the others' rows of out are left alone) and the partials are indexed by
+// position in that list.
 struct PagedAttentionArgs {
   const void* q = nullptr;  // bf16 [tokens, heads, head_dim]
   void* out = nullptr;      // bf16 [tokens, heads, head_dim]
@@ -148,6 +151,7 @@ struct PagedAttentionArgs {
   const int32_t* context_lens = nullptr;
   const int32_t* block_tables = nullptr;
   int32_t max_blocks_per_seq = 0;
+  const int32_t* token_index = nullptr;  // [num_tokens] token ids; nullptr: tokens 0 .. num_tokens - 1
   int32_t num_tokens = 0;
   int32_t num_heads = 0;
   int32_t num_kv_heads = 0;
@@ -160,8 +164,8 @@ struct PagedAttentionArgs {
   int32_t head_chunks = 0;      // ceil(group / G)
   int32_t partition_keys = 0;
   int32_t num_partitions = 1;
-  float* partial_acc = nullptr;  // [tokens, heads, num_partitions, head_dim]
-  float* partial_ml = nullptr;   // [tokens, heads, num_partitions, 2]: running max, sum
+  float* partial_acc = nullptr;  // [num_tokens, heads, num_partitions, head_dim]
+  float* partial_ml = nullptr;   // [num_tokens, heads, num_partitions, 2]: running max, sum
 };
 
 // Head sizes that are a multiple of 8 in [8, 256] (16, 32, 48, 64, 80, 96,
@@ -169,5 +173,41 @@ struct PagedAttentionArgs {
 // runtime-sized one). Returns false (launching nothing) for others.
 bool paged_attention_supports_head_dim(int64_t head_dim);
 bool paged_attention_bf16(const PagedAttentionArgs& args, cudaStream_t stream);
+
+// FlashAttention-2-style paged attention for the new tokens of prefill
+// sequences (more than one new token), on tensor cores. Same semantics as
+// paged_attention_bf16. A sequence's query rows are its new tokens times the
+// kv head's group of query heads, token-major (row r: token r / group, head
+// kv_head * group + r % group); a CUDA block serves kFlashBlockM consecutive
+// rows of one sequence and one kv head, so every K/V tile it loads serves the
+// whole group. tiles lists the blocks' (sequence, first row) pairs
+// (StepMetadataCache builds it); the grid is num_tiles * num_kv_heads blocks.
+constexpr int kFlashBlockM = 64;
+
+struct FlashPrefillArgs {
+  const void* q = nullptr;  // bf16 [tokens, heads, head_dim]
+  void* out = nullptr;      // bf16 [tokens, heads, head_dim]; only the tiles' rows are written
+  const void* k_cache = nullptr;
+  const void* v_cache = nullptr;
+  const int32_t* query_start = nullptr;
+  const int32_t* context_lens = nullptr;
+  const int32_t* block_tables = nullptr;
+  const int32_t* tiles = nullptr;  // [num_tiles][2]: sequence, first row (a multiple of kFlashBlockM)
+  int32_t num_tiles = 0;
+  int32_t max_blocks_per_seq = 0;
+  int32_t num_heads = 0;
+  int32_t num_kv_heads = 0;
+  int32_t head_dim = 0;
+  int32_t block_size = 0;
+  int32_t block_shift = -1;  // log2(block_size) when a power of two, else -1
+  float scale = 1.0f;
+  float softcap = 0.0f;
+  int32_t sliding_window = 0;
+};
+
+// Head sizes with a flash kernel: 64, 128 and 256. Returns false (launching
+// nothing) for others.
+bool flash_prefill_supports_head_dim(int64_t head_dim);
+bool flash_prefill_bf16(const FlashPrefillArgs& args, cudaStream_t stream);
 
 }  // namespace loom::cuda

@@ -30,9 +30,13 @@ namespace {
 
 // One block per (token, head), one thread per dim. Partitions that saw no key
 // carry max -FLT_MAX and sum 0 and are skipped (their acc is not written).
+// The partials of block x are those of token token_index[x] (token x when
+// token_index is null).
 __global__ void combine_partitions_kernel(const float* acc, const float* ml, int partitions, int head_dim,
-                                          bf16* out) {
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * gridDim.y + blockIdx.y;  // token * heads + head
+                                          const int32_t* token_index, bf16* out) {
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * gridDim.y + blockIdx.y;  // partial row: x * heads + head
+  const int64_t tok = token_index ? token_index[blockIdx.x] : static_cast<int64_t>(blockIdx.x);
+  const int64_t out_row = tok * gridDim.y + blockIdx.y;
   const float* m = ml + row * partitions * 2;
   float mx = -FLT_MAX;
   for (int p = 0; p < partitions; ++p)
@@ -45,7 +49,7 @@ __global__ void combine_partitions_kernel(const float* acc, const float* ml, int
       sum = fmaf(w, m[2 * p + 1], sum);
       o = fmaf(w, acc[(row * partitions + p) * head_dim + d], o);
     }
-    out[row * head_dim + d] = __float2bfloat16(sum > 0.0f ? o / sum : 0.0f);
+    out[out_row * head_dim + d] = __float2bfloat16(sum > 0.0f ? o / sum : 0.0f);
   }
 }
 
@@ -75,7 +79,7 @@ bool paged_attention_bf16(const PagedAttentionArgs& a, cudaStream_t stream) {
   if (a.partial_acc) {
     const dim3 grid(static_cast<unsigned>(a.num_tokens), static_cast<unsigned>(a.num_heads));
     combine_partitions_kernel<<<grid, a.head_dim, 0, stream>>>(a.partial_acc, a.partial_ml, a.num_partitions,
-                                                               a.head_dim, static_cast<bf16*>(a.out));
+                                                               a.head_dim, a.token_index, static_cast<bf16*>(a.out));
   }
   return true;
 }

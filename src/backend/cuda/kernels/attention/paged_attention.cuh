@@ -11,8 +11,9 @@
 // size is a.head_dim (a multiple of 8, at most 256) on 32 lanes per key.
 // Handles prefill chunks with cached prefixes and decodes alike: token t of
 // sequence s sits at position ctx - new + j and sees keys (pos - window,
-// pos]. Invariant: the warp-level loop bounds depend only on the warp index,
-// so every lane reaches every shuffle.
+// pos]. With a.token_index, block x serves token token_index[x] (its partials
+// sit at row x). Invariant: the warp-level loop bounds depend only on the warp
+// index, so every lane reaches every shuffle.
 #pragma once
 
 #include <cfloat>
@@ -51,7 +52,7 @@ __global__ void __launch_bounds__(kAttnThreads) paged_attention_kernel(const Pag
   __shared__ float s_m[kVirtualWarps][G];
   __shared__ float s_l[kVirtualWarps][G];
 
-  const int tok = blockIdx.x;
+  const int tok = a.token_index ? a.token_index[blockIdx.x] : static_cast<int>(blockIdx.x);
   const int kv_head = blockIdx.y / a.head_chunks;
   const int chunk = blockIdx.y % a.head_chunks;
   const int group = a.num_heads / a.num_kv_heads;
@@ -65,11 +66,12 @@ __global__ void __launch_bounds__(kAttnThreads) paged_attention_kernel(const Pag
   const int hi = pos + 1;  // keys [lo, hi)
   const int part_lo = lo + static_cast<int>(blockIdx.z) * a.partition_keys;
   const int part_hi = min(hi, part_lo + a.partition_keys);
-  const int64_t row_base = static_cast<int64_t>(tok) * a.num_heads;
+  const int64_t row_base = static_cast<int64_t>(tok) * a.num_heads;         // rows of q and out
+  const int64_t part_base = static_cast<int64_t>(blockIdx.x) * a.num_heads;  // rows of the partials
 
   if (part_lo >= hi) {  // this partition is empty for this token
     if (a.partial_ml && threadIdx.x < ng) {
-      const int64_t p = (row_base + head0 + threadIdx.x) * a.num_partitions + blockIdx.z;
+      const int64_t p = (part_base + head0 + threadIdx.x) * a.num_partitions + blockIdx.z;
       a.partial_ml[2 * p] = -FLT_MAX;
       a.partial_ml[2 * p + 1] = 0.0f;
     }
@@ -207,16 +209,15 @@ __global__ void __launch_bounds__(kAttnThreads) paged_attention_kernel(const Pag
       sum = fmaf(w, s_l[v][g], sum);
       o = fmaf(w, s_acc[v][g][d], o);
     }
-    const int64_t row = row_base + head0 + g;
     if (a.partial_acc) {
-      const int64_t p = row * a.num_partitions + blockIdx.z;
+      const int64_t p = (part_base + head0 + g) * a.num_partitions + blockIdx.z;
       a.partial_acc[p * hd + d] = o;
       if (d == 0) {
         a.partial_ml[2 * p] = mx;
         a.partial_ml[2 * p + 1] = sum;
       }
     } else {
-      out[row * hd + d] = __float2bfloat16(sum > 0.0f ? o / sum : 0.0f);
+      out[(row_base + head0 + g) * hd + d] = __float2bfloat16(sum > 0.0f ? o / sum : 0.0f);
     }
   }
 }
