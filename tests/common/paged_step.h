@@ -100,6 +100,9 @@ struct ModelReference {
   std::vector<std::vector<int32_t>> prompts;
   std::vector<std::vector<std::vector<float>>> logits;  // [prompt][position][vocab]
   std::vector<std::vector<int32_t>> greedy;
+  // [prompt][position]: max |Δlogit| of HF's own bf16 run of the model against
+  // `logits` (how far bf16 rounding alone moves each row); empty when absent.
+  std::vector<std::vector<float>> bf16_deviation;
 };
 
 inline std::string model_fixture_dir(const std::string& name) {
@@ -119,6 +122,8 @@ inline ModelReference load_model_reference(const std::string& name) {
   r.prompts = j.at("prompts").get<std::vector<std::vector<int32_t>>>();
   r.logits = j.at("logits").get<std::vector<std::vector<std::vector<float>>>>();
   r.greedy = j.at("greedy").get<std::vector<std::vector<int32_t>>>();
+  if (j.contains("bf16_deviation"))
+    r.bf16_deviation = j.at("bf16_deviation").get<std::vector<std::vector<float>>>();
   return r;
 }
 

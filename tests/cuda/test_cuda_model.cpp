@@ -1,9 +1,17 @@
 // The whole forward pass on the CUDA backend (bf16) against HF's fp32 logits
 // for every tiny fixture model, prefilled in one step and fed token by token
 // through the paged cache; and CUDA batched rows against the same rows alone.
-// Tolerance: bf16 weights and activations carry ~3 significant digits, so
-// |Δlogit| <= 0.05 + 0.03 * max|logit| of the row; greedy tokens must agree
-// wherever HF's top-2 margin exceeds that tolerance.
+// Tolerance per row: bf16 weights and activations carry ~3 significant
+// digits, so |Δlogit| <= 0.05 + 0.03 * max|logit| of the row, or 1.5x what
+// HF's own bf16 run of the same model deviates from its fp32 logits on that
+// row (reference.json's bf16_deviation, computed by
+// scripts/make_model_fixtures.py), whichever is larger. The second bound only
+// matters where bf16 rounding itself exceeds the first: llama_yarn (HF bf16 up
+// to 1.40x the fixed bound) and llama_linear (0.97x), whose random weights make
+// their logits sensitive (rounding just the weights to bf16, activations in
+// f32, already moves them by 0.93x / 0.70x of the fixed bound; other fixtures
+// 0.35-0.50x). Greedy tokens must agree wherever HF's top-2 margin exceeds
+// twice the row's tolerance.
 #include <gtest/gtest.h>
 
 #include "../common/paged_step.h"
@@ -21,6 +29,9 @@ float row_tolerance(const std::vector<float>& ref) {
   for (float v : ref) m = std::max(m, std::fabs(v));
   return 0.05f + 0.03f * m;
 }
+
+// Against HF: the fixed bound, or 1.5x HF's own bf16 deviation of the row.
+constexpr float kHfBf16Factor = 1.5f;
 
 class CudaModelTest : public ::testing::TestWithParam<std::string> {
  protected:
@@ -47,11 +58,17 @@ class CudaModelTest : public ::testing::TestWithParam<std::string> {
     return out;
   }
 
-  void check(const std::vector<std::vector<float>>& got, const std::vector<std::vector<float>>& ref) {
+  // got: the logits of every position of prompt p.
+  void check(const std::vector<std::vector<float>>& got, size_t p) {
+    const auto& ref = ref_.logits[p];
     ASSERT_EQ(got.size(), ref.size());
+    ASSERT_GT(ref_.bf16_deviation.size(), p)
+        << "reference.json has no bf16_deviation: rerun scripts/make_model_fixtures.py";
+    ASSERT_EQ(ref_.bf16_deviation[p].size(), ref.size());
     float worst = 0;
     for (size_t r = 0; r < ref.size(); ++r) {
-      const float tol = row_tolerance(ref[r]);
+      const float tol =
+          std::max(row_tolerance(ref[r]), kHfBf16Factor * ref_.bf16_deviation[p][r]);
       float d = 0;
       for (size_t j = 0; j < ref[r].size(); ++j) d = std::max(d, std::fabs(got[r][j] - ref[r][j]));
       worst = std::max(worst, d / tol);
@@ -72,11 +89,12 @@ class CudaModelTest : public ::testing::TestWithParam<std::string> {
 };
 
 TEST_P(CudaModelTest, PrefillMatchesHf) {
-  for (size_t p = 0; p < ref_.prompts.size(); ++p) check(run(ref_.prompts[p], ref_.prompts[p].size()), ref_.logits[p]);
+  for (size_t p = 0; p < ref_.prompts.size(); ++p)
+    check(run(ref_.prompts[p], ref_.prompts[p].size()), p);
 }
 
 TEST_P(CudaModelTest, TokenByTokenMatchesHf) {
-  for (size_t p = 0; p < ref_.prompts.size(); ++p) check(run(ref_.prompts[p], 1), ref_.logits[p]);
+  for (size_t p = 0; p < ref_.prompts.size(); ++p) check(run(ref_.prompts[p], 1), p);
 }
 
 TEST_P(CudaModelTest, BatchedRowsEqualAlone) {
@@ -88,7 +106,7 @@ TEST_P(CudaModelTest, BatchedRowsEqualAlone) {
   auto rows = testing::logits_to_rows(
       *backend_, transformer_->forward(testing::make_paged_step({{&a, pa}, {&b, pb}}, pool, kBlockSize), cache));
   std::vector<std::vector<float>> rows_b(rows.begin() + static_cast<long>(pa.size()), rows.end());
-  check(rows_b, ref_.logits[2]);
+  check(rows_b, 2);
 }
 
 // Decode steps recorded as CUDA graphs (padded to a batch bucket, replayed
