@@ -698,8 +698,10 @@ void CudaBackend::paged_attention(const Tensor& q, const KvLayerCache& cache, co
     max_keys = std::max(max_keys, keys);
   }
   // Split the keys when there are too few (token, kv head) items to fill the
-  // GPU: aim at ~4 blocks per SM, partitions of at least kMinPartition keys.
-  constexpr int64_t kMinPartition = 128;
+  // GPU: aim at ~4 blocks per SM, partitions of at least kMinPartition keys
+  // (a block walks 16-32 keys per iteration: a few iterations each, so a
+  // single-stream decode is not bound by one block's latency chain).
+  constexpr int64_t kMinPartition = 32;
   const int64_t items = num_old * kvh * chunks;
   const int64_t target = 4 * static_cast<int64_t>(props_.multiProcessorCount);
   int64_t parts = items >= target ? 1 : ceil_div(target, items);

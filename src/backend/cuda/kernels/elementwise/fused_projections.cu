@@ -12,11 +12,21 @@ namespace {
 constexpr int kMaxHalf = 256;
 constexpr int kThreads = 256;
 
+// Block (token t, y) handles kHeadsPerBlock of the token's head slots [q
+// heads | k heads | v heads]: several blocks per token, so a decode step of a
+// few tokens still spreads over the GPU. Each block computes the token's
+// cos/sin table when it has a rotated head.
+constexpr int kHeadsPerBlock = 4;
+constexpr int kSplitThreads = 128;
+
 __global__ void split_qkv_kernel(const bf16* qkv, SplitQkvArgs a) {
   __shared__ float cs[kMaxHalf], sn[kMaxHalf];
   const int64_t t = blockIdx.x;
+  const int h_begin = static_cast<int>(blockIdx.y) * kHeadsPerBlock;
+  const int rot_heads = a.heads + a.kv_heads;  // q and k heads: rotated
+  const int h_end = min(h_begin + kHeadsPerBlock, rot_heads + a.kv_heads);
   const int half = a.rotary_dim / 2;
-  if (half > 0) rope_table(static_cast<float>(a.positions[t]), a.inv_freq, half, a.mscale, cs, sn);
+  if (half > 0 && h_begin < rot_heads) rope_table(static_cast<float>(a.positions[t]), a.inv_freq, half, a.mscale, cs, sn);
   const int hd = a.head_dim;
   const int64_t row = static_cast<int64_t>(a.heads + 2 * a.kv_heads) * hd;
   const bf16* in = qkv + t * row;
@@ -24,11 +34,11 @@ __global__ void split_qkv_kernel(const bf16* qkv, SplitQkvArgs a) {
   bf16* k_dst = a.slots ? (slot >= 0 ? a.k_cache + slot * a.kv_heads * hd : nullptr) : a.k + t * a.kv_heads * hd;
   bf16* v_dst = a.slots ? (slot >= 0 ? a.v_cache + slot * a.kv_heads * hd : nullptr) : a.v + t * a.kv_heads * hd;
   bf16* q_dst = a.q + t * a.heads * hd;
-  // q and k heads: rotated pairs in the first rotary_dim dims, copies after.
-  const int rot_heads = a.heads + a.kv_heads;
+  // Rotated heads of this block: pairs in the first rotary_dim dims, copies after.
+  const int r_end = min(h_end, rot_heads);
   const int per_head = half + (hd - a.rotary_dim);  // work items per head
-  for (int64_t w = threadIdx.x; w < static_cast<int64_t>(rot_heads) * per_head; w += blockDim.x) {
-    const int h = static_cast<int>(w / per_head), j = static_cast<int>(w % per_head);
+  for (int w = threadIdx.x; w < (r_end - h_begin) * per_head; w += blockDim.x) {
+    const int h = h_begin + w / per_head, j = w % per_head;
     const bf16* src = in + static_cast<int64_t>(h) * hd;
     bf16* dst = h < a.heads ? q_dst + static_cast<int64_t>(h) * hd
                             : (k_dst ? k_dst + static_cast<int64_t>(h - a.heads) * hd : nullptr);
@@ -43,9 +53,12 @@ __global__ void split_qkv_kernel(const bf16* qkv, SplitQkvArgs a) {
       dst[d] = src[d];
     }
   }
-  if (v_dst) {
-    const bf16* vs = in + static_cast<int64_t>(a.heads + a.kv_heads) * hd;
-    for (int64_t i = threadIdx.x; i < static_cast<int64_t>(a.kv_heads) * hd; i += blockDim.x) v_dst[i] = vs[i];
+  // v heads of this block: plain copies.
+  const int v_begin = max(h_begin, rot_heads) - rot_heads, v_end = h_end - rot_heads;
+  if (v_dst && v_end > v_begin) {
+    const bf16* vs = in + static_cast<int64_t>(rot_heads + v_begin) * hd;
+    bf16* vd = v_dst + static_cast<int64_t>(v_begin) * hd;
+    for (int i = threadIdx.x; i < (v_end - v_begin) * hd; i += blockDim.x) vd[i] = vs[i];
   }
 }
 
@@ -72,7 +85,9 @@ __global__ void gated_fused_kernel(const bf16* gu, bf16* out, int64_t rows, int6
 
 void split_qkv_bf16(const void* qkv, int64_t tokens, const SplitQkvArgs& args, cudaStream_t stream) {
   if (tokens <= 0) return;
-  split_qkv_kernel<<<static_cast<unsigned>(tokens), kThreads, 0, stream>>>(static_cast<const bf16*>(qkv), args);
+  const int slots = args.heads + 2 * args.kv_heads;
+  const dim3 grid(static_cast<unsigned>(tokens), static_cast<unsigned>((slots + kHeadsPerBlock - 1) / kHeadsPerBlock));
+  split_qkv_kernel<<<grid, kSplitThreads, 0, stream>>>(static_cast<const bf16*>(qkv), args);
 }
 
 void gated_activation_fused_bf16(const void* gate_up, void* out, int64_t rows, int64_t inter, bool gelu,
