@@ -119,6 +119,22 @@ for stage in $stages; do
     [ -f /tmp/small.json ] && cp /tmp/small.json "$OUT/bench_serve_small.json"
     [ -f /tmp/small.png ] && cp /tmp/small.png "$OUT/bench_serve_small.png"
     ;;
+  latency1)
+    model8b
+    timeout 120 $L bench latency --device cuda --model /tmp/llama8b --input-len 128 --output-len 256 \
+      --batch-sizes 1 --json > /tmp/lat1.jsonl 2> /tmp/lat1.err || tail -5 /tmp/lat1.err
+    cut -c1-800 /tmp/lat1.jsonl
+    meta /tmp/lat1.jsonl "bench latency batch 1, Llama-3-8B shape, bf16 random weights" > "$OUT/bench_latency1_8b.json"
+    ;;
+  offline512)
+    # The 1,000-request workload with up to 512 running sequences and 16k-token steps.
+    model8b
+    $L bench workload --model /tmp/llama8b --dataset sharegpt --num-requests 1000 --seed 0 --output /tmp/w.jsonl
+    timeout 300 $L bench offline --device cuda --model /tmp/llama8b --workload /tmp/w.jsonl \
+      --max-num-seqs 512 --max-num-batched-tokens 16384 --json > /tmp/off512.jsonl 2> /tmp/off512.err || tail -5 /tmp/off512.err
+    grep -v "^|" /tmp/off512.jsonl | cut -c1-1800
+    meta /tmp/off512.jsonl "bench offline: 1,000 ShareGPT-like requests, --max-num-seqs 512 --max-num-batched-tokens 16384 (greedy)" > "$OUT/bench_offline512_8b.json"
+    ;;
   profile)
     # Kernel-level profile (CUPTI, scripts/gpu/kernel_profile.sh) of single-stream
     # and batch-64 decode: GPU busy time per step vs wall time, top kernels.

@@ -28,6 +28,9 @@ __global__ void rms_norm_kernel(const bf16* x_all, bf16* residual_all, const W* 
   const bf16* src = kResidual ? res : x;
   float ss = 0.0f;
   const int64_t n8 = vec ? h / 8 : 0;
+  // A thread's first 8 values stay in registers for the second pass (with one
+  // vector per thread, the usual case, the row is read once).
+  float first[8];
   for (int64_t i = threadIdx.x; i < n8; i += blockDim.x) {
     float v[8];
     bf16x8_to_float(reinterpret_cast<const uint4*>(x)[i], v);
@@ -42,6 +45,10 @@ __global__ void rms_norm_kernel(const bf16* x_all, bf16* residual_all, const W* 
     }
 #pragma unroll
     for (int j = 0; j < 8; ++j) ss += v[j] * v[j];
+    if (i == threadIdx.x) {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) first[j] = v[j];
+    }
   }
   for (int64_t i = n8 * 8 + threadIdx.x; i < h; i += blockDim.x) {
     float v = __bfloat162float(x[i]);
@@ -56,7 +63,12 @@ __global__ void rms_norm_kernel(const bf16* x_all, bf16* residual_all, const W* 
   const float inv = rsqrtf(ss / static_cast<float>(h) + eps);
   for (int64_t i = threadIdx.x; i < n8; i += blockDim.x) {
     float v[8];
-    bf16x8_to_float(reinterpret_cast<const uint4*>(src)[i], v);
+    if (i == threadIdx.x) {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) v[j] = first[j];
+    } else {
+      bf16x8_to_float(reinterpret_cast<const uint4*>(src)[i], v);
+    }
 #pragma unroll
     for (int j = 0; j < 8; ++j) v[j] = v[j] * inv * (weight_at(w, i * 8 + j) + offset);
     reinterpret_cast<uint4*>(out)[i] = float_to_bf16x8(v);

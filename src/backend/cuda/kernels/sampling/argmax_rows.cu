@@ -57,6 +57,7 @@ __global__ void __launch_bounds__(kArgmaxThreads)
   const T* row = logits + static_cast<int64_t>(blockIdx.x) * vocab;
   Best b{neg_inf(), INT32_MAX};
   const int64_t n8 = vec ? vocab / 8 : 0;
+#pragma unroll 4  // several 16-byte loads in flight per thread (one row per block: latency-bound)
   for (int64_t j = threadIdx.x; j < n8; j += kArgmaxThreads) {
     float f[8];
     load8(row + j * 8, f);
