@@ -409,15 +409,29 @@ void Engine::launch_sampling(const StepPlan& plan, const Tensor& logits) {
 void Engine::finish_in_flight() {
   InFlight f = std::move(in_flight_);
   in_flight_ = InFlight{};
-  const std::vector<int32_t>& ids = f.download->wait();
-  LOOM_CHECK(ids.size() == f.rows.size(), "{} tokens back for {} rows", ids.size(), f.rows.size());
-  for (size_t r = 0; r < f.rows.size(); ++r) {
-    const SeqId seq = f.rows[r];
-    if (seq == 0 || !alive(seq)) continue;  // aborted, expired or failed meanwhile
-    SampleResult d;
-    d.token = ids[r];
-    on_token(seq, d.token, d, true);
-    if (alive(seq) && scheduler_->get(seq).held) scheduler_->set_held(seq, false);  // not its last after all
+  const std::vector<int32_t>* got = nullptr;
+  try {
+    got = &f.download->wait();
+    LOOM_CHECK(got->size() == f.rows.size(), "{} tokens back for {} rows", got->size(), f.rows.size());
+  } catch (...) {
+    in_flight_.rows = std::move(f.rows);  // run_step fails their requests
+    throw;
+  }
+  const std::vector<int32_t>& ids = *got;
+  size_t r = 0;
+  try {
+    for (; r < f.rows.size(); ++r) {
+      const SeqId seq = f.rows[r];
+      if (seq == 0 || !alive(seq)) continue;  // aborted, expired or failed meanwhile
+      SampleResult d;
+      d.token = ids[r];
+      on_token(seq, d.token, d, true);
+      if (alive(seq) && scheduler_->get(seq).held) scheduler_->set_held(seq, false);  // not its last after all
+    }
+  } catch (...) {
+    // The rows not delivered keep unresolved placeholders: run_step fails their requests.
+    in_flight_.rows.assign(f.rows.begin() + static_cast<std::ptrdiff_t>(r), f.rows.end());
+    throw;
   }
 }
 
