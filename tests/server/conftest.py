@@ -22,44 +22,44 @@ MODEL = os.environ.get("LOOM_TEST_MODEL", str(ROOT / "models/qwen2.5-coder-0.5b-
 MODEL_NAME = pathlib.Path(MODEL).stem
 
 
-class Server:
-    def __init__(self, *extra_args, max_model_len=1024):
-        if not pathlib.Path(LOOM).exists():
-            pytest.skip(f"{LOOM} not built")
-        if not pathlib.Path(MODEL).exists():
-            pytest.skip(f"{MODEL} missing (scripts/fetch_model.sh)")
-        self.log = tempfile.NamedTemporaryFile("w+", prefix="loom-serve-", suffix=".log", delete=False)
-        args = [LOOM, "serve", "--model", MODEL, "--port", "0", "--max-model-len", str(max_model_len),
-                "--kv-cache-memory", "512MiB", *extra_args]
-        self.proc = subprocess.Popen(args, stdout=self.log, stderr=self.log)
+def parse_metrics(text):
+    """{'name{labels}': value} of a Prometheus text exposition."""
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("#") or not line.strip():
+            continue
+        name, _, value = line.rpartition(" ")
+        out[name] = float(value)
+    return out
+
+
+class LoomProcess:
+    """A loom subcommand listening on a free port (--port 0): started, its
+    port read from its log, metrics parsed, stopped by a signal."""
+
+    def __init__(self, args, what, startup_s, poll_s=0.1):
+        self.log = tempfile.NamedTemporaryFile("w+", prefix=f"loom-{what}-", suffix=".log", delete=False)
+        self.proc = subprocess.Popen([LOOM, *args], stdout=self.log, stderr=self.log)
         self.port = None
-        deadline = time.time() + 120
+        deadline = time.time() + startup_s
         while time.time() < deadline:
-            text = pathlib.Path(self.log.name).read_text(errors="replace")
-            m = re.search(r"listening on http://[^:]+:(\d+)", text)
+            m = re.search(r"listening on http://[^:]+:(\d+)", self.logs())
             if m:
                 self.port = int(m.group(1))
                 break
             if self.proc.poll() is not None:
-                raise RuntimeError(f"loom serve exited early:\n{text}")
-            time.sleep(0.1)
+                raise RuntimeError(f"loom {what} exited early:\n{self.logs()}")
+            time.sleep(poll_s)
         if self.port is None:
             self.stop()
-            raise RuntimeError("loom serve did not start in time")
+            raise RuntimeError(f"loom {what} did not start in time")
         self.url = f"http://127.0.0.1:{self.port}"
 
     def logs(self):
         return pathlib.Path(self.log.name).read_text(errors="replace")
 
     def metrics(self, headers=None):
-        text = requests.get(self.url + "/metrics", headers=headers, timeout=10).text
-        out = {}
-        for line in text.splitlines():
-            if line.startswith("#") or not line.strip():
-                continue
-            name, _, value = line.rpartition(" ")
-            out[name] = float(value)
-        return out
+        return parse_metrics(requests.get(self.url + "/metrics", headers=headers, timeout=10).text)
 
     def stop(self, sig=signal.SIGTERM, timeout=60):
         if self.proc.poll() is None:
@@ -70,6 +70,16 @@ class Server:
                 self.proc.kill()
                 self.proc.wait()
         return self.proc.returncode
+
+
+class Server(LoomProcess):
+    def __init__(self, *extra_args, max_model_len=1024):
+        if not pathlib.Path(LOOM).exists():
+            pytest.skip(f"{LOOM} not built")
+        if not pathlib.Path(MODEL).exists():
+            pytest.skip(f"{MODEL} missing (scripts/fetch_model.sh)")
+        super().__init__(["serve", "--model", MODEL, "--port", "0", "--max-model-len", str(max_model_len),
+                          "--kv-cache-memory", "512MiB", *extra_args], "serve", startup_s=120)
 
 
 @pytest.fixture(scope="session")
