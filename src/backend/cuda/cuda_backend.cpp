@@ -647,30 +647,32 @@ void CudaBackend::paged_attention(const Tensor& q, const KvLayerCache& cache, co
   // (head sizes 64, 128, 256); the CUDA-core kernel below then covers only
   // the decode tokens (dm.decode_tokens). A step of decodes only launches the
   // CUDA-core kernel over all tokens, as recorded steps expect.
+  cuda::PagedKvArgs kv_args;  // what both kernels read
+  kv_args.q = q.data();
+  kv_args.out = out.data();
+  kv_args.k_cache = cache.k.data();
+  kv_args.v_cache = cache.v.data();
+  kv_args.query_start = dm.query_start;
+  kv_args.context_lens = dm.context_lens;
+  kv_args.block_tables = dm.block_tables;
+  kv_args.max_blocks_per_seq = meta.max_blocks_per_seq;
+  kv_args.num_heads = static_cast<int32_t>(heads);
+  kv_args.num_kv_heads = static_cast<int32_t>(kvh);
+  kv_args.head_dim = static_cast<int32_t>(hd);
+  kv_args.block_size = static_cast<int32_t>(bs);
+  kv_args.block_shift = (bs & (bs - 1)) == 0 ? std::countr_zero(static_cast<uint64_t>(bs)) : -1;
+  kv_args.scale = params.scale;
+  kv_args.softcap = params.logit_softcap;
+  kv_args.sliding_window = params.sliding_window;
   const bool flash = flash_prefill_ && dm.has_prefill && cuda::flash_prefill_supports_head_dim(hd);
   if (flash) {
     LOOM_CHECK(t * heads < (int64_t{1} << 31), "attention sizes overflow int32");
     const cuda::PrefillTiles tiles = metadata_.prefill_tiles(meta, t, static_cast<int>(group), stream_);
     LOOM_CHECK(tiles.count * kvh < (int64_t{1} << 31), "too many flash attention tiles: {}", tiles.count);
     cuda::FlashPrefillArgs f;
-    f.q = q.data();
-    f.out = out.data();
-    f.k_cache = cache.k.data();
-    f.v_cache = cache.v.data();
-    f.query_start = dm.query_start;
-    f.context_lens = dm.context_lens;
-    f.block_tables = dm.block_tables;
+    static_cast<cuda::PagedKvArgs&>(f) = kv_args;
     f.tiles = tiles.tiles;
     f.num_tiles = tiles.count;
-    f.max_blocks_per_seq = meta.max_blocks_per_seq;
-    f.num_heads = static_cast<int32_t>(heads);
-    f.num_kv_heads = static_cast<int32_t>(kvh);
-    f.head_dim = static_cast<int32_t>(hd);
-    f.block_size = static_cast<int32_t>(bs);
-    f.block_shift = (bs & (bs - 1)) == 0 ? std::countr_zero(static_cast<uint64_t>(bs)) : -1;
-    f.scale = params.scale;
-    f.softcap = params.logit_softcap;
-    f.sliding_window = params.sliding_window;
     LOOM_CHECK(cuda::flash_prefill_bf16(f, stream_), "no flash attention kernel for head_dim {}", hd);
     check_launch();
     if (dm.num_decode_tokens == 0) return;
@@ -710,24 +712,10 @@ void CudaBackend::paged_attention(const Tensor& q, const KvLayerCache& cache, co
   if (parts <= 1) partition = max_keys;
 
   cuda::PagedAttentionArgs a;
-  a.q = q.data();
-  a.out = out.data();
-  a.k_cache = cache.k.data();
-  a.v_cache = cache.v.data();
+  static_cast<cuda::PagedKvArgs&>(a) = kv_args;
   a.token_seq = dm.token_seq;
-  a.query_start = dm.query_start;
-  a.context_lens = dm.context_lens;
-  a.block_tables = dm.block_tables;
-  a.max_blocks_per_seq = meta.max_blocks_per_seq;
   a.token_index = flash ? dm.decode_tokens : nullptr;
   a.num_tokens = static_cast<int32_t>(num_old);
-  a.num_heads = static_cast<int32_t>(heads);
-  a.num_kv_heads = static_cast<int32_t>(kvh);
-  a.head_dim = static_cast<int32_t>(hd);
-  a.block_size = static_cast<int32_t>(bs);
-  a.scale = params.scale;
-  a.softcap = params.logit_softcap;
-  a.sliding_window = params.sliding_window;
   a.heads_per_block = g;
   a.head_chunks = static_cast<int32_t>(chunks);
   a.partition_keys = static_cast<int32_t>(std::min<int64_t>(partition, int64_t{1} << 30));

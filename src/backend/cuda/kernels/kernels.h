@@ -141,25 +141,32 @@ void resolve_token_ids(int32_t* ids, int64_t n, const int32_t* src, cudaStream_t
 // token_index set, the kernels cover only the num_tokens tokens it lists
 // (the others' rows of out are left alone) and the partials are indexed by
 // position in that list.
-struct PagedAttentionArgs {
+// What both paged attention kernels read: q/out, the bf16 caches [blocks,
+// block_size, kv_heads, head_dim], the step's metadata (device copies of
+// AttentionMetadata) and the layer's attention parameters.
+struct PagedKvArgs {
   const void* q = nullptr;  // bf16 [tokens, heads, head_dim]
   void* out = nullptr;      // bf16 [tokens, heads, head_dim]
   const void* k_cache = nullptr;
   const void* v_cache = nullptr;
-  const int32_t* token_seq = nullptr;
   const int32_t* query_start = nullptr;
   const int32_t* context_lens = nullptr;
   const int32_t* block_tables = nullptr;
   int32_t max_blocks_per_seq = 0;
-  const int32_t* token_index = nullptr;  // [num_tokens] token ids; nullptr: tokens 0 .. num_tokens - 1
-  int32_t num_tokens = 0;
   int32_t num_heads = 0;
   int32_t num_kv_heads = 0;
   int32_t head_dim = 0;
   int32_t block_size = 0;
+  int32_t block_shift = -1;  // log2(block_size) when a power of two, else -1
   float scale = 1.0f;
   float softcap = 0.0f;
   int32_t sliding_window = 0;
+};
+
+struct PagedAttentionArgs : PagedKvArgs {
+  const int32_t* token_seq = nullptr;
+  const int32_t* token_index = nullptr;  // [num_tokens] token ids; nullptr: tokens 0 .. num_tokens - 1
+  int32_t num_tokens = 0;
   int32_t heads_per_block = 0;  // G: 1, 2, 4 or 8 query heads of one kv head per CUDA block
   int32_t head_chunks = 0;      // ceil(group / G)
   int32_t partition_keys = 0;
@@ -184,25 +191,9 @@ bool paged_attention_bf16(const PagedAttentionArgs& args, cudaStream_t stream);
 // (StepMetadataCache builds it); the grid is num_tiles * num_kv_heads blocks.
 constexpr int kFlashBlockM = 64;
 
-struct FlashPrefillArgs {
-  const void* q = nullptr;  // bf16 [tokens, heads, head_dim]
-  void* out = nullptr;      // bf16 [tokens, heads, head_dim]; only the tiles' rows are written
-  const void* k_cache = nullptr;
-  const void* v_cache = nullptr;
-  const int32_t* query_start = nullptr;
-  const int32_t* context_lens = nullptr;
-  const int32_t* block_tables = nullptr;
+struct FlashPrefillArgs : PagedKvArgs {  // out: only the tiles' rows are written
   const int32_t* tiles = nullptr;  // [num_tiles][2]: sequence, first row (a multiple of kFlashBlockM)
   int32_t num_tiles = 0;
-  int32_t max_blocks_per_seq = 0;
-  int32_t num_heads = 0;
-  int32_t num_kv_heads = 0;
-  int32_t head_dim = 0;
-  int32_t block_size = 0;
-  int32_t block_shift = -1;  // log2(block_size) when a power of two, else -1
-  float scale = 1.0f;
-  float softcap = 0.0f;
-  int32_t sliding_window = 0;
 };
 
 // Head sizes with a flash kernel: 64, 128 and 256. Returns false (launching
