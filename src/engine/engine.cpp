@@ -395,38 +395,24 @@ void Engine::launch_sampling(const StepPlan& plan, const Tensor& logits) {
   next.download = be.download_tokens(next.ids, rows);
   counters_.async_steps++;
   scheduler_->complete_step(plan);
-  for (size_t r = 0; r < next.rows.size(); ++r) {
-    const SeqId seq = next.rows[r];
-    if (seq == 0) continue;
-    scheduler_->append_token(seq, -int32_t(r) - 1);
-    const Sequence& s = scheduler_->get(seq);
-    if (s.num_output_tokens() >= seqs_.at(seq)->request->request.params.max_tokens)
-      scheduler_->set_held(seq, true);
-  }
+  for (size_t r = 0; r < next.rows.size(); ++r)
+    if (next.rows[r] != 0) scheduler_->append_token(next.rows[r], -int32_t(r) - 1);
   in_flight_ = std::move(next);
 }
 
 void Engine::finish_in_flight() {
   InFlight f = std::move(in_flight_);
   in_flight_ = InFlight{};
-  const std::vector<int32_t>* got = nullptr;
-  try {
-    got = &f.download->wait();
-    LOOM_CHECK(got->size() == f.rows.size(), "{} tokens back for {} rows", got->size(), f.rows.size());
-  } catch (...) {
-    in_flight_.rows = std::move(f.rows);  // run_step fails their requests
-    throw;
-  }
-  const std::vector<int32_t>& ids = *got;
   size_t r = 0;
   try {
+    const std::vector<int32_t>& ids = f.download->wait();
+    LOOM_CHECK(ids.size() == f.rows.size(), "{} tokens back for {} rows", ids.size(), f.rows.size());
     for (; r < f.rows.size(); ++r) {
       const SeqId seq = f.rows[r];
       if (seq == 0 || !alive(seq)) continue;  // aborted, expired or failed meanwhile
       SampleResult d;
       d.token = ids[r];
       on_token(seq, d.token, d, true);
-      if (alive(seq) && scheduler_->get(seq).held) scheduler_->set_held(seq, false);  // not its last after all
     }
   } catch (...) {
     // The rows not delivered keep unresolved placeholders: run_step fails their requests.

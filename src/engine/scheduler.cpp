@@ -330,7 +330,10 @@ StepPlan Scheduler::schedule(Clock::time_point now) {
       auto it = seqs_.find(id);
       if (it == seqs_.end()) continue;
       Sequence& s = *it->second;
-      if (s.status != SeqStatus::Running || s.held) continue;  // preempted earlier in this step / final
+      if (s.status != SeqStatus::Running) continue;  // preempted earlier in this step
+      // At its length limit (async scheduling: its last token is in flight):
+      // it ends with that token, whose KV is never needed.
+      if (s.num_output_tokens() >= s.max_tokens) continue;
       const int32_t pending = s.num_pending();
       if (phase == 0 ? pending != 1 : pending <= 1) continue;
       place(s, std::min(pending, budget));
@@ -420,8 +423,6 @@ void Scheduler::resolve_token(SeqId id, int32_t token) {
              "sequence {} has no placeholder to resolve (token {})", id, token);
   s.tokens.back() = token;
 }
-
-void Scheduler::set_held(SeqId id, bool held) { at(id).held = held; }
 
 std::vector<SeqId> Scheduler::fork(SeqId parent, int32_t count) {
   Sequence& p = at(parent);

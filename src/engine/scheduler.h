@@ -104,10 +104,9 @@ class Scheduler {
   // tokens, and cached prefixes never cover the last token).
   void append_token(SeqId seq, int32_t token);
   // Replaces the last token's placeholder (running or preempted sequences).
+  // A sequence whose placeholder is its max_tokens-th output token is not
+  // scheduled again: the caller finishes it once the token is known.
   void resolve_token(SeqId seq, int32_t token);
-  // held: the sequence's last token (a placeholder) is its final one, so it
-  // is not scheduled again; the caller finishes it once the token is known.
-  void set_held(SeqId seq, bool held);
   // n > 1: creates `count` siblings of `parent` (all its tokens computed,
   // nothing sampled yet) sharing its blocks; returns their ids (index 1..).
   std::vector<SeqId> fork(SeqId parent, int32_t count);

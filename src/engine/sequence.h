@@ -31,9 +31,6 @@ struct Sequence {
   int32_t max_tokens = 0;       // generated tokens allowed (for admission checks)
   int32_t num_computed = 0;     // tokens whose KV is in the cache
   int32_t pending_forks = 0;    // siblings still to fork when the prompt finishes
-  // The last token is being sampled by a step in flight and will be the
-  // sequence's last (its length limit): not scheduled again (Scheduler::set_held).
-  bool held = false;
   BlockTable blocks;
   SeqStatus status = SeqStatus::Waiting;
   int32_t num_preemptions = 0;
