@@ -25,15 +25,25 @@ std::string fixture(const std::string& name) {
   return std::string(LOOM_SOURCE_DIR) + "/tests/fixtures/models/" + name;
 }
 
-class CudaEngineTest : public ::testing::TestWithParam<std::string> {};
+// The fixture model on the GPU, decode steps recorded as CUDA graphs.
+class CudaEngineTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device visible";
+    backend_ = make_cuda_backend(0);
+    model_ = open_model(fixture(GetParam()));
+    transformer_ = std::make_unique<Transformer>(model_.config, *model_.weights, *backend_);
+    transformer_->enable_step_graphs(64);
+  }
+
+  std::unique_ptr<Backend> backend_;
+  LoadedModel model_;
+  std::unique_ptr<Transformer> transformer_;
+};
 
 TEST_P(CudaEngineTest, AsyncSchedulingMatchesSync) {
-  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device visible";
-  auto backend = make_cuda_backend(0);
-  LoadedModel model = open_model(fixture(GetParam()));
-  Transformer transformer(model.config, *model.weights, *backend);
-  transformer.enable_step_graphs(64);
-  const auto vocab = static_cast<int32_t>(model.config.vocab_size);
+  Transformer& transformer = *transformer_;
+  const auto vocab = static_cast<int32_t>(model_.config.vocab_size);
 
   std::mt19937_64 rng(11);
   std::vector<Request> reqs;
@@ -129,13 +139,9 @@ TEST_P(CudaEngineTest, AsyncSchedulingMatchesSync) {
 // near-tie that bf16 noise can flip — after which they may differ; and most
 // requests must agree entirely.
 TEST_P(CudaEngineTest, BatchAndPrefixCacheInvariance) {
-  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device visible";
   constexpr float kNearTie = 0.15f;
-  auto backend = make_cuda_backend(0);
-  LoadedModel model = open_model(fixture(GetParam()));
-  Transformer transformer(model.config, *model.weights, *backend);
-  transformer.enable_step_graphs(64);
-  const auto vocab = static_cast<int32_t>(model.config.vocab_size);
+  Transformer& transformer = *transformer_;
+  const auto vocab = static_cast<int32_t>(model_.config.vocab_size);
   std::mt19937_64 rng(5);
   std::vector<std::vector<int32_t>> prefixes;
   for (int i = 0; i < 3; ++i) {
