@@ -3,7 +3,8 @@
 // on the backend's stream. Prints time, achieved TB/s and TFLOP/s; asserts
 // nothing. Weights and caches hold a constant bf16 pattern (values do not
 // change the speed of these kernels). Prefill attention is timed through the
-// flash kernel and through the CUDA-core kernel (LOOM_FLASH_PREFILL=0).
+// flash kernel and through the CUDA-core kernel (LOOM_FLASH_PREFILL=0);
+// GEMMs of 1, 2 and 4 rows through loom's choice and through cuBLASLt only.
 // Usage: bench_cuda_ops [iterations]
 #include <cuda_runtime_api.h>
 
@@ -11,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <initializer_list>
 #include <vector>
 
 #include "backend/backend.h"
@@ -46,7 +48,8 @@ Tensor filled(Backend& be, DType t, std::vector<int64_t> shape, cudaStream_t str
   return x;
 }
 
-void bench_matmul(Backend& be, Timer& timer, cudaStream_t stream) {
+void bench_matmul(Backend& be, Timer& timer, cudaStream_t stream, const char* path,
+                  std::initializer_list<int64_t> ms) {
   struct Shape {
     const char* name;
     int64_t n, k;
@@ -55,9 +58,9 @@ void bench_matmul(Backend& be, Timer& timer, cudaStream_t stream) {
                           {"down", 4096, 14336}, {"lm_head", 128256, 4096}};
   std::vector<Tensor> w;
   for (const Shape& s : shapes) w.push_back(filled(be, DType::BF16, {s.n, s.k}, stream));
-  std::printf("\n== matmul (bf16, cuBLASLt) ==\n%-8s %5s %7s %6s %10s %8s %9s\n", "shape", "M", "N", "K", "us",
+  std::printf("\n== matmul (bf16, %s) ==\n%-8s %5s %7s %6s %10s %8s %9s\n", path, "shape", "M", "N", "K", "us",
               "TB/s", "TFLOP/s");
-  for (int64_t m : {1, 8, 64, 256, 1024}) {
+  for (int64_t m : ms) {
     double step_ms = 0;
     for (size_t i = 0; i < std::size(shapes); ++i) {
       const Shape& s = shapes[i];
@@ -196,7 +199,15 @@ int main(int argc, char** argv) {
   auto stream = static_cast<cudaStream_t>(cuda_backend_stream(*be));
   Timer timer{stream, iters > 0 ? iters : 20};
   std::printf("%s, %d iterations per figure\n", be->name().c_str(), timer.iters);
-  bench_matmul(*be, timer, stream);
+  bench_matmul(*be, timer, stream, "GEMV up to 2 rows, then cuBLASLt", {1, 2, 4, 8, 64, 256, 1024});
+  {
+    ::setenv("LOOM_GEMV", "0", 1);
+    auto blas = make_cuda_backend(0);
+    ::unsetenv("LOOM_GEMV");
+    auto blas_stream = static_cast<cudaStream_t>(cuda_backend_stream(*blas));
+    Timer blas_timer{blas_stream, timer.iters};
+    bench_matmul(*blas, blas_timer, blas_stream, "cuBLASLt only (LOOM_GEMV=0)", {1, 2, 4});
+  }
   std::printf("\n== paged attention (32 q / 8 kv heads, head_dim 128, block 16, bf16 KV) ==\n");
   std::printf("%6s %6s %6s %10s %8s %9s\n", "seqs", "ctx", "new", "us", "TB/s", "TFLOP/s");
   for (auto [seqs, ctx] : {std::pair{64, 1024}, {1, 1024}, {1, 8192}, {16, 4096}, {256, 512}, {256, 1024}})

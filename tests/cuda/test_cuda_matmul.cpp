@@ -64,6 +64,29 @@ TEST_F(CudaMatmulTest, LlamaShapes) {
   check(*gpu_, *cpu_, 3, 4096, 14336, 0);
 }
 
+// Up to 2 rows take the GEMV kernel (3 and 4: cuBLASLt): k below, at and
+// past its unrolled stretch (2048 elements) and not a multiple of 8
+// (cuBLASLt), with and without bias. A row's result does not depend on the
+// other row.
+TEST_F(CudaMatmulTest, GemvRows) {
+  for (int64_t m : {1, 2, 3, 4})
+    for (auto [n, k] : {std::pair<int64_t, int64_t>{7, 8}, {33, 2048}, {130, 2056}, {64, 4100}, {300, 5000}})
+      for (int bias_mode : {0, 3}) check(*gpu_, *cpu_, m, n, k, bias_mode);
+  const int64_t n = 257, k = 4096;
+  const auto x = random_bf16_values(2 * k, 11);
+  Tensor w = gpu_->prepare_weight(cpu_f32(random_bf16_values(n * k, 12), {n, k}));
+  Tensor all = gpu_->alloc(DType::BF16, {2, n});
+  gpu_->matmul(gpu_bf16(*gpu_, x, {2, k}), w, nullptr, all);
+  const auto rows = from_gpu_bf16(*gpu_, all);
+  for (int64_t i = 0; i < 2; ++i) {
+    Tensor one = gpu_->alloc(DType::BF16, {1, n});
+    gpu_->matmul(gpu_bf16(*gpu_, std::vector<float>(x.begin() + i * k, x.begin() + (i + 1) * k), {1, k}), w,
+                 nullptr, one);
+    EXPECT_EQ(from_gpu_bf16(*gpu_, one), std::vector<float>(rows.begin() + i * n, rows.begin() + (i + 1) * n))
+        << "row " << i;
+  }
+}
+
 TEST_F(CudaMatmulTest, RowSliceInputs) {
   // x is a view starting mid-allocation (alignment 2 * k bytes).
   const int64_t m = 9, k = 72, n = 48;

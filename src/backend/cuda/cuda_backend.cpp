@@ -597,7 +597,7 @@ class CudaBackend final : public Backend {
   std::unique_ptr<cuda::Gemm> gemm_;
   cuda::PinnedUploader uploader_;
   cuda::StepMetadataCache metadata_;
-  DeviceBuffer param_buf_[2], bias_buf_, gather_idx_, attn_partials_, argmax_ids_;
+  DeviceBuffer param_buf_[2], bias_buf_, gather_idx_, attn_partials_, attn_counters_, argmax_ids_;
   DeviceBuffer sample_in_, sample_ws_;  // sample_rows: specs + edits; ids, bitmaps, edited values
   std::vector<unsigned char> sample_staging_;  // sample_rows: specs + edits, uploaded in one copy
   std::vector<uint32_t> sample_seen_;          // sample_rows: per-token stamp (duplicate edits)
@@ -706,7 +706,7 @@ void CudaBackend::paged_attention(const Tensor& q, const KvLayerCache& cache, co
   constexpr int64_t kMinPartition = 32;
   const int64_t items = num_old * kvh * chunks;
   const int64_t target = 4 * static_cast<int64_t>(props_.multiProcessorCount);
-  int64_t parts = items >= target ? 1 : ceil_div(target, items);
+  int64_t parts = items >= target ? 1 : std::min<int64_t>(ceil_div(target, items), cuda::kMaxAttnPartitions);
   int64_t partition = std::max(kMinPartition, ceil_div(ceil_div(max_keys, parts), 32) * 32);
   parts = ceil_div(max_keys, partition);
   if (parts <= 1) partition = max_keys;
@@ -725,6 +725,8 @@ void CudaBackend::paged_attention(const Tensor& q, const KvLayerCache& cache, co
     auto* ws = static_cast<float*>(attn_partials_.ensure(rows * static_cast<size_t>(hd + 2) * 4, stream_));
     a.partial_acc = ws;
     a.partial_ml = ws + rows * static_cast<size_t>(hd);
+    a.partition_counters = static_cast<int32_t*>(
+        attn_counters_.ensure_zeroed(static_cast<size_t>(num_old * kvh * chunks) * 4, stream_));
   }
   LOOM_CHECK(cuda::paged_attention_bf16(a, stream_), "no attention kernel for head_dim {}", hd);
   check_launch();

@@ -35,6 +35,13 @@ void* DeviceBuffer::ensure(size_t bytes, cudaStream_t stream) {
   return data_;
 }
 
+void* DeviceBuffer::ensure_zeroed(size_t bytes, cudaStream_t stream) {
+  if (bytes <= capacity_ && data_) return data_;
+  void* d = ensure(bytes, stream);
+  LOOM_CUDA_CHECK(cudaMemsetAsync(d, 0, capacity_, stream));
+  return d;
+}
+
 PinnedUploader::~PinnedUploader() {
   for (Slot& s : slots_) {
     if (s.done) {

@@ -47,6 +47,8 @@ class DeviceBuffer {
 
   // At least `bytes` bytes (contents not kept when it grows).
   void* ensure(size_t bytes, cudaStream_t stream);
+  // The same, all zero after growing (contents kept otherwise).
+  void* ensure_zeroed(size_t bytes, cudaStream_t stream);
   void* data() const { return data_; }
 
   // Counts reallocations of every DeviceBuffer of the process: a recorded

@@ -3,6 +3,9 @@
 // transposed and B = x as a column-major [k, m] matrix: TRANSA = T, TRANSB = N.
 #include "backend/cuda/gemm.h"
 
+#include <cstdlib>
+#include <string_view>
+
 #include "backend/cuda/kernels/kernels.h"
 
 namespace loom::cuda {
@@ -26,6 +29,8 @@ Gemm::Gemm(cudaStream_t stream) : stream_(stream) {
   workspace_bytes_ = kWorkspaceBytes;
   LOOM_CUDA_CHECK(cudaMalloc(&workspace_, workspace_bytes_));
   LOOM_CUBLAS_CHECK(cublasSetWorkspace(blas_, workspace_, workspace_bytes_));
+  const char* env = std::getenv("LOOM_GEMV");
+  gemv_ = !(env && std::string_view(env) == "0");
 }
 
 Gemm::~Gemm() {
@@ -102,6 +107,10 @@ Gemm::Plan& Gemm::plan_for(const Key& key) {
 
 void Gemm::run(const void* x, const void* w, const void* bias, void* out, int64_t m, int64_t n, int64_t k) {
   if (m <= 0 || n <= 0) return;
+  if (gemv_ && gemv_supported(m, k, x, w)) {
+    gemv_bf16(x, w, bias, out, m, n, k, stream_);
+    return;
+  }
   const Key key{m, n, k, bias != nullptr, alignment_of(x), alignment_of(w), alignment_of(out)};
   Plan& p = plan_for(key);
   const float alpha = 1.0f, beta = 0.0f;

@@ -1,5 +1,7 @@
-// GEMMs of the CUDA backend through cuBLASLt: out[M, N] = x[M, K] . w[N, K]^T
-// (+ bias[N]), bf16 in and out, fp32 accumulation. One plan (descriptors and
+// GEMMs of the CUDA backend: out[M, N] = x[M, K] . w[N, K]^T (+ bias[N]), bf16
+// in and out, fp32 accumulation. Up to kGemvMaxRows rows (decode steps of a
+// few sequences) go to our bandwidth-bound GEMV kernel (LOOM_GEMV=0 turns it
+// off); the rest go through cuBLASLt. One plan (descriptors and
 // the heuristic's best algorithm) is cached per shape, bias and pointer
 // alignment. Where cuBLASLt offers no algorithm (or none with the bias
 // epilogue) it falls back to cublasGemmEx and a separate bias kernel. Internal
@@ -43,6 +45,7 @@ class Gemm {
   cublasHandle_t blas_ = nullptr;
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
+  bool gemv_ = true;
   std::map<Key, Plan> plans_;
 };
 

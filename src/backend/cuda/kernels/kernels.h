@@ -23,6 +23,16 @@ void convert(DType src_type, const void* src, DType dst_type, void* dst, int64_t
 // out[r, c] += bias[c] for bf16 out [rows, cols] and bf16 bias [cols].
 void add_bias_rows(void* out, const void* bias, int64_t rows, int64_t cols, cudaStream_t stream);
 
+// Small-M GEMM as a GEMV (gemv.cu): out[m, n] = x[m, :] . w[n, :] (+ bias[n]),
+// bf16 x [m, k], w [n, k], bias [n] or null, out [m, n]; fp32 accumulation in
+// an order that depends on k only (a row's result does not depend on m).
+// gemv_supported: 1 <= m <= kGemvMaxRows, k a multiple of 8, x and w 16-byte
+// aligned.
+constexpr int64_t kGemvMaxRows = 2;  // past 2 rows cuBLASLt is as fast (bench_cuda_ops)
+bool gemv_supported(int64_t m, int64_t k, const void* x, const void* w);
+void gemv_bf16(const void* x, const void* w, const void* bias, void* out, int64_t m, int64_t n, int64_t k,
+               cudaStream_t stream);
+
 // a += b, bf16, n values.
 void add_bf16(void* a, const void* b, int64_t n, cudaStream_t stream);
 
@@ -136,8 +146,9 @@ void resolve_token_ids(int32_t* ids, int64_t n, const int32_t* src, cudaStream_t
 // Paged attention over a bf16 cache [blocks, block_size, kv_heads, head_dim].
 // The metadata pointers are device copies of AttentionMetadata plus token_seq
 // (the sequence of each token). Keys are split in partitions of
-// partition_keys; with num_partitions > 1 the per-partition results go to
-// partial_acc/partial_ml and a second kernel merges them into out. With
+// partition_keys; a token whose keys span several partitions has their
+// results go to partial_acc/partial_ml, and the last of its blocks to finish
+// merges them into out (no second kernel). With
 // token_index set, the kernels cover only the num_tokens tokens it lists
 // (the others' rows of out are left alone) and the partials are indexed by
 // position in that list.
@@ -163,6 +174,8 @@ struct PagedKvArgs {
   int32_t sliding_window = 0;
 };
 
+constexpr int kMaxAttnPartitions = 128;
+
 struct PagedAttentionArgs : PagedKvArgs {
   const int32_t* token_seq = nullptr;
   const int32_t* token_index = nullptr;  // [num_tokens] token ids; nullptr: tokens 0 .. num_tokens - 1
@@ -170,9 +183,13 @@ struct PagedAttentionArgs : PagedKvArgs {
   int32_t heads_per_block = 0;  // G: 1, 2, 4 or 8 query heads of one kv head per CUDA block
   int32_t head_chunks = 0;      // ceil(group / G)
   int32_t partition_keys = 0;
-  int32_t num_partitions = 1;
+  int32_t num_partitions = 1;  // at most kMaxAttnPartitions
+  // With num_partitions > 1: the partitions' partials and one arrival counter
+  // per (token, kv head, head chunk), all 0 before the first launch (the
+  // kernel leaves them 0).
   float* partial_acc = nullptr;  // [num_tokens, heads, num_partitions, head_dim]
   float* partial_ml = nullptr;   // [num_tokens, heads, num_partitions, 2]: running max, sum
+  int32_t* partition_counters = nullptr;  // [num_tokens, num_kv_heads * head_chunks]
 };
 
 // Head sizes that are a multiple of 8 in [8, 256] (16, 32, 48, 64, 80, 96,

@@ -64,19 +64,14 @@ __global__ void __launch_bounds__(kAttnThreads) paged_attention_kernel(const Pag
   const int pos = a.context_lens[seq] - n_new + (tok - q_begin);
   const int lo = a.sliding_window > 0 ? max(0, pos - a.sliding_window + 1) : 0;
   const int hi = pos + 1;  // keys [lo, hi)
+  // This token's partitions: the first n_parts of the grid's (none for a
+  // token without keys: a padded row, which writes nothing).
+  const int n_parts = hi > lo ? (hi - lo + a.partition_keys - 1) / a.partition_keys : 0;
+  if (static_cast<int>(blockIdx.z) >= n_parts) return;
   const int part_lo = lo + static_cast<int>(blockIdx.z) * a.partition_keys;
   const int part_hi = min(hi, part_lo + a.partition_keys);
   const int64_t row_base = static_cast<int64_t>(tok) * a.num_heads;         // rows of q and out
   const int64_t part_base = static_cast<int64_t>(blockIdx.x) * a.num_heads;  // rows of the partials
-
-  if (part_lo >= hi) {  // this partition is empty for this token
-    if (a.partial_ml && threadIdx.x < ng) {
-      const int64_t p = (part_base + head0 + threadIdx.x) * a.num_partitions + blockIdx.z;
-      a.partial_ml[2 * p] = -FLT_MAX;
-      a.partial_ml[2 * p + 1] = 0.0f;
-    }
-    return;
-  }
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int vw = lane / kLanesPerKey, sub = lane % kLanesPerKey;
@@ -209,7 +204,7 @@ __global__ void __launch_bounds__(kAttnThreads) paged_attention_kernel(const Pag
       sum = fmaf(w, s_l[v][g], sum);
       o = fmaf(w, s_acc[v][g][d], o);
     }
-    if (a.partial_acc) {
+    if (n_parts > 1) {
       const int64_t p = (part_base + head0 + g) * a.num_partitions + blockIdx.z;
       a.partial_acc[p * hd + d] = o;
       if (d == 0) {
@@ -219,6 +214,63 @@ __global__ void __launch_bounds__(kAttnThreads) paged_attention_kernel(const Pag
     } else {
       out[(row_base + head0 + g) * hd + d] = __float2bfloat16(sum > 0.0f ? o / sum : 0.0f);
     }
+  }
+  if (n_parts == 1) return;
+
+  // Split keys: the partition that finishes last merges the n_parts partials
+  // of its (token, heads) into the output and resets their counter to 0 for
+  // the next launch (so a recorded step needs no reset). The fences make
+  // every block's partials visible before its arrival is counted, and the
+  // last block's reads come after all arrivals (__ldcg: from L2). Merge: a
+  // warp per head turns the partitions' (max, sum) into weights in shared
+  // memory, then every output element sums its weighted partials (loads of
+  // several partitions in flight at once).
+  __shared__ bool s_last;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int32_t* counter = a.partition_counters + static_cast<int64_t>(blockIdx.x) * gridDim.y + blockIdx.y;
+    s_last = atomicAdd(counter, 1) == n_parts - 1;
+    if (s_last) *counter = 0;
+  }
+  __syncthreads();
+  if (!s_last) return;
+  __threadfence();
+  float* s_w = &s_acc[0][0][0];  // [G][n_parts] weights (the virtual warps' sums are spent)
+  __shared__ float s_inv[G];
+  static_assert(kVirtualWarps * kCap >= kMaxAttnPartitions, "merge weights fit in s_acc");
+  for (int g = warp; g < ng; g += kAttnWarps) {
+    const int64_t p0 = (part_base + head0 + g) * a.num_partitions;
+    float mx = -FLT_MAX;
+    for (int p = lane; p < n_parts; p += 32) mx = fmaxf(mx, __ldcg(a.partial_ml + 2 * (p0 + p)));
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+    float sum = 0.0f;
+    for (int p = lane; p < n_parts; p += 32) {
+      const float w = __expf(__ldcg(a.partial_ml + 2 * (p0 + p)) - mx);
+      s_w[g * n_parts + p] = w;
+      sum = fmaf(w, __ldcg(a.partial_ml + 2 * (p0 + p) + 1), sum);
+    }
+    sum = warp_sum(sum);
+    if (lane == 0) s_inv[g] = sum > 0.0f ? 1.0f / sum : 0.0f;
+  }
+  __syncthreads();
+  for (int idx = threadIdx.x; idx < ng * hd; idx += kAttnThreads) {
+    const int g = idx / hd, d = idx % hd;
+    const float* acc_p = a.partial_acc + (part_base + head0 + g) * a.num_partitions * hd + d;
+    const float* w = s_w + g * n_parts;
+    float o = 0.0f;
+    int p = 0;
+    for (; p + 4 <= n_parts; p += 4) {
+      const float a0 = __ldcg(acc_p + p * hd), a1 = __ldcg(acc_p + (p + 1) * hd);
+      const float a2 = __ldcg(acc_p + (p + 2) * hd), a3 = __ldcg(acc_p + (p + 3) * hd);
+      o = fmaf(w[p], a0, o);
+      o = fmaf(w[p + 1], a1, o);
+      o = fmaf(w[p + 2], a2, o);
+      o = fmaf(w[p + 3], a3, o);
+    }
+    for (; p < n_parts; ++p) o = fmaf(w[p], __ldcg(acc_p + p * hd), o);
+    out[(row_base + head0 + g) * hd + d] = __float2bfloat16(o * s_inv[g]);
   }
 }
 

@@ -1,7 +1,9 @@
-// Kernels after fused projection GEMMs. split_qkv: one block per token splits
+// Kernels after fused projection GEMMs. split_qkv: blocks of one token split
 // the [q | k | v] row of the fused QKV GEMM into q and k/v (or straight into
 // the KV cache slot, skipping write_kv), rotating q and k on the way when
-// asked (cos/sin once per token and pair, in shared memory, as rope.cu does).
+// asked: a vector kernel for the usual shapes, and a general one (cos/sin
+// once per token and pair, in shared memory, as rope.cu does) for rotary
+// sizes the vector kernel cannot cut in 16-byte units.
 // gated_fused: act(gate) * up over the [gate | up] halves of one row.
 #include "backend/cuda/kernels/common.cuh"
 #include "backend/cuda/kernels/kernels.h"
@@ -12,7 +14,7 @@ namespace {
 constexpr int kMaxHalf = 256;
 constexpr int kThreads = 256;
 
-// Block (token t, y) handles kHeadsPerBlock of the token's head slots [q
+// General path. Block (token t, y) handles kHeadsPerBlock of the token's head slots [q
 // heads | k heads | v heads]: several blocks per token, so a decode step of a
 // few tokens still spreads over the GPU. Each block computes the token's
 // cos/sin table when it has a rotated head.
@@ -62,6 +64,83 @@ __global__ void split_qkv_kernel(const bf16* qkv, SplitQkvArgs a) {
   }
 }
 
+// Vector path (head_dim a multiple of 8; rotary_dim a multiple of 16, or of
+// 8 when interleaved): one thread per 16-byte unit of one head, every load
+// issued before any store, so a decode step costs one round trip to memory
+// rather than one per element. A rotated head's units: neox, rotary_dim / 16
+// pair units (dims [8u, 8u + 8) with [half + 8u, ...)); interleaved,
+// rotary_dim / 8 units of 4 adjacent pairs; then (head_dim - rotary_dim) / 8
+// copies. A v head (or any head without rotation): head_dim / 8 copies. Each
+// thread computes its own angles (same formula as rope_table).
+__global__ void split_qkv_vec_kernel(const bf16* __restrict__ qkv, SplitQkvArgs a, int rot_units, int units_per_rot,
+                                     int units_per_v) {
+  const int64_t t = blockIdx.x;
+  const int rot_heads = a.heads + a.kv_heads;
+  const int u = static_cast<int>(blockIdx.y) * blockDim.x + threadIdx.x;
+  const int rot_total = rot_heads * units_per_rot;
+  if (u >= rot_total + a.kv_heads * units_per_v) return;
+  const int hd = a.head_dim;
+  const int64_t row = static_cast<int64_t>(a.heads + 2 * a.kv_heads) * hd;
+  const bf16* in = qkv + t * row;
+  const int64_t slot = a.slots ? a.slots[t] : -1;
+  if (u >= rot_total) {  // v head: a copy
+    const int h = (u - rot_total) / units_per_v, d = ((u - rot_total) % units_per_v) * 8;
+    bf16* v_dst = a.slots ? (slot >= 0 ? a.v_cache + slot * a.kv_heads * hd : nullptr) : a.v + t * a.kv_heads * hd;
+    if (!v_dst) return;
+    *reinterpret_cast<uint4*>(v_dst + static_cast<int64_t>(h) * hd + d) =
+        __ldg(reinterpret_cast<const uint4*>(in + static_cast<int64_t>(rot_heads + h) * hd + d));
+    return;
+  }
+  const int h = u / units_per_rot, j = u % units_per_rot;
+  bf16* dst;
+  if (h < a.heads) {
+    dst = a.q + (t * a.heads + h) * hd;
+  } else {
+    bf16* k_dst = a.slots ? (slot >= 0 ? a.k_cache + slot * a.kv_heads * hd : nullptr) : a.k + t * a.kv_heads * hd;
+    if (!k_dst) return;
+    dst = k_dst + static_cast<int64_t>(h - a.heads) * hd;
+  }
+  const bf16* src = in + static_cast<int64_t>(h) * hd;
+  if (j >= rot_units) {  // past the rotary dims: a copy
+    const int d = a.rotary_dim + (j - rot_units) * 8;
+    *reinterpret_cast<uint4*>(dst + d) = __ldg(reinterpret_cast<const uint4*>(src + d));
+    return;
+  }
+  const float pos = static_cast<float>(a.positions[t]);
+  const int half = a.rotary_dim / 2;
+  if (a.interleaved) {  // dims [8j, 8j + 8): pairs (2i, 2i + 1) of frequency 4j + i
+    float x[8];
+    bf16x8_to_float(__ldg(reinterpret_cast<const uint4*>(src + 8 * j)), x);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      float s, c;
+      sincosf(pos * a.inv_freq[4 * j + i], &s, &c);
+      c *= a.mscale;
+      s *= a.mscale;
+      const float x0 = x[2 * i], x1 = x[2 * i + 1];
+      x[2 * i] = x0 * c - x1 * s;
+      x[2 * i + 1] = x0 * s + x1 * c;
+    }
+    *reinterpret_cast<uint4*>(dst + 8 * j) = float_to_bf16x8(x);
+    return;
+  }
+  float x[8], y[8];  // dims 8j + i and half + 8j + i: the pairs of frequency 8j + i
+  bf16x8_to_float(__ldg(reinterpret_cast<const uint4*>(src + 8 * j)), x);
+  bf16x8_to_float(__ldg(reinterpret_cast<const uint4*>(src + half + 8 * j)), y);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    float s, c;
+    sincosf(pos * a.inv_freq[8 * j + i], &s, &c);
+    c *= a.mscale;
+    s *= a.mscale;
+    const float x0 = x[i], x1 = y[i];
+    x[i] = x0 * c - x1 * s;
+    y[i] = x0 * s + x1 * c;
+  }
+  *reinterpret_cast<uint4*>(dst + 8 * j) = float_to_bf16x8(x);
+  *reinterpret_cast<uint4*>(dst + half + 8 * j) = float_to_bf16x8(y);
+}
+
 template <bool kGelu>
 __global__ void gated_fused_kernel(const bf16* gu, bf16* out, int64_t rows, int64_t inter) {
   const int64_t n = rows * inter;
@@ -85,6 +164,16 @@ __global__ void gated_fused_kernel(const bf16* gu, bf16* out, int64_t rows, int6
 
 void split_qkv_bf16(const void* qkv, int64_t tokens, const SplitQkvArgs& args, cudaStream_t stream) {
   if (tokens <= 0) return;
+  const int hd = args.head_dim, rot = args.rotary_dim;
+  if (hd % 8 == 0 && rot % (args.interleaved ? 8 : 16) == 0) {
+    const int rot_units = args.interleaved ? rot / 8 : rot / 16;
+    const int units_per_rot = rot_units + (hd - rot) / 8, units_per_v = hd / 8;
+    const int units = (args.heads + args.kv_heads) * units_per_rot + args.kv_heads * units_per_v;
+    const dim3 grid(static_cast<unsigned>(tokens), static_cast<unsigned>((units + kSplitThreads - 1) / kSplitThreads));
+    split_qkv_vec_kernel<<<grid, kSplitThreads, 0, stream>>>(static_cast<const bf16*>(qkv), args, rot_units,
+                                                            units_per_rot, units_per_v);
+    return;
+  }
   const int slots = args.heads + 2 * args.kv_heads;
   const dim3 grid(static_cast<unsigned>(tokens), static_cast<unsigned>((slots + kHeadsPerBlock - 1) / kHeadsPerBlock));
   split_qkv_kernel<<<grid, kSplitThreads, 0, stream>>>(static_cast<const bf16*>(qkv), args);
