@@ -65,8 +65,10 @@ __global__ void __launch_bounds__(kAttnThreads) paged_attention_kernel(const Pag
   const int lo = a.sliding_window > 0 ? max(0, pos - a.sliding_window + 1) : 0;
   const int hi = pos + 1;  // keys [lo, hi)
   // This token's partitions: the first n_parts of the grid's (none for a
-  // token without keys: a padded row, which writes nothing).
-  const int n_parts = hi > lo ? (hi - lo + a.partition_keys - 1) / a.partition_keys : 0;
+  // token without keys: a padded row, which writes nothing). The host sizes
+  // the grid for the longest key range; the min only guards the arrival
+  // counters should it not.
+  const int n_parts = hi > lo ? min((hi - lo + a.partition_keys - 1) / a.partition_keys, a.num_partitions) : 0;
   if (static_cast<int>(blockIdx.z) >= n_parts) return;
   const int part_lo = lo + static_cast<int>(blockIdx.z) * a.partition_keys;
   const int part_hi = min(hi, part_lo + a.partition_keys);
