@@ -73,14 +73,23 @@ __device__ __forceinline__ void load8(const T* p, float (&f)[8]) {
 // Fills cs/sn[j] = cos/sin(pos * inv_freq[j]) * mscale for j < half, with the
 // accurate sincosf (angles reach 1e5 rad), then syncs the block: the rotary
 // table a token's heads share (rope.cu, the fused QKV split).
+// cos and sin of the angle pos * freq, times mscale: one rotary pair's factors.
+__device__ __forceinline__ void rope_cos_sin(float pos, float freq, float mscale, float& c, float& s) {
+  sincosf(pos * freq, &s, &c);
+  c *= mscale;
+  s *= mscale;
+}
+
+// Rotates the pair (x0, x1) by the factors (c, s) in place.
+__device__ __forceinline__ void rotate_pair(float& x0, float& x1, float c, float s) {
+  const float a = x0, b = x1;
+  x0 = a * c - b * s;
+  x1 = a * s + b * c;
+}
+
 __device__ __forceinline__ void rope_table(float pos, const float* inv_freq, int half, float mscale, float* cs,
                                            float* sn) {
-  for (int j = threadIdx.x; j < half; j += blockDim.x) {
-    float s, c;
-    sincosf(pos * inv_freq[j], &s, &c);
-    cs[j] = c * mscale;
-    sn[j] = s * mscale;
-  }
+  for (int j = threadIdx.x; j < half; j += blockDim.x) rope_cos_sin(pos, inv_freq[j], mscale, cs[j], sn[j]);
   __syncthreads();
 }
 

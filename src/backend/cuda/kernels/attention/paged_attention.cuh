@@ -243,15 +243,18 @@ __global__ void __launch_bounds__(kAttnThreads) paged_attention_kernel(const Pag
   static_assert(kVirtualWarps * kCap >= kMaxAttnPartitions, "merge weights fit in s_acc");
   for (int g = warp; g < ng; g += kAttnWarps) {
     const int64_t p0 = (part_base + head0 + g) * a.num_partitions;
+    float* w = s_w + g * n_parts;  // each lane's own entries: the maxima, then the weights
     float mx = -FLT_MAX;
-    for (int p = lane; p < n_parts; p += 32) mx = fmaxf(mx, __ldcg(a.partial_ml + 2 * (p0 + p)));
+    for (int p = lane; p < n_parts; p += 32) {
+      w[p] = __ldcg(a.partial_ml + 2 * (p0 + p));
+      mx = fmaxf(mx, w[p]);
+    }
 #pragma unroll
     for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
     float sum = 0.0f;
     for (int p = lane; p < n_parts; p += 32) {
-      const float w = __expf(__ldcg(a.partial_ml + 2 * (p0 + p)) - mx);
-      s_w[g * n_parts + p] = w;
-      sum = fmaf(w, __ldcg(a.partial_ml + 2 * (p0 + p) + 1), sum);
+      w[p] = __expf(w[p] - mx);
+      sum = fmaf(w[p], __ldcg(a.partial_ml + 2 * (p0 + p) + 1), sum);
     }
     sum = warp_sum(sum);
     if (lane == 0) s_inv[g] = sum > 0.0f ? 1.0f / sum : 0.0f;

@@ -47,9 +47,10 @@ __global__ void split_qkv_kernel(const bf16* qkv, SplitQkvArgs a) {
     if (!dst) continue;
     if (j < half) {
       const int x = a.interleaved ? 2 * j : j, y = a.interleaved ? 2 * j + 1 : j + half;
-      const float x0 = __bfloat162float(src[x]), x1 = __bfloat162float(src[y]);
-      dst[x] = __float2bfloat16(x0 * cs[j] - x1 * sn[j]);
-      dst[y] = __float2bfloat16(x0 * sn[j] + x1 * cs[j]);
+      float x0 = __bfloat162float(src[x]), x1 = __bfloat162float(src[y]);
+      rotate_pair(x0, x1, cs[j], sn[j]);
+      dst[x] = __float2bfloat16(x0);
+      dst[y] = __float2bfloat16(x1);
     } else {
       const int d = a.rotary_dim + (j - half);
       dst[d] = src[d];
@@ -71,7 +72,7 @@ __global__ void split_qkv_kernel(const bf16* qkv, SplitQkvArgs a) {
 // pair units (dims [8u, 8u + 8) with [half + 8u, ...)); interleaved,
 // rotary_dim / 8 units of 4 adjacent pairs; then (head_dim - rotary_dim) / 8
 // copies. A v head (or any head without rotation): head_dim / 8 copies. Each
-// thread computes its own angles (same formula as rope_table).
+// thread computes its own factors (rope_cos_sin, as rope_table does).
 __global__ void split_qkv_vec_kernel(const bf16* __restrict__ qkv, SplitQkvArgs a, int rot_units, int units_per_rot,
                                      int units_per_v) {
   const int64_t t = blockIdx.x;
@@ -113,13 +114,9 @@ __global__ void split_qkv_vec_kernel(const bf16* __restrict__ qkv, SplitQkvArgs 
     bf16x8_to_float(__ldg(reinterpret_cast<const uint4*>(src + 8 * j)), x);
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      float s, c;
-      sincosf(pos * a.inv_freq[4 * j + i], &s, &c);
-      c *= a.mscale;
-      s *= a.mscale;
-      const float x0 = x[2 * i], x1 = x[2 * i + 1];
-      x[2 * i] = x0 * c - x1 * s;
-      x[2 * i + 1] = x0 * s + x1 * c;
+      float c, s;
+      rope_cos_sin(pos, a.inv_freq[4 * j + i], a.mscale, c, s);
+      rotate_pair(x[2 * i], x[2 * i + 1], c, s);
     }
     *reinterpret_cast<uint4*>(dst + 8 * j) = float_to_bf16x8(x);
     return;
@@ -129,13 +126,9 @@ __global__ void split_qkv_vec_kernel(const bf16* __restrict__ qkv, SplitQkvArgs 
   bf16x8_to_float(__ldg(reinterpret_cast<const uint4*>(src + half + 8 * j)), y);
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
-    float s, c;
-    sincosf(pos * a.inv_freq[8 * j + i], &s, &c);
-    c *= a.mscale;
-    s *= a.mscale;
-    const float x0 = x[i], x1 = y[i];
-    x[i] = x0 * c - x1 * s;
-    y[i] = x0 * s + x1 * c;
+    float c, s;
+    rope_cos_sin(pos, a.inv_freq[8 * j + i], a.mscale, c, s);
+    rotate_pair(x[i], y[i], c, s);
   }
   *reinterpret_cast<uint4*>(dst + 8 * j) = float_to_bf16x8(x);
   *reinterpret_cast<uint4*>(dst + half + 8 * j) = float_to_bf16x8(y);

@@ -51,13 +51,10 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
   for (; col < k; col += kStep) accumulate(__ldcs(reinterpret_cast<const uint4*>(wr + col)), col);
 #pragma unroll
   for (int m = 0; m < M; ++m) acc[m] = warp_sum(acc[m]);
-  if (lane < M) {
-    float v = acc[0];
+  if (lane == 0) {
+    const float b = bias ? __bfloat162float(bias[row]) : 0.0f;
 #pragma unroll
-    for (int m = 1; m < M; ++m)
-      if (lane == m) v = acc[m];
-    if (bias) v += __bfloat162float(bias[row]);
-    out[lane * n + row] = __float2bfloat16(v);
+    for (int m = 0; m < M; ++m) out[m * n + row] = __float2bfloat16(acc[m] + b);
   }
 }
 

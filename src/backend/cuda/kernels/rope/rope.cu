@@ -23,9 +23,10 @@ __global__ void rope_kernel(bf16* x_all, int64_t heads, int64_t head_dim, const 
     const int j = static_cast<int>(p % half);
     bf16* v = x + h * head_dim;
     const int a = interleaved ? 2 * j : j, b = interleaved ? 2 * j + 1 : j + half;
-    const float x0 = __bfloat162float(v[a]), x1 = __bfloat162float(v[b]);
-    v[a] = __float2bfloat16(x0 * cs[j] - x1 * sn[j]);
-    v[b] = __float2bfloat16(x0 * sn[j] + x1 * cs[j]);
+    float x0 = __bfloat162float(v[a]), x1 = __bfloat162float(v[b]);
+    rotate_pair(x0, x1, cs[j], sn[j]);
+    v[a] = __float2bfloat16(x0);
+    v[b] = __float2bfloat16(x1);
   }
 }
 
