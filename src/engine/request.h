@@ -5,12 +5,14 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "engine/sampling_params.h"
+#include "engine/token_constraint.h"
 
 namespace loom {
 
@@ -32,6 +34,9 @@ struct Request {
   // proportion to their weights (finite, > 0). "" is a tenant like any other.
   std::string tenant;
   float tenant_weight = 1.0f;
+  // Set: each of the request's sequences gets its own constraint from it
+  // (structured output); only allowed tokens are ever chosen.
+  std::shared_ptr<const TokenConstraintFactory> constraint;
 };
 
 }  // namespace loom
