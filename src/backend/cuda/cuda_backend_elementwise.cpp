@@ -2,9 +2,9 @@
 // activations, softcap and the fused QKV split (kernels/embedding/, norm/,
 // rope/, elementwise/). Host-side vectors (norm weights, rope tables) are
 // uploaded through the backend's parameter buffers.
-#include "backend/cpu/quant.h"
 #include "backend/cuda/cuda_backend_impl.h"
 #include "backend/cuda/kernels/kernels.h"
+#include "backend/quant/quant.h"
 
 namespace loom::cuda {
 namespace {
@@ -67,7 +67,7 @@ const void* CudaBackend::norm_weight(const Tensor& w, int64_t h, DType& type) {
              "norm weight must be f32, f16 or bf16, got {}", dtype_name(t));
   check_not_capturing("a host norm weight");
   host_floats_.resize(static_cast<size_t>(h));
-  cpu::dequantize_row(t, w.data(), host_floats_.data(), h);
+  quant::dequantize_row(t, w.data(), host_floats_.data(), h);
   void* d = param_buf_[1].ensure(static_cast<size_t>(h) * 4, stream_);
   uploader_.upload(d, host_floats_.data(), static_cast<size_t>(h) * 4, stream_);
   type = DType::F32;

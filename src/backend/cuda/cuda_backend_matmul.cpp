@@ -4,10 +4,10 @@
 #include <cstring>
 #include <vector>
 
-#include "backend/cpu/quant.h"
 #include "backend/cuda/cuda_backend_impl.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/kernels/kernels.h"
+#include "backend/quant/quant.h"
 
 namespace loom::cuda {
 namespace {
@@ -55,7 +55,7 @@ const void* CudaBackend::bias_as_bf16(const Tensor& bias) {
   } else {
     check_not_capturing("a host bias");
     host_floats_.resize(static_cast<size_t>(n));
-    cpu::dequantize_row(t, bias.data(), host_floats_.data(), n);
+    quant::dequantize_row(t, bias.data(), host_floats_.data(), n);
     std::vector<uint16_t> b(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) b[i] = f32_to_bf16_bits(host_floats_[i]);
     uploader_.upload(d, b.data(), b.size() * 2, stream_);
