@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <limits>
@@ -19,6 +20,17 @@
 namespace loom::server {
 
 using json = nlohmann::ordered_json;  // request bodies keep their key order
+
+std::vector<std::string> ModelContext::served_names() const {
+  std::vector<std::string> out{name};
+  out.insert(out.end(), aliases.begin(), aliases.end());
+  return out;
+}
+
+bool ModelContext::serves(const std::string& id) const {
+  if (name.empty() || id == name) return true;
+  return std::find(aliases.begin(), aliases.end(), id) != aliases.end();
+}
 
 int64_t GenerationRequest::prompt_tokens() const {
   int64_t total = 0;
@@ -228,11 +240,12 @@ GenerationRequest parse_generation_request(Endpoint endpoint, const json& body,
   if (const json* m = field(body, "model")) {
     if (!m->is_string()) throw_bad_field("model", "'model' must be a string");
     const auto& name = m->get_ref<const std::string&>();
-    if (!model.name.empty() && name != model.name)
+    if (!model.serves(name))
       throw ApiError(404, fmt::format("The model '{}' does not exist", name.substr(0, 256)),
                      "model");
   }
-  out.model = model.name;
+  // Responses report the id the request named (one of the served names).
+  out.model = field(body, "model") ? field(body, "model")->get<std::string>() : model.name;
 
   // Scalars first: cheap checks before any tokenisation.
   SamplingParams& p = out.params;

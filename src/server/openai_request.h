@@ -39,10 +39,15 @@ struct RequestLimits {
 // What parsing needs to know about the served model.
 struct ModelContext {
   std::string name;                   // the served model id; "" accepts any
+  std::vector<std::string> aliases;   // more ids it answers to (--served-model-name A B)
   const Tokenizer* tokenizer = nullptr;   // required
   const ChatFormatter* chat = nullptr;    // null: chat completions unavailable
   int32_t max_model_len = 0;          // prompt + generated tokens per sequence
   int32_t vocab_size = 0;
+  // name, then the aliases.
+  std::vector<std::string> served_names() const;
+  // Whether a request may name the model so.
+  bool serves(const std::string& id) const;
 };
 
 enum class Endpoint : uint8_t { Completions, ChatCompletions };
