@@ -110,7 +110,8 @@ nlohmann::json run_llamacpp_peer(const std::string& model, int threads,
 }
 
 int bench_workload(int argc, char** argv) {
-  CLI::App app{"Write a benchmark workload as JSONL ({prompt_ids, output_len} per line)"};
+  CLI::App app{"Write a benchmark workload as JSONL ({prompt_ids, output_len} per line)",
+               "bench workload"};
   show_defaults(app);
   std::string model, output;
   bench::WorkloadSpec spec;
@@ -141,7 +142,8 @@ int bench_workload(int argc, char** argv) {
 }
 
 int bench_latency(int argc, char** argv) {
-  CLI::App app{"Single-stream prefill and decode speed, and decode tokens/s by batch size"};
+  CLI::App app{"Single-stream prefill and decode speed, and decode tokens/s by batch size",
+               "bench latency"};
   show_defaults(app);
   RuntimeOptions ro;
   add_runtime_options(app, ro);
@@ -229,7 +231,8 @@ int bench_latency(int argc, char** argv) {
 }
 
 int bench_offline(int argc, char** argv) {
-  CLI::App app{"Offline throughput: N requests submitted at once straight into the engine"};
+  CLI::App app{"Offline throughput: N requests submitted at once straight into the engine",
+               "bench offline"};
   show_defaults(app);
   RuntimeOptions ro;
   add_runtime_options(app, ro);

@@ -129,7 +129,8 @@ void print_sweep_table(const std::vector<double>& rates,
 }  // namespace
 
 int cmd_bench_serve(int argc, char** argv) {
-  CLI::App app{"Serving benchmark: streams a workload to an OpenAI-compatible server"};
+  CLI::App app{"Serving benchmark: streams a workload to an OpenAI-compatible server",
+               "bench serve"};
   show_defaults(app);
   ServeRunOptions run;
   ServeWorkloadSpec spec;

@@ -58,7 +58,8 @@ std::string closest_flag(const CLI::App& app, const std::string& unknown) {
 }
 
 std::optional<int> parse_args(CLI::App& app, int argc, char** argv) {
-  const std::string who = "loom " + std::string(argc > 0 ? argv[0] : "");
+  const std::string who =
+      "loom " + (app.get_name().empty() ? std::string(argc > 0 ? argv[0] : "") : app.get_name());
   try {
     app.parse(argc, argv);
     return std::nullopt;
@@ -66,22 +67,21 @@ std::optional<int> parse_args(CLI::App& app, int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
-  } catch (const CLI::ExtrasError&) {
-    for (const auto& arg : app.remaining()) {
-      if (arg.size() > 1 && arg[0] == '-') {
-        const std::string name = arg.substr(0, arg.find('='));
-        const std::string near = closest_flag(app, name);
-        std::fprintf(stderr, "%s: unknown flag '%s'%s\n", who.c_str(), name.c_str(),
-                     near.empty() ? "" : (" (did you mean '" + near + "'?)").c_str());
-      } else {
-        std::fprintf(stderr, "%s: unexpected argument '%s'\n", who.c_str(), arg.c_str());
-      }
-      break;  // the first one; the rest may be its values
-    }
-    std::fprintf(stderr, "run '%s --help' for the flags\n", who.c_str());
-    return 2;
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "%s: %s\nrun '%s --help' for the flags\n", who.c_str(), e.what(),
+    // A mistyped flag first: it is often why a required one looks missing.
+    for (const auto& arg : app.remaining()) {
+      if (arg.size() < 2 || arg[0] != '-') continue;
+      const std::string name = arg.substr(0, arg.find('='));
+      const std::string near = closest_flag(app, name);
+      std::fprintf(stderr, "%s: unknown flag '%s'%s\n", who.c_str(), name.c_str(),
+                   near.empty() ? "" : (" (did you mean '" + near + "'?)").c_str());
+      std::fprintf(stderr, "run '%s --help' for the flags\n", who.c_str());
+      return 2;
+    }
+    std::string what = e.what();
+    if (dynamic_cast<const CLI::ExtrasError*>(&e) && !app.remaining().empty())
+      what = "unexpected argument '" + app.remaining().front() + "'";
+    std::fprintf(stderr, "%s: %s\nrun '%s --help' for the flags\n", who.c_str(), what.c_str(),
                  who.c_str());
     return 2;
   }

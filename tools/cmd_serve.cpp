@@ -162,8 +162,14 @@ int cmd_serve(int argc, char** argv) {
     spdlog::info("loom serve: model '{}' ({} tokens of context, chat template: {}) on http://{}:{}",
                  model.name, model.max_model_len, model.chat ? "yes" : "no", http.host,
                  http_server.port());
-    std::fprintf(stderr, "loom serve: listening on http://%s:%u\n", http.host.c_str(),
-                 unsigned(http_server.port()));
+    // Always printed (whatever --log-level): scripts wait for this line.
+    const std::string listening =
+        fmt::format("loom serve: listening on http://{}:{}", http.host, http_server.port());
+    if (log_format == "json")
+      std::fprintf(stderr, "%s\n",
+                   nlohmann::json{{"level", "info"}, {"message", listening}}.dump().c_str());
+    else
+      std::fprintf(stderr, "%s\n", listening.c_str());
     http_server.run();
     rt->engine->stop();
     api_server.reset();  // before the service and the engine it uses
