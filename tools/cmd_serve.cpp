@@ -18,7 +18,6 @@
 #include "core/logging.h"
 #include "runtime.h"
 #include "server/cors.h"
-#include "server/generation_service.h"
 #include "server/http_server.h"
 #include "server/openai_server.h"
 #include "tokenizer/tokenizer.h"
@@ -156,8 +155,7 @@ int cmd_serve(int argc, char** argv) {
     spdlog::info("loom serve: GPU metrics {}", api.gpu_metrics ? "from NVML" : "off (no NVML)");
 
     rt->engine->start();
-    auto service = server::make_engine_service(*rt->engine);
-    api_server = std::make_unique<server::OpenAiServer>(api, *service, model, std::move(tenants),
+    api_server = std::make_unique<server::OpenAiServer>(api, *rt->engine, model, std::move(tenants),
                                                         std::move(filter));
     spdlog::info("loom serve: model '{}' ({} tokens of context, chat template: {}) on http://{}:{}",
                  model.name, model.max_model_len, model.chat ? "yes" : "no", http.host,
@@ -172,7 +170,7 @@ int cmd_serve(int argc, char** argv) {
       std::fprintf(stderr, "%s\n", listening.c_str());
     http_server.run();
     rt->engine->stop();
-    api_server.reset();  // before the service and the engine it uses
+    api_server.reset();  // before the engine it uses
     spdlog::info("loom serve: stopped");
     return 0;
   });
