@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "server/api_error.h"
 #include "server/json_body.h"
+#include "server/strict_fields.h"
 #include "tokenizer/chat.h"
 #include "tokenizer/tokenizer.h"
 
@@ -168,6 +169,8 @@ void parse_chat_prompt(const json& body, const ModelContext& model, const Reques
     if (!tools->is_array()) throw_bad_field("tools", "'tools' must be a list");
     extra["tools"] = *tools;
   }
+  // As vLLM: templates that read reasoning_effort see it (checked in strict_fields.cpp).
+  if (const json* effort = field(body, "reasoning_effort")) extra["reasoning_effort"] = *effort;
   const bool add_generation_prompt = get_bool(body, "add_generation_prompt", true);
   std::string text;
   try {
@@ -233,6 +236,7 @@ void parse_logit_bias(const json& body, const ModelContext& model, const Request
 GenerationRequest parse_generation_request(Endpoint endpoint, const json& body,
                                            const ModelContext& model, const RequestLimits& limits) {
   LOOM_CHECK(model.tokenizer != nullptr, "model context without a tokenizer");
+  check_strict_fields(endpoint, body);
   GenerationRequest out;
   out.endpoint = endpoint;
   const bool chat = endpoint == Endpoint::ChatCompletions;
