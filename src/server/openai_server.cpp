@@ -10,10 +10,12 @@
 #include <random>
 
 #include "core/error.h"
+#include "server/anthropic_api.h"
 #include "server/api_error.h"
 #include "server/json_body.h"
 #include "server/process_metrics.h"
 #include "server/response_builder.h"
+#include "server/responses_api.h"
 #include "tokenizer/chat.h"
 #include "tokenizer/tokenizer.h"
 
@@ -43,7 +45,8 @@ const std::vector<double> kLatencyBuckets = {0.001, 0.005, 0.01, 0.02, 0.04, 0.0
                                              20.0,  40.0,  80.0, 160.0, 640.0};
 
 bool is_generation_route(const std::string& path) {
-  return path == "/v1/completions" || path == "/v1/chat/completions";
+  return path == "/v1/completions" || path == "/v1/chat/completions" || path == "/v1/messages" ||
+         path == "/v1/responses";
 }
 
 std::string random_prefix() {
@@ -382,6 +385,11 @@ void OpenAiServer::handle(HttpRequest req, std::shared_ptr<ResponseSink> sink) {
   HttpResponse resp;
   bool deferred = false;
   const Tenant* tenant = nullptr;
+  // Routes of other APIs answer in their own format, errors included.
+  if (path == "/v1/messages")
+    sink = make_anthropic_adapter(std::move(sink));
+  else if (path == "/v1/responses")
+    sink = make_responses_adapter(std::move(sink));
   try {
     const bool open_route = path == "/health" || path == "/ready" || path == "/version" ||
                             (path == "/metrics" && config_.metrics_public);
@@ -465,6 +473,22 @@ HttpResponse OpenAiServer::route(const HttpRequest& req, const std::shared_ptr<R
   if (path == "/detokenize") {
     need("POST");
     return detokenize(req);
+  }
+  if (path == "/v1/messages" || path == "/v1/responses") {
+    need("POST");
+    // Translated into a chat completions request; the adapter (the sink,
+    // set in handle()) turns the chat answer back into the route's own.
+    auto adapter = std::dynamic_pointer_cast<ChatAdapter>(sink);
+    LOOM_CHECK(adapter != nullptr, "{} without its adapter", path);
+    const auto& lim = config_.limits;
+    HttpRequest chat = req;
+    chat.body = adapter
+                    ->translate(parse_json_body(req.body, lim.max_body_bytes, lim.max_json_depth),
+                                model_, lim)
+                    .dump();
+    start_generation(Endpoint::ChatCompletions, chat, sink, tenant);
+    *deferred = true;
+    return {};
   }
   if (path == "/v1/completions" || path == "/v1/chat/completions") {
     need("POST");

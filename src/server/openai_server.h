@@ -1,7 +1,8 @@
 // OpenAiServer: the routes of `loom serve` over a GenerationService —
-// /v1/completions, /v1/chat/completions (JSON or SSE), /v1/models[/{id}],
-// /tokenize, /detokenize, /health, /ready, /metrics, /version — with API
-// keys, per-tenant limits,
+// /v1/completions, /v1/chat/completions (JSON or SSE), /v1/messages and
+// /v1/responses (through the chat path: anthropic_api.h, responses_api.h),
+// /v1/models[/{id}], /tokenize, /detokenize, /health, /ready, /metrics,
+// /version — with API keys (Authorization or x-api-key), per-tenant limits,
 // the request filter, metrics and one access-log line per request. Transport
 // free: HttpServer calls handle() on its worker threads. Thread-safe.
 #pragma once

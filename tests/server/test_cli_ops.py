@@ -186,3 +186,14 @@ def test_log_level_warning_hides_info():
         assert "[info]" not in logs and "access " not in logs
     finally:
         s.stop()
+
+
+def test_anthropic_client_sends_x_api_key(ops_server):
+    anthropic = pytest.importorskip("anthropic")
+    ok = anthropic.Anthropic(base_url=ops_server.url, api_key="sekret", max_retries=0)
+    m = ok.messages.create(model="second", max_tokens=2, messages=[{"role": "user", "content": "hi"}])
+    assert m.model == "second" and m.usage.output_tokens == 2
+    bad = anthropic.Anthropic(base_url=ops_server.url, api_key="wrong", max_retries=0)
+    with pytest.raises(anthropic.AuthenticationError) as e:
+        bad.messages.create(model="second", max_tokens=2, messages=[{"role": "user", "content": "hi"}])
+    assert e.value.body["type"] == "error" and e.value.body["error"]["type"] == "authentication_error"
