@@ -299,6 +299,8 @@ def test_preflight_without_cors_is_not_allowed(server):
     ("/v1/chat/completions", {"messages": [{"role": "user", "content": "a"}],
                               "response_format": {"type": "yaml"}}, "response_format"),
     ("/v1/completions", {"prompt": "x", "service_tier": "gold"}, "service_tier"),
+    ("/v1/completions", {"prompt": "x", "prompt_logprobs": 1}, "prompt_logprobs"),
+    ("/v1/completions", {"prompt": "x", "echo": True, "logprobs": 0}, "echo"),
 ])
 def test_strict_fields(server, path, body, param):
     check_error(post(server, path, body), 400, param)

@@ -87,6 +87,14 @@ TEST(StrictFields, BestOf) {
   EXPECT_NO_THROW(completion({{"prompt", "x"}, {"best_of", 1}}));
 }
 
+TEST(StrictFields, PromptLogprobsRefusedUntilServed) {
+  expect_bad([] { completion({{"prompt", "x"}, {"prompt_logprobs", 1}}); }, "prompt_logprobs");
+  expect_bad([] { chat_request({{"prompt_logprobs", 0}}); }, "prompt_logprobs");
+  expect_bad([] { completion({{"prompt", "x"}, {"echo", true}, {"logprobs", 1}}); }, "echo");
+  EXPECT_NO_THROW(completion({{"prompt", "x"}, {"echo", true}}));
+  EXPECT_NO_THROW(completion({{"prompt", "x"}, {"echo", false}, {"logprobs", 1}}));
+}
+
 TEST(StrictFields, EnumValues) {
   expect_bad(
       [] {
