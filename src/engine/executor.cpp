@@ -34,7 +34,8 @@ bool StepExecutor::has_in_flight() const { return impl_->in_flight.download != n
 const ExecutorStats& StepExecutor::stats() const { return impl_->stats; }
 std::optional<StepOutput> StepExecutor::finish_in_flight() { return impl_->finish_in_flight(); }
 
-StepInput StepExecutor::Impl::build_input(const StepPlan& plan, const Scheduler& seqs) const {
+StepInput StepExecutor::Impl::build_input(const StepPlan& plan, const Scheduler& seqs,
+                                          std::vector<PromptRows>* prompt) const {
   const int32_t bs = seqs.block_size();
   StepInput step;
   AttentionMetadata& m = step.attn;
@@ -47,6 +48,8 @@ StepInput StepExecutor::Impl::build_input(const StepPlan& plan, const Scheduler&
   m.slot_mapping.reserve(size_t(plan.num_tokens));
   m.block_tables.reserve(plan.seqs.size() * size_t(max_blocks));
   m.query_start.push_back(0);
+  std::vector<int32_t> prompt_rows;
+  prompt->clear();
   for (const auto& e : plan.seqs) {
     const Sequence& s = seqs.get(e.seq);
     const auto& blocks = s.blocks.blocks();
@@ -60,7 +63,20 @@ StepInput StepExecutor::Impl::build_input(const StepPlan& plan, const Scheduler&
     for (int32_t b = 0; b < max_blocks; ++b)
       m.block_tables.push_back(b < int32_t(blocks.size()) ? blocks[size_t(b)] : 0);
     if (e.sample) step.logit_rows.push_back(int32_t(step.tokens.size()) - 1);
+    // Prompt token t is scored by the logits of position t - 1; tokens
+    // 1..prompt_scores.size() are scored already (a preempted sequence
+    // recomputes its prompt).
+    if (s.params().prompt_logprobs) {
+      const int32_t first = std::max(e.start, int32_t(s.prompt_scores.size()));
+      const int32_t end = std::min(e.start + e.num_tokens, s.prompt_len - 1);
+      if (first < end) {
+        const int32_t row0 = int32_t(step.tokens.size()) - e.num_tokens;
+        for (int32_t p = first; p < end; ++p) prompt_rows.push_back(row0 + (p - e.start));
+        prompt->push_back(PromptRows{e.seq, first + 1, end - first});
+      }
+    }
   }
+  step.logit_rows.insert(step.logit_rows.end(), prompt_rows.begin(), prompt_rows.end());
   // The model always returns at least one row; a step of prefill chunks only
   // asks for one and ignores it.
   if (step.logit_rows.empty()) step.logit_rows.push_back(int32_t(step.tokens.size()) - 1);
@@ -85,19 +101,30 @@ StepOutput StepExecutor::execute(const StepPlan& plan, const Scheduler& seqs, co
     for (const BlockCopy& c : plan.copies) blocks.push_back({c.src, c.dst});
     x.model.copy_blocks(blocks, x.cache);
   }
-  const StepInput step = x.build_input(plan, seqs);
+  std::vector<Impl::PromptRows> prompt;
+  const StepInput step = x.build_input(plan, seqs, &prompt);
   Tensor logits = x.model.forward(step, x.cache);
   // The device runs this step while the host delivers the previous one's
   // tokens (which may end sequences of this plan: their rows are ignored).
   if (auto previous = x.finish_in_flight()) deliver_previous(*previous);
   const std::vector<SeqId> rows = Impl::sampled_rows(plan, seqs);
+  std::vector<PromptScores> scores;
+  if (!prompt.empty()) {
+    const auto n = static_cast<int64_t>(rows.size());
+    scores = x.score_prompt(prompt, seqs, logits.slice_rows(n, logits.dim(0) - n));
+    logits = logits.slice_rows(0, n);
+  }
   const bool any_row = std::any_of(rows.begin(), rows.end(), [](SeqId s) { return s != 0; });
-  if (rows.empty() || !any_row) return StepOutput{};
-  LOOM_CHECK(int64_t(rows.size()) == logits.dim(0), "{} logits rows for {} sampled sequences", logits.dim(0),
-             rows.size());
-  x.apply_constraints(rows, seqs, logits);
-  if (x.can_run_async(rows, seqs)) return x.launch_async(rows, seqs, logits);
-  return x.choose_tokens(rows, seqs, logits);
+  StepOutput out;
+  if (!rows.empty() && any_row) {
+    LOOM_CHECK(int64_t(rows.size()) == logits.dim(0), "{} logits rows for {} sampled sequences",
+               logits.dim(0), rows.size());
+    x.apply_constraints(rows, seqs, logits);
+    out = x.can_run_async(rows, seqs) ? x.launch_async(rows, seqs, logits)
+                                      : x.choose_tokens(rows, seqs, logits);
+  }
+  out.prompt = std::move(scores);
+  return out;
 }
 
 std::optional<StepOutput> StepExecutor::Impl::finish_in_flight() {

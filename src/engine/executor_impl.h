@@ -31,7 +31,20 @@ struct StepExecutor::Impl {
     std::vector<int32_t> device_tokens;
   };
 
-  StepInput build_input(const StepPlan& plan, const Scheduler& seqs) const;
+  // The prompt positions a step scores (params.prompt_logprobs): `count`
+  // logits rows after the sampled ones, scoring prompt tokens first_token...
+  struct PromptRows {
+    SeqId seq = 0;
+    int32_t first_token = 0;
+    int32_t count = 0;
+  };
+  // Logits rows: the sampled rows in plan order, then *prompt's rows.
+  StepInput build_input(const StepPlan& plan, const Scheduler& seqs,
+                        std::vector<PromptRows>* prompt) const;
+  // Log-softmax of each prompt row (`logits`: those rows only): the logprob
+  // and rank of the prompt's next token and the top alternatives.
+  std::vector<PromptScores> score_prompt(const std::vector<PromptRows>& prompt,
+                                         const Scheduler& seqs, const Tensor& logits);
   // The sequences of the plan's sampled rows (0: ended meanwhile).
   static std::vector<SeqId> sampled_rows(const StepPlan& plan, const Scheduler& seqs);
   // Applies the constraints' allowed-token masks of the live rows to `logits`.

@@ -29,6 +29,12 @@ struct SamplingParams {
   int32_t min_tokens = 0;          // eos / stop ids are banned until this many
   bool ignore_eos = false;         // eos does not stop (stop_token_ids still do)
   std::optional<int32_t> logprobs; // return the chosen token's logprob and this many top ones
+  // Score the prompt: every prompt token after the first gets its logprob
+  // (and rank, and this many top alternatives) given the tokens before it,
+  // on the sequence's first event. Such a request skips the prefix cache
+  // (cached positions have no logits) and may ask for max_tokens 0 (its
+  // sequence ends, with Length, once the prompt is scored).
+  std::optional<int32_t> prompt_logprobs;
   bool skip_special_tokens = true; // in the output text
 
   bool greedy() const { return temperature <= 0.0f; }

@@ -207,8 +207,9 @@ AdmitStatus Scheduler::add_request(std::shared_ptr<RequestState> state, SeqId* f
   const RequestId id = state->id;
   const Request& request = state->request;
   const SamplingParams& p = request.params;
-  if (request.prompt_ids.empty() || p.n < 1 || p.max_tokens < 1 || by_request_.count(id) != 0 ||
-      !std::isfinite(request.tenant_weight) || !(request.tenant_weight > 0.0f)) {
+  if (request.prompt_ids.empty() || p.n < 1 || p.max_tokens < (p.prompt_logprobs ? 0 : 1) ||
+      by_request_.count(id) != 0 || !std::isfinite(request.tenant_weight) ||
+      !(request.tenant_weight > 0.0f)) {
     ++stats_.rejected_requests;
     return AdmitStatus::Invalid;
   }
@@ -345,7 +346,7 @@ StepPlan Scheduler::schedule(Clock::time_point now) {
       if (s.status != SeqStatus::Running) continue;  // preempted earlier in this step
       // At its length limit (async scheduling: its last token is in flight):
       // it ends with that token, whose KV is never needed.
-      if (s.num_output_tokens() >= s.max_tokens) continue;
+      if (s.max_tokens > 0 && s.num_output_tokens() >= s.max_tokens) continue;
       const int32_t pending = s.num_pending();
       if (phase == 0 ? pending != 1 : pending <= 1) continue;
       place(s, std::min(pending, budget));
@@ -361,8 +362,11 @@ StepPlan Scheduler::schedule(Clock::time_point now) {
       if (budget <= 0 || running_seats_ + seats(s) > config_.max_num_seqs) return false;
       LOOM_CHECK(s.blocks.empty() && s.num_computed == 0, "waiting sequence {} holds KV", s.id);
       // Cached blocks never cover the last token: its logits must be computed.
+      // A prompt to score skips the cache: every position needs its logits.
+      const bool scored = s.params().prompt_logprobs.has_value();
       const int32_t hit =
-          kv_.acquire_cached_prefix(s.blocks, s.tokens, s.cache_salt, s.num_tokens() - 1);
+          scored ? 0
+                 : kv_.acquire_cached_prefix(s.blocks, s.tokens, s.cache_salt, s.num_tokens() - 1);
       s.num_computed = hit;
       const int32_t pending = s.num_pending();
       const int32_t n = std::min(pending, budget);
@@ -373,7 +377,7 @@ StepPlan Scheduler::schedule(Clock::time_point now) {
         s.num_computed = 0;
         return false;
       }
-      kv_.note_prefix_lookup(s.num_tokens(), hit);
+      if (!scored) kv_.note_prefix_lookup(s.num_tokens(), hit);
       plan.num_cached_tokens += hit;
       stats_.cached_prompt_tokens += uint64_t(hit);
       entry_of[s.id] = entries.size();
@@ -399,7 +403,8 @@ StepPlan Scheduler::schedule(Clock::time_point now) {
   for (Entry& e : entries) {
     if (!e.live) continue;
     const Sequence& s = at(e.id);
-    const bool sample = e.start + e.n == s.num_tokens();
+    // max_tokens 0 (a scored prompt only): the sequence ends unsampled.
+    const bool sample = e.start + e.n == s.num_tokens() && s.max_tokens > 0;
     plan.seqs.push_back(ScheduledSeq{e.id, e.start, e.n, sample});
     plan.num_tokens += e.n;
     if (e.n == 1 && e.start >= s.prompt_len) plan.num_decode_tokens += 1;

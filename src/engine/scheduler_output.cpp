@@ -81,6 +81,12 @@ void Scheduler::update_from_output(const StepPlan& plan, const StepOutput& outpu
   LOOM_CHECK(output.kind != StepOutput::Kind::Resolutions, "resolutions applied as step {}'s output",
              plan.step);
   complete_step(plan);
+  for (const PromptScores& p : output.prompt) {
+    Sequence* s = find(p.seq) ? &at(p.seq) : nullptr;
+    // Positions scored before (a preempted sequence recomputes its prompt) are skipped.
+    if (s == nullptr || p.first_token != int32_t(s->prompt_scores.size()) + 1) continue;
+    s->prompt_scores.insert(s->prompt_scores.end(), p.scores.begin(), p.scores.end());
+  }
   const bool placeholders = output.kind == StepOutput::Kind::Placeholders;
   for (const SequenceTokens& row : output.rows) {
     Sequence* s = find(row.seq) ? &at(row.seq) : nullptr;
@@ -101,6 +107,18 @@ void Scheduler::update_from_output(const StepPlan& plan, const StepOutput& outpu
     }
     LOOM_CHECK(row.tokens.size() == ids.size(), "{} tokens for sequence {}", row.tokens.size(), row.seq);
     for (size_t i = 0; i < ids.size(); ++i) apply_token(ids[i], row.tokens[i], false);
+  }
+  // max_tokens 0: a sequence whose prompt is computed (and scored) is done.
+  for (const ScheduledSeq& e : plan.seqs) {
+    Sequence* s = find(e.seq) ? &at(e.seq) : nullptr;
+    if (s == nullptr || s->max_tokens > 0 || s->num_computed < s->num_tokens()) continue;
+    StreamEvent ev;
+    ev.request_id = s->request_id;
+    ev.seq_index = s->index;
+    ev.first_scheduled = s->first_scheduled_time;
+    ev.finish = FinishReason::Length;
+    if (s->index == 0) ev.prompt_logprobs = s->prompt_scores;
+    close_sequence(*s, std::move(ev));
   }
 }
 
@@ -128,6 +146,8 @@ void Scheduler::apply_token(SeqId id, const SampleResult& sample, bool resolve) 
   e.first_scheduled = s.first_scheduled_time;
   e.text = s.output->append(token, s.num_output_tokens(), &e.finish);
   if (s.params().logprobs) e.logprobs.push_back(sample);
+  if (s.params().prompt_logprobs && s.index == 0 && s.num_output_tokens() == 1)
+    e.prompt_logprobs = s.prompt_scores;
   if (s.constraint && e.finish == FinishReason::None) {
     if (!s.constraint->accept_token(token)) {
       e.finish = FinishReason::Error;

@@ -49,6 +49,8 @@ struct Sequence {
   int32_t max_tokens = 0;       // generated tokens allowed (for admission checks)
   int32_t num_computed = 0;     // tokens whose KV is in the cache
   int32_t pending_forks = 0;    // siblings still to fork when the prompt finishes
+  // params.prompt_logprobs: scores of prompt tokens 1..size() so far.
+  std::vector<SampleResult> prompt_scores;
   BlockTable blocks;
   SeqStatus status = SeqStatus::Waiting;
   int32_t num_preemptions = 0;

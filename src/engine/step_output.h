@@ -18,6 +18,15 @@ struct SequenceTokens {
   std::vector<SampleResult> tokens;
 };
 
+// The scores of prompt tokens first_token, first_token + 1, ... of one
+// sequence (params.prompt_logprobs): each from the logits of the position
+// before it.
+struct PromptScores {
+  SeqId seq = 0;
+  int32_t first_token = 1;
+  std::vector<SampleResult> scores;
+};
+
 struct StepOutput {
   enum class Kind : uint8_t {
     Tokens,        // the plan's step is computed and these are its tokens
@@ -27,6 +36,7 @@ struct StepOutput {
   };
   Kind kind = Kind::Tokens;
   std::vector<SequenceTokens> rows;  // in the step's sampled-row order
+  std::vector<PromptScores> prompt;  // prompt positions this step scored (Tokens, Placeholders)
 };
 
 }  // namespace loom

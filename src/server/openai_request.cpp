@@ -291,6 +291,12 @@ GenerationRequest parse_generation_request(Endpoint endpoint, const json& body,
       p.logprobs = int32_t(*lp);
     }
     out.echo = get_bool(body, "echo", false);
+    // echo + logprobs: the prompt's tokens come with their logprobs too.
+    if (out.echo && out.logprobs) p.prompt_logprobs = p.logprobs;
+  }
+  if (auto plp = get_int(body, "prompt_logprobs", 0, limits.max_logprobs)) {
+    out.prompt_logprobs = int32_t(*plp);
+    p.prompt_logprobs = std::max(p.prompt_logprobs.value_or(0), int32_t(*plp));
   }
 
   out.stream = get_bool(body, "stream", false);
@@ -316,7 +322,10 @@ GenerationRequest parse_generation_request(Endpoint endpoint, const json& body,
     if ((max_tokens = get_int(body, "max_completion_tokens", 1, limits.max_tokens)))
       max_tokens_param = "max_completion_tokens";
   }
-  if (!max_tokens) max_tokens = get_int(body, "max_tokens", 1, limits.max_tokens);
+  // max_tokens 0 (OpenAI's echo; a scored prompt): the prompt alone.
+  const bool prompt_only_ok = (!chat && out.echo) || out.prompt_logprobs.has_value();
+  if (!max_tokens)
+    max_tokens = get_int(body, "max_tokens", prompt_only_ok ? 0 : 1, limits.max_tokens);
   const int64_t min_tokens = get_int(body, "min_tokens", 0, limits.max_tokens).value_or(0);
 
   if (chat) parse_chat_prompt(body, model, limits, out);
@@ -343,6 +352,8 @@ GenerationRequest parse_generation_request(Endpoint endpoint, const json& body,
                                 "tokens", longest, *max_tokens, longest + *max_tokens,
                                 model.max_model_len));
   p.max_tokens = int32_t(*max_tokens);
+  // The engine ends a max_tokens 0 sequence once its prompt is scored.
+  if (p.max_tokens == 0 && !p.prompt_logprobs) p.prompt_logprobs = 0;
   if (min_tokens > p.max_tokens)
     throw_bad_field("min_tokens", fmt::format("'min_tokens' ({}) exceeds max_tokens ({})",
                                               min_tokens, p.max_tokens));

@@ -4,9 +4,9 @@
 // (the model context is read-only).
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -63,6 +63,9 @@ struct GenerationRequest {
   bool include_usage = false;                // stream_options.include_usage
   bool echo = false;                         // completions: output starts with the prompt
   bool logprobs = false;                     // return logprobs (params.logprobs: top count)
+  // vLLM's prompt_logprobs: each choice carries the prompt tokens' scores
+  // with this many top alternatives (params.prompt_logprobs scores them).
+  std::optional<int32_t> prompt_logprobs;
   std::string user;
   int64_t prompt_tokens() const;             // over every prompt
   int32_t num_choices() const { return int32_t(prompts.size()) * params.n; }

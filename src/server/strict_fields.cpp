@@ -94,16 +94,6 @@ void check_strict_fields(Endpoint endpoint, const json& body) {
                                                b->get<int64_t>()));
     }
   }
-  // Prompt-token logprobs need the engine to score every prompt position;
-  // until it does, asking for them is refused rather than answered without.
-  if (present(body, "prompt_logprobs"))
-    throw_bad_field("prompt_logprobs", "'prompt_logprobs' is not supported yet");
-  if (endpoint == Endpoint::Completions && present(body, "logprobs")) {
-    const json* echo = present(body, "echo");
-    if (echo && echo->is_boolean() && echo->get<bool>())
-      throw_bad_field("echo",
-                      "'echo' with 'logprobs' (the prompt tokens' logprobs) is not supported yet");
-  }
   if (endpoint == Endpoint::ChatCompletions) {
     check_enum(body, "reasoning_effort", {"none", "minimal", "low", "medium", "high"});
     check_tool_choice(body);

@@ -1,6 +1,5 @@
 // OpenAI request fields loom does not implement, and the enum-valued fields:
-// a request that uses an unimplemented feature (suffix, best_of > n,
-// prompt_logprobs, echo with logprobs) or
+// a request that uses an unimplemented feature (suffix, best_of > n) or
 // gives an enum a value loom does not know (response_format.type,
 // tool_choice, reasoning_effort, service_tier) is refused with a 400 naming
 // the field, never served as if the field were absent. Unknown field *names*

@@ -299,8 +299,11 @@ def test_preflight_without_cors_is_not_allowed(server):
     ("/v1/chat/completions", {"messages": [{"role": "user", "content": "a"}],
                               "response_format": {"type": "yaml"}}, "response_format"),
     ("/v1/completions", {"prompt": "x", "service_tier": "gold"}, "service_tier"),
-    ("/v1/completions", {"prompt": "x", "prompt_logprobs": 1}, "prompt_logprobs"),
-    ("/v1/completions", {"prompt": "x", "echo": True, "logprobs": 0}, "echo"),
+    ("/v1/completions", {"prompt": "x", "prompt_logprobs": 21}, "prompt_logprobs"),
+    ("/v1/completions", {"prompt": "x", "prompt_logprobs": -1}, "prompt_logprobs"),
+    ("/v1/completions", {"prompt": "x", "prompt_logprobs": 1.5}, "prompt_logprobs"),
+    ("/v1/completions", {"prompt": "x", "max_tokens": 0}, "max_tokens"),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "a"}], "max_tokens": 0}, "max_tokens"),
 ])
 def test_strict_fields(server, path, body, param):
     check_error(post(server, path, body), 400, param)

@@ -1,6 +1,7 @@
 // Strict fields: unimplemented features (suffix, best_of > n) and unknown enum
 // values are 400s naming the field; known values and unknown field names pass;
-// reasoning_effort reaches the chat template; several served model names.
+// reasoning_effort reaches the chat template; prompt scoring (echo + logprobs,
+// prompt_logprobs, max_tokens 0); several served model names.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -87,12 +88,22 @@ TEST(StrictFields, BestOf) {
   EXPECT_NO_THROW(completion({{"prompt", "x"}, {"best_of", 1}}));
 }
 
-TEST(StrictFields, PromptLogprobsRefusedUntilServed) {
-  expect_bad([] { completion({{"prompt", "x"}, {"prompt_logprobs", 1}}); }, "prompt_logprobs");
-  expect_bad([] { chat_request({{"prompt_logprobs", 0}}); }, "prompt_logprobs");
-  expect_bad([] { completion({{"prompt", "x"}, {"echo", true}, {"logprobs", 1}}); }, "echo");
-  EXPECT_NO_THROW(completion({{"prompt", "x"}, {"echo", true}}));
-  EXPECT_NO_THROW(completion({{"prompt", "x"}, {"echo", false}, {"logprobs", 1}}));
+TEST(StrictFields, PromptScoring) {
+  // echo + logprobs scores the prompt; so does vLLM's prompt_logprobs; both
+  // allow max_tokens 0 (the prompt alone), which otherwise stays refused.
+  auto echo = completion({{"prompt", "x y"}, {"echo", true}, {"logprobs", 2}, {"max_tokens", 0}});
+  EXPECT_EQ(echo.params.prompt_logprobs, 2);
+  EXPECT_EQ(echo.params.max_tokens, 0);
+  EXPECT_FALSE(echo.prompt_logprobs.has_value());
+  auto vllm = chat_request({{"prompt_logprobs", 3}, {"max_tokens", 1}});
+  EXPECT_EQ(vllm.prompt_logprobs, 3);
+  EXPECT_EQ(vllm.params.prompt_logprobs, 3);
+  EXPECT_EQ(completion({{"prompt", "x"}, {"echo", true}, {"max_tokens", 0}}).params.prompt_logprobs, 0);
+  EXPECT_FALSE(completion({{"prompt", "x"}, {"logprobs", 1}}).params.prompt_logprobs.has_value());
+  expect_bad([] { completion({{"prompt", "x"}, {"max_tokens", 0}}); }, "max_tokens");
+  expect_bad([] { chat_request({{"max_tokens", 0}}); }, "max_tokens");
+  expect_bad([] { completion({{"prompt", "x"}, {"prompt_logprobs", 21}}); }, "prompt_logprobs");
+  expect_bad([] { completion({{"prompt", "x"}, {"prompt_logprobs", "1"}}); }, "prompt_logprobs");
 }
 
 TEST(StrictFields, EnumValues) {
