@@ -1,15 +1,16 @@
 // loom env: what this machine and this build offer.
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 
 #include "backend/registry/registry.h"
 #include "cli.h"
+#include "cli_app.h"
 #include "model/loader/weights.h"
 #include "model/model.h"
 
@@ -93,6 +94,7 @@ nlohmann::json gpu_section(const std::string& model_path, double utilization, in
 
 int cmd_env(int argc, char** argv) {
   CLI::App app{"Print what this machine and this build offer"};
+  show_defaults(app);
   bool json = false;
   std::string model;
   double utilization = 0.9;
@@ -102,7 +104,7 @@ int cmd_env(int argc, char** argv) {
   app.add_option("--gpu-memory-utilization", utilization, "fraction of GPU memory loom may use")
       ->check(CLI::Range(0.05, 1.0));
   app.add_option("--max-model-len", context, "context the KV budget must hold at least once (0: the model's)");
-  CLI11_PARSE(app, argc, argv);
+  LOOM_PARSE(app, argc, argv);
   return guarded("env", [&] {
     __builtin_cpu_init();
     nlohmann::json features = nlohmann::json::object();
