@@ -11,19 +11,9 @@
 #include <nlohmann/json_fwd.hpp>
 #include <string>
 
+#include "backend/linear.h"  // Fp8WeightScale, Fp8Activation
+
 namespace loom {
-
-enum class Fp8WeightScale {
-  Tensor,   // one scale per matrix: weight_scale [] or [1]
-  Channel,  // one per output row: weight_scale [N] or [N, 1]
-  Block,    // one per block_n x block_k tile: weight_scale [ceil(N / bn), ceil(K / bk)]
-};
-
-enum class Fp8Activation {
-  DynamicToken,  // quantised at run time, one scale per token (row)
-  DynamicGroup,  // at run time, one scale per token and group of block_k columns
-  Static,        // one scale per layer shipped as input_scale
-};
 
 struct QuantizationConfig {
   bool fp8 = false;    // false: no quantisation (everything below unused)
