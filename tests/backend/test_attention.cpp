@@ -123,7 +123,7 @@ void run_case(Backend& be, const Case& c, const std::vector<SeqSpec>& seqs, uint
         for (int64_t i = 0; i < row; ++i)
           kc[i] = fp8_e4m3_to_f32(bytes[i]) * fp8_head_scale(static_cast<int>(i / c.hd));
       } else {
-        cpu::dequantize_row(c.cache_type, bytes, kc.data(), row);
+        quant::dequantize_row(c.cache_type, bytes, kc.data(), row);
       }
       for (int64_t i = 0; i < row; ++i) ASSERT_EQ(kc[i], k_log[s][p * row + i]) << "seq " << s << " pos " << p;
     }
