@@ -134,12 +134,7 @@ void Fp8Gemm::run(const void* x, int64_t m, const Fp8WeightView& w, const void* 
   const int64_t n = w.n, k = w.k;
   // 1x128 block scaling wants x's rows (cuBLASLt's n) padded to a multiple of 4.
   const int64_t mp = w.block ? round_up(m, 4) : m;
-  const int64_t groups = (k + 127) / 128;
-  auto* xq = static_cast<uint8_t*>(xq_.ensure(static_cast<size_t>(mp * k), stream_));
-  auto* xs = static_cast<float*>(
-      x_scale_.ensure(static_cast<size_t>(mp * (w.block ? groups : 1)) * 4, stream_));
-  quantize_fp8_rows(x, m, mp, k, act_mode(w), w.input_scale, xq, xs, mp, stream_);
-
+  const Fp8ActMode mode = act_mode(w);
   Path path = m <= kFp8MatmulMaxRows && small_m_ ? Path::SmallM : Path::CublasLt;
   Plan* plan = nullptr;
   if (forced_) path = *forced_;
@@ -148,16 +143,22 @@ void Fp8Gemm::run(const void* x, int64_t m, const Fp8WeightView& w, const void* 
     LOOM_CHECK(plan || !forced_, "cuBLASLt has no FP8 GEMM for m {} n {} k {}", mp, n, k);
     if (!plan) path = Path::Tiled;
   }
-  if (path != Path::CublasLt) {
+  if (path != Path::CublasLt) {  // our kernel, quantising x on the way
     Fp8MatmulArgs a;
-    a.xq = xq;
-    a.x_scale = xs;
-    a.x_scale_ld = mp;
+    a.x = x;
     a.m = m;
+    a.mode = mode;
+    if (mode == Fp8ActMode::Token) {
+      a.amax_parts = fp8_row_amax_parts(k);
+      auto* partial =
+          static_cast<float*>(x_scale_.ensure(static_cast<size_t>(m * a.amax_parts) * 4, stream_));
+      fp8_row_amax(x, m, k, partial, stream_);
+      a.row_amax = partial;
+    }
+    a.static_scale = w.input_scale;
     a.w = w.w;
     a.w_scale = w.scale;
     a.w_scale_ld = w.scale_ld;
-    a.block = w.block;
     a.n = n;
     a.k = k;
     a.bias = bias;
@@ -166,6 +167,11 @@ void Fp8Gemm::run(const void* x, int64_t m, const Fp8WeightView& w, const void* 
     (path == Path::SmallM ? stats_.small_m : stats_.tiled)++;
     return;
   }
+  const int64_t groups = (k + 127) / 128;
+  auto* xq = static_cast<uint8_t*>(xq_.ensure(static_cast<size_t>(mp * k), stream_));
+  auto* xs = static_cast<float*>(
+      x_scale_.ensure(static_cast<size_t>(mp * (w.block ? groups : 1)) * 4, stream_));
+  quantize_fp8_rows(x, m, mp, k, mode, w.input_scale, xq, xs, mp, stream_);
   // D [n, mp]: the caller's out when no rows are padded, else a scratch whose
   // first m columns (contiguous) are copied out.
   void* d = mp == m ? out : out_pad_.ensure(static_cast<size_t>(mp * n) * 2, stream_);

@@ -1,17 +1,19 @@
 // FP8 linear layers of the CUDA backend (W8A8): out[m, n] = x[m, k] .
 // dequant(w)^T (+ bias), bf16 x and out, FP8 E4M3 weights with per-row or
-// 128x128-block scales. x is first quantised to FP8 (kernels/fp8/quantize.cu:
-// per row, per 128-column group with block-scaled weights, or with a static
-// scale), then:
+// 128x128-block scales; x quantised to FP8 per row, per 128-column group
+// (block-scaled weights) or with a static scale:
 //   m <= kFp8MatmulMaxRows: our tensor-core kernel (kernels/fp8/fp8_matmul.cu),
-//     bound by streaming the weights once (decode steps);
-//   otherwise cuBLASLt's FP8 GEMM with its Hopper scaling modes: per-row
-//     weights and rows of x as outer vectors (OUTER_VEC_32F both), or 128x128
-//     weight blocks with 1x128 groups of x (BLK128x128_32F / VEC128_32F; x's
-//     rows padded to a multiple of 4, its scales laid out group-major);
+//     bound by streaming the weights once (decode steps), quantising x on the
+//     fly (per-row scales: one small kernel first reduces each row's amax);
+//   otherwise x is quantised (kernels/fp8/quantize.cu) for cuBLASLt's FP8
+//     GEMM with its Hopper scaling modes: per-row weights and rows of x as
+//     outer vectors (OUTER_VEC_32F both), or 128x128 weight blocks with 1x128
+//     groups of x (BLK128x128_32F / VEC128_32F; x's rows padded to a multiple
+//     of 4, its scales laid out group-major);
 //   shapes cuBLASLt has no FP8 algorithm for: our kernel over tiles of 8 rows.
-// Plans are cached per shape. LOOM_FP8_SMALL_M=0 turns the small-m kernel off
-// (A/B comparisons). Internal to backend/cuda; used from one thread.
+// Both quantise x the same way, bit for bit. Plans are cached per shape.
+// LOOM_FP8_SMALL_M=0 turns the small-m kernel off (A/B comparisons).
+// Internal to backend/cuda; used from one thread.
 #pragma once
 
 #include <cstdint>

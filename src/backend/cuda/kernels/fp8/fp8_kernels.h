@@ -34,26 +34,35 @@ void quantize_fp8_rows(const void* x, int64_t rows, int64_t padded_rows, int64_t
 void quantize_fp8_weight_rows(DType type, const void* w, int64_t n, int64_t k, uint8_t* q,
                               float* scale, cudaStream_t stream);
 
+// Partial maxima of |x| for the Token mode of fp8_matmul: partial[row *
+// parts + p] over columns [p * 2048, (p + 1) * 2048) of row `row`, parts =
+// fp8_row_amax_parts(k). k a multiple of 8, x 16-byte aligned.
+int32_t fp8_row_amax_parts(int64_t k);
+void fp8_row_amax(const void* x, int64_t m, int64_t k, float* partial, cudaStream_t stream);
+
 // FP8 matmul on tensor cores (mma m16n8k32 e4m3, f32 accumulation promoted
-// to f32 registers every 128 columns): out[m, n] = sum_k xq[m, k] wq[n, k] *
-// x_scale * w_scale (+ bias[n]), bf16 out. Weights are scaled per row
-// (w_scale[n]) or per 128x128 block (w_scale[(n / 128) * w_scale_ld + k /
-// 128], with x scaled per 128-column group: x_scale[(k / 128) * x_scale_ld +
-// row]); with row scales, x_scale[row]. Each 16 weight rows x 8 rows of x is
-// one CUDA block whose warps split k, so a row's result does not depend on
-// the others. Streams the weights once per 8 rows of x: the kernel for
-// decode steps (m <= kFp8MatmulMaxRows); any m works (the fallback where
-// cuBLASLt has no FP8 algorithm). k a multiple of 16; xq and w 16-byte aligned.
+// to f32 registers every 128 columns) with x quantised on the fly, exactly as
+// quantize_fp8_rows quantises it: out[m, n] = sum_k fp8(x)[m, k] wq[n, k] *
+// x_scale * w_scale (+ bias[n]), bf16 out. Token and Static modes: weights
+// scaled per row (w_scale[n]), x per row (Token: from row_amax's partial
+// maxima; Static: *static_scale). Group mode: weights per 128x128 block
+// (w_scale[(n / 128) * w_scale_ld + k / 128]), x per 128-column group. Each
+// 16 weight rows x 8 rows of x is one CUDA block whose warps split k, so a
+// row's result does not depend on the others. Streams the weights once per 8
+// rows of x: the kernel for decode steps (m <= kFp8MatmulMaxRows); any m works
+// (the fallback where cuBLASLt has no FP8 algorithm). k a multiple of 16; x
+// and w 16-byte aligned.
 constexpr int64_t kFp8MatmulMaxRows = 8;
 struct Fp8MatmulArgs {
-  const uint8_t* xq = nullptr;  // [m, k]
-  const float* x_scale = nullptr;
-  int64_t x_scale_ld = 0;
+  const void* x = nullptr;  // bf16 [m, k]
   int64_t m = 0;
-  const uint8_t* w = nullptr;  // [n, k]
+  Fp8ActMode mode = Fp8ActMode::Token;
+  const float* row_amax = nullptr;  // Token: [m, amax_parts]
+  int32_t amax_parts = 0;
+  const float* static_scale = nullptr;  // Static
+  const uint8_t* w = nullptr;           // [n, k]
   const float* w_scale = nullptr;
-  int64_t w_scale_ld = 0;
-  bool block = false;  // 128x128 weight blocks (x in 128-column groups), else per-row scales
+  int64_t w_scale_ld = 0;  // Group: block scale row stride
   int64_t n = 0;
   int64_t k = 0;
   const void* bias = nullptr;  // bf16 [n] or null

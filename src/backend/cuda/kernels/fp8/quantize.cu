@@ -1,7 +1,7 @@
 // FP8 quantisation kernels (fp8_kernels.h): a linear layer's bf16 input rows
 // (per row, per 128-column group, or with a static scale) and, at load, a
-// plain weight's rows. One CUDA block per row; a row is read twice from L2
-// when its amax is needed first (the second pass quantises).
+// plain weight's rows. One CUDA block per row; a row whose amax is needed
+// first is held in registers in between (or, past 16384 values, read again).
 #include "backend/cuda/kernels/fp8/fp8.cuh"
 #include "backend/cuda/kernels/fp8/fp8_kernels.h"
 
@@ -10,6 +10,7 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kGroupChunks = 16;  // 8-value chunks per 128-column group
+constexpr int kCached = 8;        // 8-value chunks per thread kept in registers (Token rows)
 
 __device__ float block_max(float v, float* scratch) {
 #pragma unroll
@@ -64,12 +65,31 @@ __global__ void __launch_bounds__(kThreads)
     }
     return;
   }
+  // Token: a row of up to kCached * kThreads chunks stays in registers
+  // between the amax and the quantising pass (one read of x); longer rows
+  // are read twice.
+  uint4 cached[kCached];
+  const bool in_regs = kMode == Fp8ActMode::Token && !pad && chunks <= int64_t{kCached} * kThreads;
   float s;
   if constexpr (kMode == Fp8ActMode::Static) {
     s = *static_scale;
   } else {
     float m = 0.0f;
-    if (!pad) {
+    if (in_regs) {
+#pragma unroll
+      for (int j = 0; j < kCached; ++j) {
+        const int64_t i = static_cast<int64_t>(j) * kThreads + threadIdx.x;
+        cached[j] =
+            i < chunks ? __ldg(reinterpret_cast<const uint4*>(xr) + i) : make_uint4(0, 0, 0, 0);
+      }
+#pragma unroll
+      for (int j = 0; j < kCached; ++j) {
+        float f[8];
+        bf16x8_to_float(cached[j], f);
+        m = fmaxf(m, amax8(f));
+      }
+    } else if (!pad) {
+#pragma unroll 4
       for (int64_t i = threadIdx.x; i < chunks; i += kThreads) {
         float f[8];
         bf16x8_to_float(__ldg(reinterpret_cast<const uint4*>(xr) + i), f);
@@ -79,15 +99,27 @@ __global__ void __launch_bounds__(kThreads)
     s = fp8_scale_for_amax(block_max(m, scratch));
   }
   const float inv = 1.0f / s;
-  for (int64_t i = threadIdx.x; i < chunks; i += kThreads) {
-    float f[8];
-    if (pad) {
+  if (in_regs) {
 #pragma unroll
-      for (int j = 0; j < 8; ++j) f[j] = 0.0f;
-    } else {
-      bf16x8_to_float(__ldg(reinterpret_cast<const uint4*>(xr) + i), f);
+    for (int j = 0; j < kCached; ++j) {
+      const int64_t i = static_cast<int64_t>(j) * kThreads + threadIdx.x;
+      if (i >= chunks) break;
+      float f[8];
+      bf16x8_to_float(cached[j], f);
+      reinterpret_cast<uint2*>(qr)[i] = fp8x8_from_float(f, inv);
     }
-    reinterpret_cast<uint2*>(qr)[i] = fp8x8_from_float(f, inv);
+  } else {
+#pragma unroll 4
+    for (int64_t i = threadIdx.x; i < chunks; i += kThreads) {
+      float f[8];
+      if (pad) {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) f[j] = 0.0f;
+      } else {
+        bf16x8_to_float(__ldg(reinterpret_cast<const uint4*>(xr) + i), f);
+      }
+      reinterpret_cast<uint2*>(qr)[i] = fp8x8_from_float(f, inv);
+    }
   }
   if (threadIdx.x == 0) scale[row] = s;
 }
