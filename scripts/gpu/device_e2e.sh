@@ -67,7 +67,6 @@ fp8_generate() {
   local name=$1 model=$2; shift 2
   timeout 240 $L generate --device cuda --model "$model" --batch-file /tmp/fp8_req.jsonl "$@" \
     > /tmp/b_$name.jsonl 2> /tmp/b_$name.err || { echo "generate $name failed:"; tail -5 /tmp/b_$name.err; }
-  grep -h "linear layers\|KV blocks" /tmp/b_$name.err | sed "s/^/  [$name] /" | cut -c1-220
 }
 model8b() {
   [ -d /tmp/llama8b ] && return
