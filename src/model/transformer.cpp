@@ -461,7 +461,8 @@ void Transformer::ensure_buffers(int64_t tokens, int64_t logit_rows) {
       b.k_raw = backend_.alloc(act, {cap, kv_dim});
     }
     for (Tensor* t : {&b.gate, &b.up, &b.act}) *t = backend_.alloc(act, {cap, c.intermediate_size});
-    if (!layers_.empty() && layers_[0].fused) {
+    // Any fused layer needs them (FP8 checkpoints may fuse some layers only).
+    if (std::any_of(layers_.begin(), layers_.end(), [](const LayerWeights& l) { return l.fused; })) {
       b.qkv = backend_.alloc(act, {cap, q_dim + 2 * kv_dim});
       b.gate_up = backend_.alloc(act, {cap, 2 * c.intermediate_size});
     }
