@@ -11,6 +11,7 @@
 
 #include "backend/registry/registry.h"
 #include "cli.h"
+#include "cli_app.h"
 #include "model/loader/weights.h"
 #include "model/model.h"
 
@@ -139,6 +140,7 @@ nlohmann::json gpu_section() {
 
 int cmd_env(int argc, char** argv) {
   CLI::App app{"Print what this machine and this build offer"};
+  show_defaults(app);
   bool json = false;
   std::string model;
   double utilization = 0.9;
@@ -151,7 +153,7 @@ int cmd_env(int argc, char** argv) {
   app.add_option("--gpu-memory-utilization", utilization, "fraction of GPU memory loom may use")
       ->check(CLI::Range(0.05, 1.0));
   app.add_option("--max-model-len", context, "context the KV budget must hold at least once (0: the model's)");
-  CLI11_PARSE(app, argc, argv);
+  LOOM_PARSE(app, argc, argv);
   return guarded("env", [&] {
     __builtin_cpu_init();
     nlohmann::json features = nlohmann::json::object();

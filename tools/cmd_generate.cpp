@@ -2,13 +2,12 @@
 // streamed to stdout, or with --json one object {prompt_ids, output_ids, text,
 // finish_reason}.
 #include <CLI/CLI.hpp>
+#include <cstdio>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
-#include <cstdio>
-
-#include <fstream>
-
 #include "cli.h"
+#include "cli_app.h"
 #include "core/error.h"
 #include "runtime.h"
 #include "server/api_error.h"
@@ -169,6 +168,7 @@ int run_batch_file(const std::string& path, ModelRuntime& rt) {
 
 int cmd_generate(int argc, char** argv) {
   CLI::App app{"Generate a continuation of a prompt"};
+  show_defaults(app);
   RuntimeOptions ro;
   GenerateFlags f;
   add_runtime_options(app, ro);
@@ -187,11 +187,10 @@ int cmd_generate(int argc, char** argv) {
   app.add_option("--seed", f.seed, "sampling seed (same seed, same tokens)");
   app.add_flag("--json", f.json, "print one JSON object: prompt_ids, output_ids, text, finish_reason");
   std::string batch_file;
-  app.add_option(
-      "--batch-file", batch_file,
-      "JSONL of completions-API bodies with an \"id\"; runs them all concurrently and prints "
-      "one JSON line per choice (with \"logprobs\" when asked)");
-  CLI11_PARSE(app, argc, argv);
+  app.add_option("--batch-file", batch_file,
+                 "JSONL of completions-API bodies with an \"id\"; runs them all concurrently and prints "
+                 "one JSON line per choice (with \"logprobs\" when asked)");
+  LOOM_PARSE(app, argc, argv);
   return guarded("generate", [&] {
     auto rt = build_runtime(ro);
     if (!batch_file.empty()) return run_batch_file(batch_file, *rt);

@@ -1,22 +1,32 @@
+#include <unistd.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <csignal>
-#include <filesystem>
+#include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <set>
+#include <sstream>
 #include <thread>
 
 #include "backend/registry/registry.h"
 #include "core/error.h"
 #include "core/logging.h"
 #include "core/thread_pool.h"
+#include "model/loader/weights.h"
 #include "runtime.h"
 #include "tokenizer/tokenizer.h"
 
 namespace loom::cli {
 
 void add_runtime_options(CLI::App& app, RuntimeOptions& o) {
-  app.add_option("--model", o.model, "a .gguf file or an HF model directory")->required();
-  app.add_option("--device", o.device, "auto, cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  app.add_option("model,--model", o.model, "a .gguf file or an HF model directory")->required();
+  app.add_option("--device", o.device, "auto, cpu or cuda")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   app.add_option("--threads", o.threads, "CPU threads (0: all cores)")->check(CLI::Range(0, 1024));
   app.add_option("--kv-cache-memory", o.kv_cache_memory, "CPU KV cache budget, e.g. 2GiB");
   app.add_option("--gpu-memory-utilization", o.gpu_memory_utilization,
@@ -28,20 +38,29 @@ void add_runtime_options(CLI::App& app, RuntimeOptions& o) {
       ->check(CLI::IsMember({"auto", "f32", "f16", "bf16", "fp8"}));
   app.add_option("--quantization", o.quantization,
                  "none, or fp8: quantise bf16/fp16 weights to FP8 at load (per-channel scales, "
-                 "dynamic per-token "
-                 "activations; CUDA)")
+                 "dynamic per-token activations; CUDA)")
       ->check(CLI::IsMember({"none", "fp8"}));
   app.add_option("--block-size", o.block_size, "tokens per KV block")->check(CLI::Range(1, 1024));
-  app.add_option("--max-num-seqs", o.max_num_seqs, "sequences running at once")->check(CLI::Range(1, 65536));
+  app.add_option("--max-num-seqs", o.max_num_seqs, "sequences running at once")
+      ->check(CLI::Range(1, 65536));
   app.add_option("--max-num-batched-tokens", o.max_num_batched_tokens, "tokens computed per step")
       ->check(CLI::Range(1, 1 << 20));
   app.add_option("--max-model-len", o.max_model_len, "prompt + output tokens limit (0: the model's)")
       ->check(CLI::Range(0, 1 << 24));
-  app.add_flag("--no-prefix-caching", o.no_prefix_caching, "disable automatic prefix caching");
-  app.add_flag("--enforce-eager", o.enforce_eager, "GPU: run decode steps op by op (no CUDA graphs)");
+  app.add_flag("--enable-prefix-caching,!--no-enable-prefix-caching,!--no-prefix-caching",
+               o.enable_prefix_caching, "automatic prefix caching");
+  app.add_option("--dtype", o.dtype,
+                 "activation dtype: auto (float32 on the CPU, bfloat16 on CUDA) or that same one; "
+                 "weights keep their stored type")
+      ->check(CLI::IsMember({"auto", "float32", "float", "bfloat16", "float16", "half"}));
+  app.add_option("--chat-template", o.chat_template,
+                 "chat template: a Jinja file, or the template text (default: the model's)");
+  app.add_flag("--enforce-eager", o.enforce_eager,
+               "GPU: run decode steps op by op (no CUDA graphs)");
   app.add_flag("--no-async-scheduling", o.no_async_scheduling,
                "wait for each step's tokens before planning the next (no host/GPU overlap)");
-  app.add_option("--engine-seed", o.seed, "seed of the engine-wide generator (requests without a seed)");
+  app.add_option("--engine-seed", o.seed,
+                 "seed of the engine-wide generator (requests without a seed)");
   app.add_option("--tensor-parallel-size", o.tensor_parallel_size,
                  "ranks each layer is split over (start with mpirun -np N)")
       ->check(CLI::Range(1, 4096));
@@ -55,9 +74,15 @@ void add_runtime_options(CLI::App& app, RuntimeOptions& o) {
 
 int64_t parse_bytes(const std::string& text) {
   static const std::pair<const char*, double> kUnits[] = {
-      {"KiB", 1024.0}, {"MiB", 1024.0 * 1024}, {"GiB", 1024.0 * 1024 * 1024},
-      {"KB", 1e3},     {"MB", 1e6},            {"GB", 1e9},
-      {"K", 1024.0},   {"M", 1024.0 * 1024},   {"G", 1024.0 * 1024 * 1024},
+      {"KiB", 1024.0},
+      {"MiB", 1024.0 * 1024},
+      {"GiB", 1024.0 * 1024 * 1024},
+      {"KB", 1e3},
+      {"MB", 1e6},
+      {"GB", 1e9},
+      {"K", 1024.0},
+      {"M", 1024.0 * 1024},
+      {"G", 1024.0 * 1024 * 1024},
       {"B", 1.0},
   };
   char* end = nullptr;
@@ -104,6 +129,95 @@ int local_rank() {
   return 0;
 }
 
+// The weights the Transformer takes from the model (its find() calls), for
+// the load progress: on a terminal a line redrawn in place (tensors, MiB);
+// in logs one line when loading starts and one when it ends.
+class ProgressWeights : public WeightSource {
+ public:
+  explicit ProgressWeights(const WeightSource& inner)
+      : inner_(inner), tty_(isatty(STDERR_FILENO) != 0), start_(std::chrono::steady_clock::now()) {
+    for (const auto& name : inner_.names())
+      if (auto t = inner_.find(name)) {
+        ++total_tensors_;
+        total_bytes_ += t->nbytes();
+      }
+    LOOM_LOG_INFO("loom: loading weights: {} tensors, {:.0f} MiB", total_tensors_,
+                  mib(total_bytes_));
+  }
+  std::optional<Tensor> find(const std::string& name) const override {
+    auto t = inner_.find(name);
+    if (t) {
+      std::lock_guard<std::mutex> lk(mu_);
+      if (seen_.insert(name).second) {
+        bytes_ += t->nbytes();
+        draw(false);
+      }
+    }
+    return t;
+  }
+  std::vector<std::string> names() const override { return inner_.names(); }
+  // Ends the progress line and logs the time taken.
+  void finish() const {
+    std::lock_guard<std::mutex> lk(mu_);
+    draw(true);
+    LOOM_LOG_INFO("loom: weights loaded: {} tensors, {:.0f} MiB in {:.1f} s", seen_.size(),
+                  mib(bytes_), seconds());
+  }
+
+ private:
+  static double mib(int64_t bytes) { return double(bytes) / (1 << 20); }
+  double seconds() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+  void draw(bool last) const {
+    if (!tty_) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (!last && now - last_draw_ < std::chrono::milliseconds(100)) return;
+    last_draw_ = now;
+    std::fprintf(stderr, "\rloading weights: %zu/%zu tensors, %.0f/%.0f MiB%s", seen_.size(),
+                 total_tensors_, mib(bytes_), mib(total_bytes_), last ? "\n" : "");
+  }
+
+  const WeightSource& inner_;
+  const bool tty_;
+  const std::chrono::steady_clock::time_point start_;
+  size_t total_tensors_ = 0;
+  int64_t total_bytes_ = 0;
+  mutable std::mutex mu_;
+  mutable std::set<std::string> seen_;
+  mutable int64_t bytes_ = 0;
+  mutable std::chrono::steady_clock::time_point last_draw_{};
+};
+
+// --dtype: each backend computes in one activation dtype; asking for another
+// is refused rather than ignored.
+void check_dtype(const std::string& dtype, const Backend& backend) {
+  if (dtype == "auto") return;
+  const DType want = dtype == "bfloat16"                     ? DType::BF16
+                     : dtype == "float16" || dtype == "half" ? DType::F16
+                                                             : DType::F32;
+  if (backend.activation_dtype() != want)
+    LOOM_THROW("--dtype {}: the {} backend computes in {}; use --dtype auto", dtype, backend.name(),
+               dtype_name(backend.activation_dtype()));
+}
+
+// --chat-template: a file's contents, or the argument itself when it reads
+// as a template (vLLM's rule: it contains '{', '}' or a newline).
+std::string chat_template_source(const std::string& arg) {
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(arg, ec)) {
+    std::ifstream in(arg, std::ios::binary);
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    if (!in) LOOM_THROW("--chat-template {}: cannot read the file", arg);
+    return ss.str();
+  }
+  if (arg.find_first_of("{}\n") != std::string::npos) return arg;
+  LOOM_THROW(
+      "--chat-template {}: no such file (and not a template: it has no '{{', '}}' or newline)",
+      arg);
+}
+
 }  // namespace
 
 std::unique_ptr<ModelRuntime> build_runtime(const RuntimeOptions& o) {
@@ -119,12 +233,29 @@ std::unique_ptr<ModelRuntime> build_runtime(const RuntimeOptions& o) {
   if (pp > 1 && tp > 1)
     rt->tp_comm = make_mpi_communicator(layout.stage_of(rt->comm->rank()),
                                         layout.tp_rank_of(rt->comm->rank()));
+  LOOM_LOG_INFO("loom: opening {}", o.model);
   rt->model = open_model(o.model);
   // An HF directory without tokenizer.json (random-weight test models) still
   // runs on token ids; the engine then produces no text.
-  const bool has_tokenizer = rt->model.format == ModelFormat::Gguf ||
-                             std::filesystem::exists(std::filesystem::path(o.model) / "tokenizer.json");
+  const bool has_tokenizer =
+      rt->model.format == ModelFormat::Gguf ||
+      std::filesystem::exists(std::filesystem::path(o.model) / "tokenizer.json");
   if (has_tokenizer) rt->text = load_tokenizer_bundle(o.model, rt->model.gguf);
+  if (!o.chat_template.empty()) {
+    if (!rt->text.tokenizer) LOOM_THROW("--chat-template: {} has no tokenizer", o.model);
+    const Tokenizer& tok = *rt->text.tokenizer;
+    auto token = [&](const std::optional<int32_t>& id) {
+      return id && *id >= 0 && *id < tok.vocab_size() ? std::string(tok.token_text(*id)) : "";
+    };
+    rt->text.chat.emplace(chat_template_source(o.chat_template), token(tok.special().bos),
+                          token(tok.special().eos));
+  }
+  LOOM_LOG_INFO("loom: {} ({} layers, hidden {}), tokenizer: {}, chat template: {}",
+                rt->model.config.arch, rt->model.config.num_layers, rt->model.config.hidden_size,
+                rt->text.tokenizer ? "yes" : "no",
+                !rt->text.chat            ? "none"
+                : o.chat_template.empty() ? "the model's"
+                                          : "--chat-template");
 
   const BackendKind kind = choose_backend(o.device);
   const bool use_cuda = kind == BackendKind::Cuda;
@@ -132,6 +263,7 @@ std::unique_ptr<ModelRuntime> build_runtime(const RuntimeOptions& o) {
   rt->backend =
       make_backend(kind, {.cpu_threads = o.threads, .gpu_device = rt->comm ? local_rank() : 0});
   rt->device_name = rt->backend->name();
+  check_dtype(o.dtype, *rt->backend);
   if (rt->comm) {
     rt->comm = make_device_communicator(*rt->backend, std::move(rt->comm), local_rank());
     if (rt->tp_comm)
@@ -157,8 +289,12 @@ std::unique_ptr<ModelRuntime> build_runtime(const RuntimeOptions& o) {
     stage = rt->pipeline->stage();
   }
   Communicator* tp_group = pp > 1 ? rt->tp_comm.get() : rt->comm.get();
-  rt->transformer = std::make_unique<Transformer>(rt->model.config, *rt->model.weights,
-                                                  *rt->backend, tp_group, stage);
+  {
+    const ProgressWeights weights(*rt->model.weights);
+    rt->transformer =
+        std::make_unique<Transformer>(rt->model.config, weights, *rt->backend, tp_group, stage);
+    weights.finish();
+  }
   if (!o.enforce_eager) rt->transformer->enable_step_graphs(std::min(o.max_num_seqs, 512));
   rt->runner = std::make_unique<ModelRunner>(*rt->transformer, rt->comm.get(), rt->pipeline.get());
   if (worker) {
@@ -181,7 +317,7 @@ std::unique_ptr<ModelRuntime> build_runtime(const RuntimeOptions& o) {
   ec.kv_dtype = parse_kv_dtype(o.kv_cache_dtype, use_cuda);
   rt->kv_dtype = ec.kv_dtype;
   ec.kv_cache_bytes = parse_bytes(o.kv_cache_memory);
-  ec.enable_prefix_caching = !o.no_prefix_caching;
+  ec.enable_prefix_caching = o.enable_prefix_caching;
   ec.async_scheduling = !o.no_async_scheduling;
   ec.seed = o.seed;
   ec.scheduler.max_num_seqs = o.max_num_seqs;
@@ -190,7 +326,8 @@ std::unique_ptr<ModelRuntime> build_runtime(const RuntimeOptions& o) {
   ec.eos_ids = rt->model.generation.eos_token_ids;
   if (!ec.eos_ids.empty() && rt->text.tokenizer)
     for (int32_t id : rt->text.tokenizer->special().eos_ids)
-      if (std::find(ec.eos_ids.begin(), ec.eos_ids.end(), id) == ec.eos_ids.end()) ec.eos_ids.push_back(id);
+      if (std::find(ec.eos_ids.begin(), ec.eos_ids.end(), id) == ec.eos_ids.end())
+        ec.eos_ids.push_back(id);
   if (const auto memory = rt->backend->device_memory()) {
     // The KV pool takes what --gpu-memory-utilization leaves after the weights
     // (already resident) and an activation reserve sized by the step caps.
@@ -204,15 +341,19 @@ std::unique_ptr<ModelRuntime> build_runtime(const RuntimeOptions& o) {
         (c.quantization.fp8 ? 2 * int64_t{o.max_num_batched_tokens} * c.intermediate_size
                             : 0);  // FP8 inputs
     const int64_t used = static_cast<int64_t>(total_b - free_b);
-    const int64_t budget = static_cast<int64_t>(o.gpu_memory_utilization * double(total_b)) - used - activations;
+    const int64_t budget =
+        static_cast<int64_t>(o.gpu_memory_utilization * double(total_b)) - used - activations;
     const int64_t per_block = rt->runner->kv_cache_bytes_per_block(o.block_size, ec.kv_dtype);
-    const int64_t min_blocks = (c.max_position > 0 ? std::min<int64_t>(c.max_position, 4096) : 4096) / o.block_size + 1;
+    const int64_t min_blocks =
+        (c.max_position > 0 ? std::min<int64_t>(c.max_position, 4096) : 4096) / o.block_size + 1;
     if (budget < per_block * min_blocks)
-      LOOM_THROW("not enough GPU memory: {:.1f} GiB in use after loading weights, {:.1f} GiB reserved for "
-                 "activations, {:.1f} GiB total at --gpu-memory-utilization {}; the KV cache needs at least "
-                 "{:.2f} GiB",
-                 used / 1073741824.0, activations / 1073741824.0, total_b / 1073741824.0,
-                 o.gpu_memory_utilization, per_block * min_blocks / 1073741824.0);
+      LOOM_THROW(
+          "not enough GPU memory: {:.1f} GiB in use after loading weights, {:.1f} GiB reserved for "
+          "activations, {:.1f} GiB total at --gpu-memory-utilization {}; the KV cache needs at "
+          "least "
+          "{:.2f} GiB",
+          used / 1073741824.0, activations / 1073741824.0, total_b / 1073741824.0,
+          o.gpu_memory_utilization, per_block * min_blocks / 1073741824.0);
     ec.kv_cache_bytes = budget;
   }
   rt->engine = std::make_unique<Engine>(*rt->runner, rt->text.tokenizer.get(), ec);

@@ -6,7 +6,6 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
-
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -34,16 +33,20 @@ struct RuntimeOptions {
   int32_t max_num_seqs = 256;
   int32_t max_num_batched_tokens = 2048;
   int32_t max_model_len = 0;
-  bool no_prefix_caching = false;
+  bool enable_prefix_caching = true;
+  std::string dtype = "auto";            // activations: auto (the backend's) or that same dtype
+  std::string chat_template;             // a file, or the template itself; "": the model's
   bool enforce_eager = false;            // GPU: no CUDA graphs for decode steps
-  bool no_async_scheduling = false;      // every step waits for its tokens (EngineConfig::async_scheduling)
+  bool no_async_scheduling =
+      false;  // every step waits for its tokens (EngineConfig::async_scheduling)
   uint64_t seed = 0x10011;
   int tensor_parallel_size = 1;  // > 1: one rank per process, started by mpirun
   int pipeline_parallel_size = 1;  // stages; the job has tensor x pipeline ranks
   int pipeline_micro_batches = 0;  // per step; 0: one per stage
 };
 
-// Adds --model, --device, --threads, --kv-cache-memory, ... to `app`.
+// Adds the model (positional or --model), --device, --threads,
+// --kv-cache-memory, ... to `app`, with vLLM's spellings where it has them.
 void add_runtime_options(CLI::App& app, RuntimeOptions& options);
 
 // Parses "1GiB", "512MiB", "1e9", "2048" into bytes; throws loom::Error.
@@ -67,6 +70,8 @@ struct ModelRuntime {
   DType kv_dtype = DType::F32;  // the KV cache's element type
 };
 
+// Logs one line per start-up stage (open, tokenizer, weights, KV cache); on a
+// terminal the weights' progress (tensors, bytes) is redrawn in place.
 std::unique_ptr<ModelRuntime> build_runtime(const RuntimeOptions& options);
 
 // Bytes of GPU memory in use on the runtime's GPU (0 on the CPU).

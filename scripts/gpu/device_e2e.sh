@@ -20,6 +20,8 @@
 #   fp8latency  8B batch-1 decode ITL: bf16, --quantization fp8, the FP8 block checkpoint
 #   fp8fixed    8B 512 x 1000/1000: bf16 vs FP8 weights + FP8 KV cache (KV capacity too)
 #   fp8offline  8B 1,000 ShareGPT-like requests: bf16 vs FP8 weights + FP8 KV cache
+#   api      the CUDA build's --version and /version, and /v1/messages and
+#            /v1/responses (plain and streamed) on a 0.5B-shaped model on the GPU
 # Env: OFFLINE_REQUESTS (1000), HF_REQUESTS (256).
 set -uo pipefail
 stages=${*:-test latency}
@@ -142,6 +144,27 @@ for stage in $stages; do
     kill -TERM $spid; wait $spid
     [ -f /tmp/small.json ] && cp /tmp/small.json "$OUT/bench_serve_small.json"
     [ -f /tmp/small.png ] && cp /tmp/small.png "$OUT/bench_serve_small.png"
+    ;;
+  api)
+    $L --version
+    python3 scripts/gpu/make_random_model.py --shape 0.5b --out /tmp/qwen05 > /dev/null || exit 1
+    $L serve /tmp/qwen05 --device cuda --port 18001 --served-model-name qwen05 --metrics-public \
+      > /tmp/serve_api.log 2>&1 &
+    spid=$!
+    for i in $(seq 1 120); do curl -sf http://127.0.0.1:18001/ready > /dev/null && break; sleep 1; done
+    curl -s http://127.0.0.1:18001/version; echo
+    curl -s http://127.0.0.1:18001/v1/messages -H 'x-api-key: x' -H 'Content-Type: application/json' \
+      -d '{"model": "qwen05", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]}'; echo
+    curl -sN http://127.0.0.1:18001/v1/messages -H 'Content-Type: application/json' \
+      -d '{"model": "qwen05", "max_tokens": 4, "stream": true, "messages": [{"role": "user", "content": "hi"}]}' \
+      | grep '^event:' | tr '\n' ' '; echo
+    curl -s http://127.0.0.1:18001/v1/responses -H 'Content-Type: application/json' \
+      -d '{"model": "qwen05", "max_output_tokens": 8, "input": "hi"}' | cut -c1-400; echo
+    curl -sN http://127.0.0.1:18001/v1/responses -H 'Content-Type: application/json' \
+      -d '{"model": "qwen05", "max_output_tokens": 4, "stream": true, "input": "hi"}' \
+      | grep '^event:' | tr '\n' ' '; echo
+    curl -s http://127.0.0.1:18001/metrics | grep -E '^(loom_build_info|process_resident_memory_bytes)'
+    kill -TERM $spid; wait $spid
     ;;
   latency1)
     model8b

@@ -184,6 +184,8 @@ SampleResult Sampler::logprobs_of(std::span<const float> logits, int32_t token, 
   SampleResult r;
   r.token = token;
   r.logprob = logits[size_t(token)] - lse;
+  r.rank = 1;
+  for (float x : logits) r.rank += x > logits[size_t(token)];
   const int32_t k = std::min<int32_t>(top, vocab);
   if (k > 0) {
     order_.resize(size_t(vocab));

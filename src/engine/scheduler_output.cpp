@@ -87,12 +87,7 @@ void Scheduler::update_from_output(const StepPlan& plan, const StepOutput& outpu
     LOOM_CHECK(p.first == s->prompt_logprobs_next, "prompt logprobs of sequence {} from token {}, {} owed",
                p.seq, p.first, s->prompt_logprobs_next);
     s->prompt_logprobs_next += int32_t(p.entries.size());
-    StreamEvent e;
-    e.request_id = s->request_id;
-    e.seq_index = s->index;
-    e.prompt_logprobs = p.entries;
-    e.prompt_logprobs_first = p.first;
-    events_.push_back(SequenceEvent{s->request, std::move(e)});
+    s->prompt_scores.insert(s->prompt_scores.end(), p.entries.begin(), p.entries.end());
   }
   // Prompt scoring only (max_tokens 0): done once the prompt is computed.
   for (const ScheduledSeq& e : plan.seqs) {
@@ -147,6 +142,8 @@ void Scheduler::apply_token(SeqId id, const SampleResult& sample, bool resolve) 
   e.first_scheduled = s.first_scheduled_time;
   e.text = s.output->append(token, s.num_output_tokens(), &e.finish);
   if (s.params().logprobs) e.logprobs.push_back(sample);
+  e.prompt_logprobs = std::move(s.prompt_scores);
+  s.prompt_scores.clear();
   if (s.constraint && e.finish == FinishReason::None) {
     if (!s.constraint->accept_token(token)) {
       e.finish = FinishReason::Error;
@@ -206,6 +203,7 @@ void Scheduler::end_sequence(SeqId id, FinishReason reason, EngineErrorKind erro
   e.finish = reason;
   e.error = error;
   e.error_message = message;
+  e.prompt_logprobs = std::move(s.prompt_scores);
   close_sequence(s, std::move(e));
 }
 

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <limits>
@@ -13,12 +14,24 @@
 #include "core/error.h"
 #include "server/api_error.h"
 #include "server/json_body.h"
+#include "server/strict_fields.h"
 #include "tokenizer/chat.h"
 #include "tokenizer/tokenizer.h"
 
 namespace loom::server {
 
 using json = nlohmann::ordered_json;  // request bodies keep their key order
+
+std::vector<std::string> ModelContext::served_names() const {
+  std::vector<std::string> out{name};
+  out.insert(out.end(), aliases.begin(), aliases.end());
+  return out;
+}
+
+bool ModelContext::serves(const std::string& id) const {
+  if (name.empty() || id == name) return true;
+  return std::find(aliases.begin(), aliases.end(), id) != aliases.end();
+}
 
 int64_t GenerationRequest::prompt_tokens() const {
   int64_t total = 0;
@@ -156,6 +169,8 @@ void parse_chat_prompt(const json& body, const ModelContext& model, const Reques
     if (!tools->is_array()) throw_bad_field("tools", "'tools' must be a list");
     extra["tools"] = *tools;
   }
+  // As vLLM: templates that read reasoning_effort see it (checked in strict_fields.cpp).
+  if (const json* effort = field(body, "reasoning_effort")) extra["reasoning_effort"] = *effort;
   const bool add_generation_prompt = get_bool(body, "add_generation_prompt", true);
   std::string text;
   try {
@@ -221,6 +236,7 @@ void parse_logit_bias(const json& body, const ModelContext& model, const Request
 GenerationRequest parse_generation_request(Endpoint endpoint, const json& body,
                                            const ModelContext& model, const RequestLimits& limits) {
   LOOM_CHECK(model.tokenizer != nullptr, "model context without a tokenizer");
+  check_strict_fields(endpoint, body);
   GenerationRequest out;
   out.endpoint = endpoint;
   const bool chat = endpoint == Endpoint::ChatCompletions;
@@ -228,11 +244,12 @@ GenerationRequest parse_generation_request(Endpoint endpoint, const json& body,
   if (const json* m = field(body, "model")) {
     if (!m->is_string()) throw_bad_field("model", "'model' must be a string");
     const auto& name = m->get_ref<const std::string&>();
-    if (!model.name.empty() && name != model.name)
+    if (!model.serves(name))
       throw ApiError(404, fmt::format("The model '{}' does not exist", name.substr(0, 256)),
                      "model");
   }
-  out.model = model.name;
+  // Responses report the id the request named (one of the served names).
+  out.model = field(body, "model") ? field(body, "model")->get<std::string>() : model.name;
 
   // Scalars first: cheap checks before any tokenisation.
   SamplingParams& p = out.params;
@@ -274,6 +291,12 @@ GenerationRequest parse_generation_request(Endpoint endpoint, const json& body,
       p.logprobs = int32_t(*lp);
     }
     out.echo = get_bool(body, "echo", false);
+    // echo + logprobs: the prompt's tokens come with their logprobs too.
+    if (out.echo && out.logprobs) p.prompt_logprobs = p.logprobs;
+  }
+  if (auto plp = get_int(body, "prompt_logprobs", 0, limits.max_logprobs)) {
+    out.prompt_logprobs = int32_t(*plp);
+    p.prompt_logprobs = std::max(p.prompt_logprobs.value_or(0), int32_t(*plp));
   }
 
   out.stream = get_bool(body, "stream", false);
@@ -299,7 +322,10 @@ GenerationRequest parse_generation_request(Endpoint endpoint, const json& body,
     if ((max_tokens = get_int(body, "max_completion_tokens", 1, limits.max_tokens)))
       max_tokens_param = "max_completion_tokens";
   }
-  if (!max_tokens) max_tokens = get_int(body, "max_tokens", 1, limits.max_tokens);
+  // max_tokens 0 (OpenAI's echo; a scored prompt): the prompt alone.
+  const bool prompt_only_ok = (!chat && out.echo) || out.prompt_logprobs.has_value();
+  if (!max_tokens)
+    max_tokens = get_int(body, "max_tokens", prompt_only_ok ? 0 : 1, limits.max_tokens);
   const int64_t min_tokens = get_int(body, "min_tokens", 0, limits.max_tokens).value_or(0);
 
   if (chat) parse_chat_prompt(body, model, limits, out);
@@ -326,6 +352,8 @@ GenerationRequest parse_generation_request(Endpoint endpoint, const json& body,
                                 "tokens", longest, *max_tokens, longest + *max_tokens,
                                 model.max_model_len));
   p.max_tokens = int32_t(*max_tokens);
+  // The engine ends a max_tokens 0 sequence once its prompt is scored.
+  if (p.max_tokens == 0 && !p.prompt_logprobs) p.prompt_logprobs = 0;
   if (min_tokens > p.max_tokens)
     throw_bad_field("min_tokens", fmt::format("'min_tokens' ({}) exceeds max_tokens ({})",
                                               min_tokens, p.max_tokens));

@@ -4,9 +4,9 @@
 // (the model context is read-only).
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -39,10 +39,15 @@ struct RequestLimits {
 // What parsing needs to know about the served model.
 struct ModelContext {
   std::string name;                   // the served model id; "" accepts any
+  std::vector<std::string> aliases;   // more ids it answers to (--served-model-name A B)
   const Tokenizer* tokenizer = nullptr;   // required
   const ChatFormatter* chat = nullptr;    // null: chat completions unavailable
   int32_t max_model_len = 0;          // prompt + generated tokens per sequence
   int32_t vocab_size = 0;
+  // name, then the aliases.
+  std::vector<std::string> served_names() const;
+  // Whether a request may name the model so.
+  bool serves(const std::string& id) const;
 };
 
 enum class Endpoint : uint8_t { Completions, ChatCompletions };
@@ -58,6 +63,9 @@ struct GenerationRequest {
   bool include_usage = false;                // stream_options.include_usage
   bool echo = false;                         // completions: output starts with the prompt
   bool logprobs = false;                     // return logprobs (params.logprobs: top count)
+  // vLLM's prompt_logprobs: each choice carries the prompt tokens' scores
+  // with this many top alternatives (params.prompt_logprobs scores them).
+  std::optional<int32_t> prompt_logprobs;
   std::string user;
   int64_t prompt_tokens() const;             // over every prompt
   int32_t num_choices() const { return int32_t(prompts.size()) * params.n; }
