@@ -13,9 +13,10 @@
 #   ops      bench_cuda_ops: per-op timings (GEMMs, attention decode/prefill, ...)
 #   small    0.5B-shaped model served over HTTP: 128 in / 32 out, Poisson arrivals
 #            at rising rates (loom bench serve), p99 TTFT per rate
-#   fp8test  FP8 op/model/engine tests, then a small Llama-3 shape end to end: FP8
-#            checkpoints of both formats and --quantization fp8, FP8 KV cache, 16
-#            prompts x 32 greedy tokens vs HF on the dequantised weights and vs bf16
+#   fp8test  FP8 op, model and engine tests (test_cuda_fp8, test_cuda_model, test_cuda_engine)
+#   fp8small a small Llama-3 shape end to end: FP8 checkpoints of both formats and
+#            --quantization fp8, FP8 KV cache, 16 prompts x 32 greedy tokens vs HF on
+#            the dequantised weights and vs bf16
 #   fp8acc   the same comparison on the 8B shape (HF fp8 128x128-block checkpoint)
 #   fp8latency  8B batch-1 decode ITL: bf16, --quantization fp8, the FP8 block checkpoint
 #   fp8fixed    8B 512 x 1000/1000: bf16 vs FP8 weights + FP8 KV cache (KV capacity too)
@@ -204,6 +205,8 @@ for stage in $stages; do
         sort -u | head -50
     done
     cat /tmp/test_cuda_fp8.log /tmp/test_cuda_model.log /tmp/test_cuda_engine.log > "$OUT/fp8test.log"
+    ;;
+  fp8small)
     python3 scripts/gpu/make_random_model.py --shape small --out /tmp/small > /dev/null || exit 1
     for scheme in fp8-block ct-channel; do
       python3 scripts/gpu/make_fp8_model.py --src /tmp/small --scheme $scheme --out /tmp/small_$scheme | tail -1
