@@ -55,7 +55,9 @@ nlohmann::json run_info(const RuntimeOptions& ro, const ModelRuntime& rt) {
           {"threads",
            ro.threads > 0 ? ro.threads : static_cast<int>(std::thread::hardware_concurrency())},
           {"kv_blocks", rt.engine->num_kv_blocks()},
-          {"block_size", rt.engine->block_size()}};
+          {"block_size", rt.engine->block_size()},
+          {"kv_cache_dtype", dtype_name(rt.kv_dtype)},
+          {"quantization", rt.model.config.quantization.describe()}};
 }
 
 // GPU memory (the process's device footprint: weights, KV pool, workspaces),

@@ -141,12 +141,24 @@ int run_batch_file(const std::string& path, ModelRuntime& rt) {
         rc = 1;
         continue;
       }
-      for (const auto& seq : r.sequences)
-        print({{"id", line.id},
-               {"index", index++},
-               {"output_ids", seq.output_ids},
-               {"text", seq.text},
-               {"finish_reason", finish_reason_name(seq.finish_reason)}});
+      for (const auto& seq : r.sequences) {
+        nlohmann::json choice = {{"id", line.id},
+                                 {"index", index++},
+                                 {"output_ids", seq.output_ids},
+                                 {"text", seq.text},
+                                 {"finish_reason", finish_reason_name(seq.finish_reason)}};
+        if (!seq.logprobs
+                 .empty()) {  // per token: its logprob and the best alternatives [[id, logprob]...]
+          nlohmann::json lps = nlohmann::json::array();
+          for (const SampleResult& t : seq.logprobs) {
+            nlohmann::json top = nlohmann::json::array();
+            for (const TokenLogprob& alt : t.top) top.push_back({alt.token, alt.logprob});
+            lps.push_back({{"token", t.token}, {"logprob", t.logprob}, {"top", top}});
+          }
+          choice["logprobs"] = lps;
+        }
+        print(choice);
+      }
     }
   }
   return rc;
@@ -177,7 +189,7 @@ int cmd_generate(int argc, char** argv) {
   std::string batch_file;
   app.add_option("--batch-file", batch_file,
                  "JSONL of completions-API bodies with an \"id\"; runs them all concurrently and prints "
-                 "one JSON line per choice");
+                 "one JSON line per choice (with \"logprobs\" when asked)");
   LOOM_PARSE(app, argc, argv);
   return guarded("generate", [&] {
     auto rt = build_runtime(ro);

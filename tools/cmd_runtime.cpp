@@ -32,8 +32,14 @@ void add_runtime_options(CLI::App& app, RuntimeOptions& o) {
   app.add_option("--gpu-memory-utilization", o.gpu_memory_utilization,
                  "fraction of GPU memory for weights, activations and KV cache")
       ->check(CLI::Range(0.05, 0.99));
-  app.add_option("--kv-cache-dtype", o.kv_cache_dtype, "auto, f32, f16 or bf16")
-      ->check(CLI::IsMember({"auto", "f32", "f16", "bf16"}));
+  app.add_option(
+         "--kv-cache-dtype", o.kv_cache_dtype,
+         "auto, f32, f16, bf16 or fp8 (E4M3 with the checkpoint's per-layer scales, else 1.0)")
+      ->check(CLI::IsMember({"auto", "f32", "f16", "bf16", "fp8"}));
+  app.add_option("--quantization", o.quantization,
+                 "none, or fp8: quantise bf16/fp16 weights to FP8 at load (per-channel scales, "
+                 "dynamic per-token activations; CUDA)")
+      ->check(CLI::IsMember({"none", "fp8"}));
   app.add_option("--block-size", o.block_size, "tokens per KV block")->check(CLI::Range(1, 1024));
   app.add_option("--max-num-seqs", o.max_num_seqs, "sequences running at once")
       ->check(CLI::Range(1, 65536));
@@ -96,6 +102,7 @@ DType parse_kv_dtype(const std::string& name, bool gpu) {
   if (name == "f32") return DType::F32;
   if (name == "f16") return DType::F16;
   if (name == "bf16") return DType::BF16;
+  if (name == "fp8") return DType::F8_E4M3;
   return gpu ? DType::BF16 : DType::F32;
 }
 
@@ -262,6 +269,19 @@ std::unique_ptr<ModelRuntime> build_runtime(const RuntimeOptions& o) {
     if (rt->tp_comm)
       rt->tp_comm = make_device_communicator(*rt->backend, std::move(rt->tp_comm), local_rank());
   }
+  if (o.quantization == "fp8") {
+    QuantizationConfig& q = rt->model.config.quantization;
+    if (!use_cuda) LOOM_THROW("--quantization fp8 needs the CUDA backend (--device cuda)");
+    if (q.fp8)
+      LOOM_LOG_INFO("loom: {} is already quantised ({}); --quantization fp8 changes nothing",
+                    o.model, q.describe());
+    else
+      q = online_fp8_quantization();
+  }
+  if (rt->model.config.quantization.fp8)
+    LOOM_LOG_INFO(
+        "loom: linear layers {}{}", rt->model.config.quantization.describe(),
+        use_cuda ? "" : " (CPU: FP8 weights dequantised to f32 at load, activations unquantised)");
   PipelineStage stage;
   if (pp > 1) {
     rt->pipeline =
@@ -295,6 +315,7 @@ std::unique_ptr<ModelRuntime> build_runtime(const RuntimeOptions& o) {
   EngineConfig ec;
   ec.block_size = o.block_size;
   ec.kv_dtype = parse_kv_dtype(o.kv_cache_dtype, use_cuda);
+  rt->kv_dtype = ec.kv_dtype;
   ec.kv_cache_bytes = parse_bytes(o.kv_cache_memory);
   ec.enable_prefix_caching = o.enable_prefix_caching;
   ec.async_scheduling = !o.no_async_scheduling;
@@ -313,9 +334,12 @@ std::unique_ptr<ModelRuntime> build_runtime(const RuntimeOptions& o) {
     const int64_t free_b = memory->free_bytes, total_b = memory->total_bytes;
     const ModelConfig& c = rt->model.config;
     const int64_t q_dim = c.num_heads * c.head_dim;
-    const int64_t activations = 2 * int64_t{o.max_num_batched_tokens} *
-                                    (8 * c.hidden_size + 4 * c.intermediate_size + 3 * q_dim) +
-                                2 * 4 * int64_t{o.max_num_seqs} * c.vocab_size + (int64_t{1} << 30);
+    const int64_t activations =
+        2 * int64_t{o.max_num_batched_tokens} *
+            (8 * c.hidden_size + 4 * c.intermediate_size + 3 * q_dim) +
+        2 * 4 * int64_t{o.max_num_seqs} * c.vocab_size + (int64_t{1} << 30) +
+        (c.quantization.fp8 ? 2 * int64_t{o.max_num_batched_tokens} * c.intermediate_size
+                            : 0);  // FP8 inputs
     const int64_t used = static_cast<int64_t>(total_b - free_b);
     const int64_t budget =
         static_cast<int64_t>(o.gpu_memory_utilization * double(total_b)) - used - activations;
@@ -333,8 +357,8 @@ std::unique_ptr<ModelRuntime> build_runtime(const RuntimeOptions& o) {
     ec.kv_cache_bytes = budget;
   }
   rt->engine = std::make_unique<Engine>(*rt->runner, rt->text.tokenizer.get(), ec);
-  LOOM_LOG_INFO("loom: {} on {}, {} KV blocks of {} tokens", o.model, rt->device_name,
-                rt->engine->num_kv_blocks(), rt->engine->block_size());
+  LOOM_LOG_INFO("loom: {} on {}, {} KV blocks of {} tokens ({})", o.model, rt->device_name,
+                rt->engine->num_kv_blocks(), rt->engine->block_size(), dtype_name(ec.kv_dtype));
   return rt;
 }
 

@@ -13,6 +13,14 @@
 #   ops      bench_cuda_ops: per-op timings (GEMMs, attention decode/prefill, ...)
 #   small    0.5B-shaped model served over HTTP: 128 in / 32 out, Poisson arrivals
 #            at rising rates (loom bench serve), p99 TTFT per rate
+#   fp8test  FP8 op, model and engine tests (test_cuda_fp8, test_cuda_model, test_cuda_engine)
+#   fp8small a small Llama-3 shape end to end: FP8 checkpoints of both formats and
+#            --quantization fp8, FP8 KV cache, 16 prompts x 32 greedy tokens vs HF on
+#            the dequantised weights and vs bf16
+#   fp8acc   the same comparison on the 8B shape (HF fp8 128x128-block checkpoint)
+#   fp8latency  8B batch-1 decode ITL: bf16, --quantization fp8, the FP8 block checkpoint
+#   fp8fixed    8B 512 x 1000/1000: bf16 vs FP8 weights + FP8 KV cache (KV capacity too)
+#   fp8offline  8B 1,000 ShareGPT-like requests: bf16 vs FP8 weights + FP8 KV cache
 #   api      the CUDA build's --version and /version, and /v1/messages and
 #            /v1/responses (plain and streamed) on a 0.5B-shaped model on the GPU
 # Env: OFFLINE_REQUESTS (1000), HF_REQUESTS (256).
@@ -45,6 +53,23 @@ gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format
 rows = [json.loads(l) for l in open(path) if l.strip().startswith("{")]
 print(json.dumps({"what": what, "machine": gpu, "commit": open(".commit").read().strip() if __import__("os").path.exists(".commit") else "unknown", "results": rows}))
 EOF
+}
+# 16 greedy requests of random token ids (17..120 tokens), 32 tokens each,
+# with top-5 logprobs, as `loom generate --batch-file` reads them.
+fp8_requests() {
+  python3 -c '
+import json, random
+r = random.Random(7)
+for i in range(16):
+    n = r.randrange(17, 121)
+    print(json.dumps({"id": "p%d" % i, "prompt": [r.randrange(300, 120000) for _ in range(n)], "max_tokens": 32,
+                      "temperature": 0, "logprobs": 5, "ignore_eos": True}))' > /tmp/fp8_req.jsonl
+}
+# fp8_generate NAME MODEL [flags...]: the requests through loom -> /tmp/b_NAME.jsonl
+fp8_generate() {
+  local name=$1 model=$2; shift 2
+  timeout 240 $L generate --device cuda --model "$model" --batch-file /tmp/fp8_req.jsonl "$@" \
+    > /tmp/b_$name.jsonl 2> /tmp/b_$name.err || { echo "generate $name failed:"; tail -5 /tmp/b_$name.err; }
 }
 model8b() {
   [ -d /tmp/llama8b ] && return
@@ -172,6 +197,86 @@ for stage in $stages; do
   ops)
     timeout 300 build/gpu/tests/bench_cuda_ops > /tmp/ops.log 2>&1; echo "bench_cuda_ops rc=$?"
     cat /tmp/ops.log | tail -60; cp /tmp/ops.log "$OUT/bench_cuda_ops.txt"
+    ;;
+  fp8test)
+    for t in test_cuda_fp8 test_cuda_model test_cuda_engine; do
+      timeout 400 build/gpu/tests/$t > /tmp/$t.log 2>&1; echo "$t rc=$? $(tail -1 /tmp/$t.log)"
+      grep -E "FAILED|Failure|Expected|Which is|worst|identical|has none|recorded vs" /tmp/$t.log |
+        sort -u | head -50
+    done
+    cat /tmp/test_cuda_fp8.log /tmp/test_cuda_model.log /tmp/test_cuda_engine.log > "$OUT/fp8test.log"
+    ;;
+  fp8small)
+    python3 scripts/gpu/make_random_model.py --shape small --out /tmp/small > /dev/null || exit 1
+    for scheme in fp8-block ct-channel; do
+      python3 scripts/gpu/make_fp8_model.py --src /tmp/small --scheme $scheme --out /tmp/small_$scheme | tail -1
+    done
+    fp8_requests
+    fp8_generate small_bf16 /tmp/small
+    fp8_generate small_fp8-block /tmp/small_fp8-block --kv-cache-dtype fp8
+    fp8_generate small_ct-channel /tmp/small_ct-channel --kv-cache-dtype fp8
+    fp8_generate small_online /tmp/small --quantization fp8 --kv-cache-dtype fp8
+    for scheme in fp8-block ct-channel; do
+      echo "-- small $scheme (FP8 weights + FP8 KV) vs HF on the dequantised weights, and vs loom bf16"
+      timeout 300 python3 scripts/gpu/hf_compare.py --model /tmp/small_$scheme --dequantize-fp8 \
+        --requests /tmp/fp8_req.jsonl --batch /tmp/b_small_$scheme.jsonl --bf16-batch /tmp/b_small_bf16.jsonl | tail -1
+    done
+    echo "-- small --quantization fp8 + FP8 KV vs HF on the bf16 weights, and vs loom bf16"
+    timeout 300 python3 scripts/gpu/hf_compare.py --model /tmp/small --requests /tmp/fp8_req.jsonl \
+      --batch /tmp/b_small_online.jsonl --bf16-batch /tmp/b_small_bf16.jsonl | tail -1
+    ;;
+  fp8acc)
+    model8b
+    [ -d /tmp/llama8b_fp8-block ] ||
+      python3 scripts/gpu/make_fp8_model.py --src /tmp/llama8b --scheme fp8-block --out /tmp/llama8b_fp8-block | tail -1
+    fp8_requests
+    fp8_generate 8b_bf16 /tmp/llama8b
+    fp8_generate 8b_fp8-block /tmp/llama8b_fp8-block --kv-cache-dtype fp8
+    fp8_generate 8b_online /tmp/llama8b --quantization fp8 --kv-cache-dtype fp8
+    echo "-- 8B fp8-block (FP8 weights + FP8 KV) vs HF on the dequantised weights, and vs loom bf16"
+    timeout 400 python3 scripts/gpu/hf_compare.py --model /tmp/llama8b_fp8-block --dequantize-fp8 \
+      --requests /tmp/fp8_req.jsonl --batch /tmp/b_8b_fp8-block.jsonl --bf16-batch /tmp/b_8b_bf16.jsonl | tail -1
+    echo "-- 8B --quantization fp8 + FP8 KV: greedy agreement with loom bf16 (HF: the bf16 weights)"
+    timeout 400 python3 scripts/gpu/hf_compare.py --model /tmp/llama8b --requests /tmp/fp8_req.jsonl \
+      --batch /tmp/b_8b_online.jsonl --bf16-batch /tmp/b_8b_bf16.jsonl | tail -1
+    ;;
+  fp8latency)
+    model8b
+    : > /tmp/fp8lat.jsonl
+    for v in "bf16" "fp8 --quantization fp8" "fp8kv --quantization fp8 --kv-cache-dtype fp8" \
+             "fp8block --kv-cache-dtype fp8"; do
+      set -- $v; name=$1; shift
+      model=/tmp/llama8b; [ "$name" = fp8block ] && model=/tmp/llama8b_fp8-block
+      [ -d "$model" ] || { echo "$name: no $model (run fp8acc first)"; continue; }
+      timeout 150 $L bench latency --device cuda --model $model --input-len 128 --output-len 256 \
+        --batch-sizes 1,64 --json "$@" > /tmp/lat_$name.jsonl 2> /tmp/lat_$name.err || tail -5 /tmp/lat_$name.err
+      echo "-- $name"; cut -c1-700 /tmp/lat_$name.jsonl; cat /tmp/lat_$name.jsonl >> /tmp/fp8lat.jsonl
+    done
+    meta /tmp/fp8lat.jsonl "bench latency, Llama-3-8B shape: bf16; --quantization fp8 (per-channel W8A8) with bf16 and FP8 KV; the HF fp8 128x128-block checkpoint with FP8 KV" > "$OUT/bench_latency_8b_fp8.json"
+    ;;
+  fp8fixed)
+    model8b
+    : > /tmp/fp8fixed.jsonl
+    for v in "bf16" "fp8 --quantization fp8 --kv-cache-dtype fp8"; do
+      set -- $v; name=$1; shift
+      timeout 280 $L bench offline --device cuda --model /tmp/llama8b --dataset fixed --input-len 1000 \
+        --output-len 1000 --num-requests 512 --max-num-seqs 512 --max-num-batched-tokens 16384 --json "$@" \
+        > /tmp/fixed_$name.jsonl 2> /tmp/fixed_$name.err || tail -5 /tmp/fixed_$name.err
+      echo "-- $name"; grep -v "^|" /tmp/fixed_$name.jsonl | cut -c1-900; cat /tmp/fixed_$name.jsonl >> /tmp/fp8fixed.jsonl
+    done
+    meta /tmp/fp8fixed.jsonl "bench offline: 512 requests, 1000 in / 1000 out, Llama-3-8B shape, --max-num-seqs 512 --max-num-batched-tokens 16384: bf16, then --quantization fp8 --kv-cache-dtype fp8 (run_info: KV blocks)" > "$OUT/bench_fixed_8b_fp8.json"
+    ;;
+  fp8offline)
+    model8b
+    $L bench workload --model /tmp/llama8b --dataset sharegpt --num-requests 1000 --seed 0 --output /tmp/w.jsonl
+    : > /tmp/fp8off.jsonl
+    for v in "bf16" "fp8 --quantization fp8 --kv-cache-dtype fp8"; do
+      set -- $v; name=$1; shift
+      timeout 200 $L bench offline --device cuda --model /tmp/llama8b --workload /tmp/w.jsonl --max-num-seqs 512 \
+        --max-num-batched-tokens 16384 --json "$@" > /tmp/off_$name.jsonl 2> /tmp/off_$name.err || tail -5 /tmp/off_$name.err
+      echo "-- $name"; grep -v "^|" /tmp/off_$name.jsonl | cut -c1-900; cat /tmp/off_$name.jsonl >> /tmp/fp8off.jsonl
+    done
+    meta /tmp/fp8off.jsonl "bench offline: 1,000 ShareGPT-like requests, Llama-3-8B shape, --max-num-seqs 512 --max-num-batched-tokens 16384 (greedy): bf16, then --quantization fp8 --kv-cache-dtype fp8" > "$OUT/bench_offline_8b_fp8.json"
     ;;
   check)
     # Quick: the model tests, GPU metrics from NVML on /metrics, the fit check.
