@@ -60,6 +60,22 @@ nlohmann::json run_info(const RuntimeOptions& ro, const ModelRuntime& rt) {
           {"quantization", rt.model.config.quantization.describe()}};
 }
 
+// Speculative decoding over the stats' interval (after - before): drafts
+// verified, accepted, the acceptance rate and the tokens a verify step gave.
+nlohmann::json speculative_report(const EngineStats& before, const EngineStats& after) {
+  const uint64_t drafted = after.spec_draft_tokens - before.spec_draft_tokens;
+  const uint64_t accepted = after.spec_accepted_tokens - before.spec_accepted_tokens;
+  uint64_t steps = 0;
+  for (size_t a = 0; a < after.spec_accepted_lengths.size(); ++a)
+    steps += after.spec_accepted_lengths[a] -
+             (a < before.spec_accepted_lengths.size() ? before.spec_accepted_lengths[a] : 0);
+  return {{"draft_tokens", drafted},
+          {"accepted_tokens", accepted},
+          {"acceptance_rate", drafted ? double(accepted) / double(drafted) : 0.0},
+          {"verify_steps", steps},
+          {"mean_accepted_length", steps ? 1.0 + double(accepted) / double(steps) : 0.0}};
+}
+
 // GPU memory (the process's device footprint: weights, KV pool, workspaces),
 // the KV pool's peak use in bytes, and how the engine chose tokens.
 void add_device_report(const ModelRuntime& rt, const EngineStats& stats, nlohmann::json& report) {
@@ -67,6 +83,7 @@ void add_device_report(const ModelRuntime& rt, const EngineStats& stats, nlohman
                               {"sampled_on_device", stats.device_sampled_tokens},
                               {"generated", stats.generated_tokens}};
   report["steps"] = {{"total", stats.steps}, {"async", stats.async_steps}};
+  report["speculative"] = speculative_report(EngineStats{}, stats);
   report["graphs"] = {{"replayed_steps", rt.transformer->graph_stats().replayed},
                       {"recordings", rt.transformer->graph_stats().recorded},
                       {"eager_steps", rt.transformer->graph_stats().eager}};
@@ -207,7 +224,8 @@ int bench_latency(int argc, char** argv) {
       by_batch.push_back({{"batch", b},
                           {"decode_tokens_per_s", std::round(rate * 10) / 10},
                           {"itl_ms", lat["itl_ms"]},
-                          {"tpot_ms", lat["tpot_ms"]}});
+                          {"tpot_ms", lat["tpot_ms"]},
+                          {"speculative", speculative_report(run.stats_before, run.stats_after)}});
     }
     report["decode"] = by_batch;
     if (!by_batch.empty()) report["decode_tokens_per_s_batch1"] = by_batch[0]["decode_tokens_per_s"];
@@ -253,6 +271,10 @@ int bench_offline(int argc, char** argv) {
       ->check(CLI::Range(0.0, 100.0));
   app.add_option("--top-p", top_p, "nucleus sampling")->check(CLI::Range(0.0, 1.0));
   app.add_option("--top-k", top_k, "top-k sampling (0: off)")->check(CLI::Range(0, 1 << 20));
+  bool stop_at_eos = false;
+  app.add_flag("--stop-at-eos", stop_at_eos,
+               "requests end at the model's end-of-sequence token (output_len is then a cap); "
+               "default: exactly output_len tokens each");
   app.add_flag("--json", json, "print only the JSON line");
   LOOM_PARSE(app, argc, argv);
   return guarded("bench offline", [&] {
@@ -268,6 +290,10 @@ int bench_offline(int argc, char** argv) {
       reqs.back().params.top_p = top_p;
       reqs.back().params.top_k = top_k;
       reqs.back().params.seed = static_cast<uint64_t>(reqs.size());
+      if (stop_at_eos) {
+        reqs.back().params.min_tokens = 0;
+        reqs.back().params.ignore_eos = false;
+      }
     }
     const size_t n = reqs.size();
     rt->engine->start();

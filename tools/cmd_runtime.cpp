@@ -13,6 +13,8 @@
 #include <sstream>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "backend/registry/registry.h"
 #include "core/error.h"
 #include "core/logging.h"
@@ -59,6 +61,24 @@ void add_runtime_options(CLI::App& app, RuntimeOptions& o) {
                "GPU: run decode steps op by op (no CUDA graphs)");
   app.add_flag("--no-async-scheduling", o.no_async_scheduling,
                "wait for each step's tokens before planning the next (no host/GPU overlap)");
+  app.add_option("--speculative-method", o.speculative_method,
+                 "speculative decoding: ngram (prompt lookup) or draft (--speculative-model)")
+      ->check(CLI::IsMember({"ngram", "draft"}));
+  app.add_option("--num-speculative-tokens", o.num_speculative_tokens,
+                 "tokens proposed per sequence and step (speculative decoding)")
+      ->check(CLI::Range(0, 16));
+  app.add_option("--speculative-model", o.speculative_model,
+                 "draft model for speculative decoding (implies --speculative-method draft)");
+  app.add_option("--ngram-min", o.ngram_min, "n-gram speculation: shortest n-gram matched")
+      ->check(CLI::Range(1, 64));
+  app.add_option("--ngram-max", o.ngram_max, "n-gram speculation: longest n-gram matched")
+      ->check(CLI::Range(1, 64));
+  app.add_option("--speculative-max-batch", o.speculative_max_batch,
+                 "speculate only while at most this many sequences decode (0: always)")
+      ->check(CLI::Range(0, 65536));
+  app.add_option("--speculative-config", o.speculative_config,
+                 "vLLM's JSON form: {\"method\": \"ngram\", \"num_speculative_tokens\": 4, "
+                 "\"prompt_lookup_min\": 1, \"prompt_lookup_max\": 4, \"model\": PATH}");
   app.add_option("--engine-seed", o.seed,
                  "seed of the engine-wide generator (requests without a seed)");
   app.add_option("--tensor-parallel-size", o.tensor_parallel_size,
@@ -104,6 +124,67 @@ DType parse_kv_dtype(const std::string& name, bool gpu) {
   if (name == "bf16") return DType::BF16;
   if (name == "fp8") return DType::F8_E4M3;
   return gpu ? DType::BF16 : DType::F32;
+}
+
+// The speculative-decoding flags, vLLM's --speculative-config JSON merged
+// under them (a flag given on the command line wins).
+SpeculativeConfig speculative_config(const RuntimeOptions& o) {
+  std::string method = o.speculative_method, model = o.speculative_model;
+  int32_t k = o.num_speculative_tokens, lo = o.ngram_min, hi = o.ngram_max;
+  if (!o.speculative_config.empty()) {
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(o.speculative_config);
+    } catch (const std::exception& e) {
+      LOOM_THROW("--speculative-config is not JSON: {}", e.what());
+    }
+    if (!j.is_object()) LOOM_THROW("--speculative-config must be a JSON object");
+    for (const auto& [key, value] : j.items()) {
+      auto as_int = [&](int32_t lo_v, int32_t hi_v) {
+        if (!value.is_number_integer() || value.get<int64_t>() < lo_v || value.get<int64_t>() > hi_v)
+          LOOM_THROW("--speculative-config: {} must be an integer in [{}, {}]", key, lo_v, hi_v);
+        return value.get<int32_t>();
+      };
+      if (key == "method") {
+        if (!value.is_string()) LOOM_THROW("--speculative-config: method must be a string");
+        if (method.empty()) method = value.get<std::string>();
+      } else if (key == "num_speculative_tokens") {
+        const int32_t v = as_int(0, 16);
+        if (k == 0) k = v;
+      } else if (key == "prompt_lookup_min") {
+        lo = as_int(1, 64);
+      } else if (key == "prompt_lookup_max") {
+        hi = as_int(1, 64);
+      } else if (key == "model") {
+        if (!value.is_string()) LOOM_THROW("--speculative-config: model must be a string");
+        if (model.empty()) model = value.get<std::string>();
+      } else {
+        LOOM_THROW("--speculative-config: unknown key '{}' (method, num_speculative_tokens, "
+                   "prompt_lookup_min, prompt_lookup_max, model)", key);
+      }
+    }
+  }
+  SpeculativeConfig sc;
+  if (method.empty() && !model.empty()) method = "draft";
+  if (method.empty()) {
+    if (k > 0) LOOM_THROW("--num-speculative-tokens needs --speculative-method (ngram or draft)");
+    return sc;
+  }
+  if (method == "ngram") {
+    sc.method = SpeculativeConfig::Method::Ngram;
+  } else if (method == "draft" || method == "draft_model") {
+    LOOM_THROW("speculative decoding with a draft model is not available in this build of loom yet; "
+               "use --speculative-method ngram");
+  } else {
+    LOOM_THROW("unknown speculative method '{}' (ngram or draft)", method);
+  }
+  if (k < 1) LOOM_THROW("speculative decoding needs --num-speculative-tokens >= 1");
+  if (lo > hi) LOOM_THROW("--ngram-min ({}) must not exceed --ngram-max ({})", lo, hi);
+  sc.num_tokens = k;
+  sc.ngram_min = lo;
+  sc.ngram_max = hi;
+  sc.max_batch = o.speculative_max_batch;
+  return sc;
 }
 
 // Every rank of the job: MPI_COMM_WORLD, which must have exactly tp * pp ranks.
@@ -320,6 +401,7 @@ std::unique_ptr<ModelRuntime> build_runtime(const RuntimeOptions& o) {
   ec.enable_prefix_caching = o.enable_prefix_caching;
   ec.async_scheduling = !o.no_async_scheduling;
   ec.seed = o.seed;
+  ec.speculative = speculative_config(o);
   ec.scheduler.max_num_seqs = o.max_num_seqs;
   ec.scheduler.max_num_batched_tokens = o.max_num_batched_tokens;
   ec.scheduler.max_model_len = o.max_model_len;

@@ -40,6 +40,16 @@ struct RuntimeOptions {
   bool no_async_scheduling =
       false;  // every step waits for its tokens (EngineConfig::async_scheduling)
   uint64_t seed = 0x10011;
+  // Speculative decoding: --speculative-method ngram|draft, or vLLM's
+  // --speculative-config JSON ({"method", "num_speculative_tokens",
+  // "prompt_lookup_min", "prompt_lookup_max", "model"}).
+  std::string speculative_method;
+  int32_t num_speculative_tokens = 0;
+  std::string speculative_model;
+  int32_t ngram_min = 1;
+  int32_t ngram_max = 4;
+  int32_t speculative_max_batch = 16;
+  std::string speculative_config;
   int tensor_parallel_size = 1;  // > 1: one rank per process, started by mpirun
   int pipeline_parallel_size = 1;  // stages; the job has tensor x pipeline ranks
   int pipeline_micro_batches = 0;  // per step; 0: one per stage

@@ -80,6 +80,8 @@ struct OpenAiServer::Call {
   std::optional<SteadyClock::time_point> first_token;
   bool queue_time_recorded = false;
   std::vector<SteadyClock::time_point> last_token;  // by choice
+  int64_t spec_draft_tokens = 0;     // speculative decoding, over the call's prompts
+  int64_t spec_accepted_tokens = 0;
 
   Call(OpenAiServer& s, std::shared_ptr<ResponseSink> k, GenerationRequest r, const Tenant* t,
        std::string route_, std::string remote_, SteadyClock::time_point arrived_, std::string id,
@@ -133,7 +135,11 @@ struct OpenAiServer::Call {
       }
       for (const auto& c : chunks) send_sse(c);
     }
-    if (e.request_done) ++done;
+    if (e.request_done) {
+      ++done;
+      spec_draft_tokens += e.spec_draft_tokens;
+      spec_accepted_tokens += e.spec_accepted_tokens;
+    }
     maybe_finish(lk);
   }
 
@@ -222,10 +228,10 @@ struct OpenAiServer::Call {
     if (!server.config_.log_requests) return;
     spdlog::info(
         "access id={} tenant={} route={} status={} stream={} n={} prompt_tokens={} "
-        "completion_tokens={} ttft_ms={:.1f} e2e_ms={:.1f} remote={}",
+        "completion_tokens={} ttft_ms={:.1f} e2e_ms={:.1f} spec_draft={} spec_accepted={} remote={}",
         builder.id(), tenant_name.empty() ? "-" : tenant_name, route, status, request.stream,
         request.params.n, u.prompt_tokens, u.completion_tokens, ttft * 1e3, e2e * 1e3,
-        remote.empty() ? "-" : remote);
+        spec_draft_tokens, spec_accepted_tokens, remote.empty() ? "-" : remote);
   }
 };
 
@@ -279,6 +285,12 @@ OpenAiServer::OpenAiServer(OpenAiServerConfig config, GenerationService& service
   m.declare_counter("loom_preemptions_total", "sequences preempted (recomputed later)");
   m.declare_counter("loom_engine_steps_total", "engine forward steps");
   m.declare_counter("loom_engine_prompt_tokens_computed_total", "prompt tokens prefilled");
+  m.declare_counter("loom_spec_decode_draft_tokens_total", "speculative decoding: draft tokens verified");
+  m.declare_counter("loom_spec_decode_accepted_tokens_total",
+                    "speculative decoding: draft tokens accepted");
+  m.declare_counter("loom_spec_decode_acceptance_length_total",
+                    "speculative decoding: verify steps by the number of draft tokens they accepted "
+                    "(label accepted)");
   m.declare_gauge("loom_engine_stalled", "1 when the engine has work but made no step "
                                          "within the watchdog window");
   refresh_engine_metrics();
@@ -363,6 +375,11 @@ void OpenAiServer::refresh_engine_metrics() {
   m.set("loom_preemptions_total", double(s.preemptions));
   m.set("loom_engine_steps_total", double(s.steps));
   m.set("loom_engine_prompt_tokens_computed_total", double(s.prompt_tokens_computed));
+  m.set("loom_spec_decode_draft_tokens_total", double(s.spec_draft_tokens));
+  m.set("loom_spec_decode_accepted_tokens_total", double(s.spec_accepted_tokens));
+  for (size_t a = 0; a < s.spec_accepted_lengths.size(); ++a)
+    m.set("loom_spec_decode_acceptance_length_total", double(s.spec_accepted_lengths[a]),
+          {{"accepted", std::to_string(a)}});
   m.set("loom_engine_stalled", stalled ? 1.0 : 0.0);
 }
 
