@@ -35,9 +35,13 @@ fi
 # bindings. pip needs the sdist's build backend only to read its metadata.
 xgrammar_version=0.2.8
 xgrammar_sha256=8305646fd2b319d6c3003f51a1665e54cbbe9cba1fb636bc41d0b46434ccbb80
+# scripts/patches/xgrammar-<version>-*.patch fix bugs found by our tests
+# (each says what it fixes); the stamp covers them, so a new patch re-extracts.
 root="$(cd "$(dirname "$0")/.." && pwd)"
 xgrammar_dir="$root/third_party/xgrammar"
-if [ "$(cat "$xgrammar_dir/.sha256" 2>/dev/null)" != "$xgrammar_sha256" ]; then
+xgrammar_stamp="$(cat "$root"/scripts/patches/xgrammar-"$xgrammar_version"-*.patch 2>/dev/null |
+  sha256sum | cut -c1-16)-$xgrammar_sha256"
+if [ "$(cat "$xgrammar_dir/.stamp" 2>/dev/null)" != "$xgrammar_stamp" ]; then
   echo "setup: fetching xgrammar $xgrammar_version (source)"
   pip_q=(python3 -m pip -q --disable-pip-version-check)
   python3 -c 'import scikit_build_core, nanobind, setuptools_scm' 2>/dev/null ||
@@ -55,6 +59,9 @@ if [ "$(cat "$xgrammar_dir/.sha256" 2>/dev/null)" != "$xgrammar_sha256" ]; then
     "xgrammar-$xgrammar_version/cpp" "xgrammar-$xgrammar_version/include" \
     "xgrammar-$xgrammar_version/3rdparty/picojson" "xgrammar-$xgrammar_version/3rdparty/dlpack/include" \
     "xgrammar-$xgrammar_version/LICENSE" "xgrammar-$xgrammar_version/NOTICE"
-  echo "$xgrammar_sha256" > "$xgrammar_dir/.sha256"
+  for p in "$root"/scripts/patches/xgrammar-"$xgrammar_version"-*.patch; do
+    [ -f "$p" ] && patch -s -p1 -d "$xgrammar_dir" < "$p"
+  done
+  echo "$xgrammar_stamp" > "$xgrammar_dir/.stamp"
   rm -rf "$work"
 fi
