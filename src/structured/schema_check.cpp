@@ -169,8 +169,12 @@ bool one_of_disjoint(const json& options) {
 }
 
 // Formats whose xgrammar regex accepts more than the format allows (ipv4
-// with leading zeros such as 01.2.3.4; dates such as 2023-02-30), as exact
-// patterns: years 0001-9999, days per month, February 29 in leap years only.
+// with leading zeros such as 01.2.3.4; dates such as 2023-02-30; JSON
+// pointers, whose format regex is matched against the raw JSON text and so
+// lets an unescaped " or control character through), as exact patterns:
+// years 0001-9999, days per month, February 29 in leap years only, no leap
+// seconds (which validators reject); a
+// pattern is matched against the decoded string and JSON-escaped.
 std::optional<std::string> exact_format_pattern(const std::string& format) {
   const std::string octet = "(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])";
   const std::string year = "([0-9]{3}[1-9]|[0-9]{2}[1-9][0-9]|[0-9][1-9][0-9]{2}|[1-9][0-9]{3})";
@@ -179,9 +183,13 @@ std::optional<std::string> exact_format_pattern(const std::string& format) {
                            "-(0[469]|11)-(0[1-9]|[12][0-9]|30)|" + year +
                            "-02-(0[1-9]|1[0-9]|2[0-8])|" + leap + "-02-29)";
   const std::string time =
-      "([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\\.[0-9]+)?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])";
+      "([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]+)?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])";
+  const std::string pointer = "(/([^/~]|~[01])*)*";
+  if (format == "json-pointer") return "^" + pointer + "$";
+  if (format == "relative-json-pointer") return "^(0|[1-9][0-9]*)(#|" + pointer + ")$";
   if (format == "ipv4") return "^(" + octet + "\\.){3}" + octet + "$";
   if (format == "date") return "^" + date + "$";
+  if (format == "time") return "^" + time + "$";
   if (format == "date-time") return "^" + date + "T" + time + "$";
   return std::nullopt;
 }
