@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/sampling_params.h"
+#include "server/structured_request.h"
 
 namespace loom {
 class Tokenizer;
@@ -43,6 +44,9 @@ struct ModelContext {
   const ChatFormatter* chat = nullptr;    // null: chat completions unavailable
   int32_t max_model_len = 0;          // prompt + generated tokens per sequence
   int32_t vocab_size = 0;
+  ToolCallFormat tool_format = *tool_call_format("hermes");  // how the model writes tool calls
+  std::optional<ReasoningFormat> reasoning;  // set: <think> sections go to reasoning_content
+  structured::SpecLimits spec_limits;
 };
 
 enum class Endpoint : uint8_t { Completions, ChatCompletions };
@@ -59,6 +63,12 @@ struct GenerationRequest {
   bool echo = false;                         // completions: output starts with the prompt
   bool logprobs = false;                     // return logprobs (params.logprobs: top count)
   std::string user;
+  OutputStructure structure;                 // response_format, guided_*, tools
+  // Parsing the output (chat): tool calls in this format when tools are active;
+  // reasoning sections when the model reasons (started: the prompt opened one).
+  std::optional<ToolCallFormat> tool_parser;
+  std::optional<ReasoningFormat> reasoning;
+  bool reasoning_started = false;
   int64_t prompt_tokens() const;             // over every prompt
   int32_t num_choices() const { return int32_t(prompts.size()) * params.n; }
 };

@@ -41,6 +41,25 @@ const std::vector<double> kLatencyBuckets = {0.001, 0.005, 0.01, 0.02, 0.04, 0.0
                                              0.25,  0.5,   0.75, 1.0,  2.5,  5.0,  7.5,  10.0,
                                              20.0,  40.0,  80.0, 160.0, 640.0};
 
+// The request's output constraint, compiled (null: unconstrained). Grammar
+// errors become a 400 naming the field (503 when the compile queue is full).
+std::shared_ptr<const TokenConstraintFactory> output_constraint(
+    const GenerationRequest& g, const ModelContext& model, structured::GrammarCompiler* grammars) {
+  const auto grammar =
+      output_grammar(g.structure, model.tool_format, g.reasoning, g.reasoning_started);
+  if (!grammar) return nullptr;
+  const std::string param = g.structure.tools.forced() ? "tool_choice" : g.structure.param;
+  if (!grammars)
+    throw ApiError(400, "structured output is not enabled on this server", param);
+  try {
+    return grammars->compile(*grammar);
+  } catch (const structured::GrammarError& e) {
+    if (e.kind() == structured::GrammarError::Kind::Busy)
+      throw ApiError(503, e.what(), param, "service_unavailable").with_retry_after(1);
+    throw ApiError(400, fmt::format("{}: {}", param, e.what()), param);
+  }
+}
+
 std::string random_prefix() {
   std::random_device rd;
   return fmt::format("{:08x}", rd());
@@ -523,6 +542,8 @@ void OpenAiServer::start_generation(Endpoint endpoint, const HttpRequest& req,
                                         p.size(), tenant->name, tenant->limits.max_prompt_tokens),
                        prompt_param);
       }
+  // Before admission: a bad or slow grammar holds no tenant slot.
+  const auto constraint = output_constraint(g, model_, config_.grammars.get());
   if (draining_)
     throw ApiError(503, "the server is shutting down", "", "service_unavailable")
         .with_retry_after(config_.retry_after_seconds);
@@ -563,6 +584,7 @@ void OpenAiServer::start_generation(Endpoint endpoint, const HttpRequest& req,
     er.cache_salt = tenant ? tenant->name : "";
     er.tenant = tenant ? tenant->name : "";
     er.tenant_weight = tenant ? tenant->weight : 1.0f;
+    er.constraint = constraint;
     RequestId eid = 0;
     try {
       eid = service_.submit(std::move(er), [call, i](const StreamEvent& e) { call->on_event(i, e); });

@@ -24,6 +24,7 @@
 #include "server/openai_request.h"
 #include "server/request_filter.h"
 #include "server/tenants.h"
+#include "structured/grammar_compiler.h"
 
 namespace loom::server {
 
@@ -35,6 +36,10 @@ struct OpenAiServerConfig {
   std::shared_ptr<GpuMetricsSource> gpu_metrics;  // null: no loom_gpu_* series
   // The watchdog's clock; null: steady_clock::now. Tests step it by hand.
   std::function<std::chrono::steady_clock::time_point()> watchdog_clock;
+  // Compiles response_format / guided_* / forced tool-call grammars over the
+  // model's vocabulary (on its own pool; the HTTP worker waits, bounded).
+  // Null: such requests get a 400.
+  std::shared_ptr<structured::GrammarCompiler> grammars;
 };
 
 class OpenAiServer {

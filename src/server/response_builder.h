@@ -13,6 +13,7 @@
 
 #include "engine/api.h"
 #include "server/openai_request.h"
+#include "server/output_parser.h"
 
 namespace loom::server {
 
@@ -50,6 +51,7 @@ class ResponseBuilder {
     std::string finish_reason;   // "" while running
     bool started = false;        // streaming: first chunk sent (role / echo)
     int64_t text_offset = 0;     // completions logprobs: offset of the next token
+    std::optional<OutputParser> parser;  // chat: reasoning / tool calls / content
   };
 
   nlohmann::json chunk_base() const;
@@ -64,7 +66,7 @@ class ResponseBuilder {
   int64_t completion_tokens_ = 0;
 };
 
-// "stop", "length", "abort", "error".
+// "stop", "length", "abort", "error" ("tool_calls" is decided by the builder).
 std::string finish_reason_string(FinishReason reason);
 
 }  // namespace loom::server
