@@ -295,7 +295,8 @@ ParsedDelta ToolCallParser::finish() {
   parse(out, true);
   if (!buf_.empty()) {
     // An unfinished call: its text is content unless part of it was reported.
-    if (!call_open_) out.content += buf_;
+    if (!call_open_) out.content += raw_ + buf_;
+    raw_.clear();
     buf_.clear();
   }
   return out;
@@ -307,7 +308,8 @@ void ToolCallParser::parse(ParsedDelta& out, bool at_end) {
                             : state_ == State::Calls ? parse_calls(out, at_end)
                                                      : false;
     if (state_ == State::Done) {
-      out.content += buf_;
+      out.content += raw_ + buf_;
+      raw_.clear();
       buf_.clear();
       return;
     }
@@ -353,6 +355,7 @@ bool ToolCallParser::parse_content(ParsedDelta& out, bool at_end) {
   const size_t at = buf_.find(format_.start);
   if (at != std::string::npos) {
     out.content += buf_.substr(0, at);
+    raw_ = format_.start;
     buf_.erase(0, at + format_.start.size());
     state_ = State::Calls;
     in_list_ = false;
@@ -369,10 +372,11 @@ bool ToolCallParser::parse_calls(ParsedDelta& out, bool at_end) {
   if (i == buf_.size()) return false;
   if (format_.list && !in_list_) {
     if (buf_[i] != '[') {  // not a list after all: content
-      state_ = format_.start.empty() ? State::Done : State::Content;
+      leave_calls(out);
       return true;
     }
     in_list_ = true;
+    raw_ += buf_.substr(0, i + 1);
     buf_.erase(0, i + 1);
     return true;
   }
@@ -381,6 +385,7 @@ bool ToolCallParser::parse_calls(ParsedDelta& out, bool at_end) {
     buf_.erase(0, i + 1);
     if (close) {
       in_list_ = false;
+      raw_.clear();
       state_ = format_.start.empty() ? State::Done : State::Content;
     }
     return true;
@@ -407,15 +412,24 @@ bool ToolCallParser::parse_calls(ParsedDelta& out, bool at_end) {
     }
     if (!at_end && (partial(format_.end) || partial(format_.separator))) return false;
     after_call_ = false;
+    raw_.clear();
     state_ = format_.start.empty() ? State::Done : State::Content;
     return true;
   }
+  raw_ += buf_.substr(0, i);
   buf_.erase(0, i);
   return format_.body == ToolCallFormat::Body::Json ? parse_json_call(out, at_end)
                                                     : parse_python_call(out, at_end);
 }
 
+void ToolCallParser::leave_calls(ParsedDelta& out) {
+  out.content += raw_;
+  raw_.clear();
+  state_ = format_.start.empty() ? State::Done : State::Content;
+}
+
 void ToolCallParser::emit_call_start(ParsedDelta& out, const std::string& name) {
+  raw_.clear();
   out.tool_calls.push_back({next_index_, make_tool_call_id(), name, ""});
   call_open_ = true;
   args_sent_ = 0;
@@ -423,7 +437,7 @@ void ToolCallParser::emit_call_start(ParsedDelta& out, const std::string& name) 
 
 bool ToolCallParser::parse_json_call(ParsedDelta& out, bool at_end) {
   if (buf_.empty() || buf_[0] != '{') {
-    if (!call_open_) state_ = format_.start.empty() ? State::Done : State::Content;
+    if (!call_open_) leave_calls(out);
     return !call_open_;
   }
   const ObjectScan scan = scan_object(buf_, format_.argument_keys);

@@ -78,10 +78,13 @@ class ToolCallParser {
   bool parse_json_call(ParsedDelta& out, bool at_end);
   bool parse_python_call(ParsedDelta& out, bool at_end);
   void emit_call_start(ParsedDelta& out, const std::string& name);
+  // Not a call after all: the text consumed since the start marker is content.
+  void leave_calls(ParsedDelta& out);
 
   ToolCallFormat format_;
   State state_ = State::Content;
   std::string buf_;        // text not yet consumed
+  std::string raw_;        // consumed call framing (marker, brackets) not yet part of a reported call
   bool seen_text_ = false; // non-space content was emitted (start-only formats stop looking)
   bool in_list_ = false;
   bool after_call_ = false;  // a call just ended (its end marker or a separator may follow)
