@@ -183,7 +183,7 @@ std::optional<std::string> exact_format_pattern(const std::string& format) {
                            "-(0[469]|11)-(0[1-9]|[12][0-9]|30)|" + year +
                            "-02-(0[1-9]|1[0-9]|2[0-8])|" + leap + "-02-29)";
   const std::string time =
-      "([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]+)?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])";
+      "([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,9})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])";
   const std::string pointer = "(/([^/~]|~[01])*)*";
   if (format == "json-pointer") return "^" + pointer + "$";
   if (format == "relative-json-pointer") return "^(0|[1-9][0-9]*)(#|" + pointer + ")$";

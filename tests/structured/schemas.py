@@ -65,7 +65,7 @@ SCHEMAS = {
     "optional_groups": {
         "type": "object",
         "properties": {"price": {"type": "string", "pattern": "^[0-9]{1,4}(\\.[0-9]+)?$"},
-                       "code": {"type": "string", "pattern": "^a(xy+)?b$"}},
+                       "code": {"type": "string", "pattern": "^a(xy{1,5})?b$"}},
         "required": ["price", "code"], "additionalProperties": False},
     "array_of_objects": {
         "type": "array", "minItems": 1, "maxItems": 3,
@@ -137,6 +137,17 @@ SCHEMAS = {
                                                "required": ["email", "role"], "additionalProperties": False}},
                        "priority": {"type": "integer", "minimum": 1, "maximum": 3}},
         "required": ["name", "attendees", "priority"], "additionalProperties": False},
+    "invoice": {
+        "type": "object",
+        "properties": {"number": {"type": "string", "pattern": "^INV-[0-9]{4}$"},
+                       "lines": {"type": "array", "minItems": 1, "maxItems": 3,
+                                 "items": {"type": "object",
+                                           "properties": {"sku": {"type": "string", "maxLength": 8},
+                                                          "qty": {"type": "integer", "minimum": 1, "maximum": 99},
+                                                          "price": {"type": "number", "minimum": 0, "maximum": 1000}},
+                                           "required": ["sku", "qty", "price"], "additionalProperties": False}},
+                       "paid": {"type": "boolean"}},
+        "required": ["number", "lines", "paid"], "additionalProperties": False},
     "min_properties": {
         "type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}, "c": {"type": "integer"}},
         "minProperties": 2, "additionalProperties": False},

@@ -47,9 +47,15 @@ def walks():
     cases += [{"name": f"choice:{k}", "kind": "choice", "spec": v} for k, v in CHOICES.items()]
     cases += [{"name": f"grammar:{k}", "kind": "grammar", "spec": v} for k, v in GRAMMARS.items()]
     cases += [{"name": "json_object", "kind": "json_object"}]
+    # An optional group whose body loops (an xgrammar FSM bug, patched).
+    cases += [{"name": "schema:fsm_optional_loop", "kind": "json_schema", "spec": FSM_OPTIONAL_LOOP}]
     errors, ws = run_walk(cases, SAMPLES, "--seed", "7")
     assert not errors, errors
     return ws
+
+
+FSM_OPTIONAL_LOOP = {"type": "string", "pattern": "^a(xy+)?b(\\.[0-9]+)?$"}
+SCHEMAS_AND_EXTRA = dict(SCHEMAS, fsm_optional_loop=FSM_OPTIONAL_LOOP)
 
 
 def by_prefix(walks, prefix):
@@ -70,7 +76,7 @@ def test_json_schema_walks_validate(walks):
         assert fmt in checker.checkers, f"jsonschema cannot check format {fmt}"
     count = 0
     for w in by_prefix(walks, "schema:"):
-        schema = SCHEMAS[w["name"].split(":", 1)[1]]
+        schema = SCHEMAS_AND_EXTRA[w["name"].split(":", 1)[1]]
         value = json.loads(w["text"])
         jsonschema.Draft202012Validator(schema, format_checker=checker).validate(value)
         count += 1
