@@ -13,6 +13,9 @@
 #   ops      bench_cuda_ops: per-op timings (GEMMs, attention decode/prefill, ...)
 #   small    0.5B-shaped model served over HTTP: 128 in / 32 out, Poisson arrivals
 #            at rising rates (loom bench serve), p99 TTFT per rate
+#   structured  0.5B-shaped random model on the GPU: every structured-output schema,
+#            regex and choice at temperature 0 and 1 must validate (masks on the
+#            device); needs third_party/xgrammar carried (scripts/setup.sh fetches it)
 # Env: OFFLINE_REQUESTS (1000), HF_REQUESTS (256).
 set -uo pipefail
 stages=${*:-test latency}
@@ -118,6 +121,18 @@ for stage in $stages; do
     kill -TERM $spid; wait $spid
     [ -f /tmp/small.json ] && cp /tmp/small.json "$OUT/bench_serve_small.json"
     [ -f /tmp/small.png ] && cp /tmp/small.png "$OUT/bench_serve_small.png"
+    ;;
+  structured)
+    [ -f third_party/xgrammar/cpp/grammar_compiler.cc ] || { echo "structured: carry third_party/xgrammar"; continue; }
+    python3 scripts/gpu/make_random_model.py --shape 0.5b --out /tmp/qwen05 > /dev/null || exit 1
+    $L serve --device cuda --model /tmp/qwen05 --port 18001 --max-grammar-compile-ms 60000 \
+      > /tmp/serve_structured.log 2>&1 &
+    spid=$!
+    for i in $(seq 1 120); do curl -sf http://127.0.0.1:18001/ready > /dev/null && break; sleep 1; done
+    timeout 900 python3 scripts/gpu/structured_check.py http://127.0.0.1:18001 qwen05 8 > /tmp/structured.json
+    echo "structured rc=$?"; cut -c1-1500 /tmp/structured.json
+    kill -TERM $spid; wait $spid
+    cp /tmp/structured.json "$OUT/structured_validity.json"
     ;;
   latency1)
     model8b
