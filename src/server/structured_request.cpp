@@ -213,9 +213,11 @@ ToolsRequest parse_tools(const json& body, const structured::SpecLimits& lim) {
     if (!p->is_boolean()) throw_bad_field("parallel_tool_calls", "'parallel_tool_calls' must be a boolean");
     t.parallel = p->get<bool>();
   }
-  // Check the schemas now (a 400 before anything runs), whatever the choice.
-  for (size_t i = 0; i < t.functions.size(); ++i)
-    if (!t.functions[i].parameters.is_null()) {
+  // Forced calls follow the schemas: check them now, naming the tool. (With
+  // auto, the schemas are only shown to the model, never enforced.)
+  for (size_t i = 0; i < t.functions.size() && t.forced(); ++i)
+    if (!t.functions[i].parameters.is_null() &&
+        (t.choice == ToolsRequest::Choice::Required || t.functions[i].name == t.named)) {
       const std::string p = fmt::format("tools[{}].function.parameters", i);
       build(p, [&] { return structured::json_schema_spec(t.functions[i].parameters, lim); });
     }

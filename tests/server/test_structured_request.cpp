@@ -83,8 +83,12 @@ TEST(StructuredRequest, Tools) {
   EXPECT_EQ(param_of(json{{"tools", {{{"type", "retrieval"}}}}}), "tools[0].type");
   EXPECT_EQ(param_of(json{{"tools", {{{"type", "function"}, {"function", {{"name", "bad name"}}}}}}}),
             "tools[0].function.name");
+  EXPECT_EQ(param_of(json::parse(R"({"tool_choice": "required", "tools": [{"type": "function", "function":
+      {"name": "f", "parameters": {"type": "object", "properties": {"a": {"not": {}}}}}}]})")),
+            "tools[0].function.parameters");
+  // With auto the schema is not enforced, so not checked.
   EXPECT_EQ(param_of(json::parse(R"({"tools": [{"type": "function", "function": {"name": "f",
-      "parameters": {"type": "object", "properties": {"a": {"not": {}}}}}}]})")), "tools[0].function.parameters");
+      "parameters": {"type": "object", "properties": {"a": {"not": {}}}}}}]})")), "<accepted>");
   EXPECT_EQ(param_of(json{{"tools", kTools}}, false), "tools");
   EXPECT_EQ(param_of(json{{"tools", kTools}, {"tool_choice", "required"}, {"guided_regex", "a"}}), "tool_choice");
 }
