@@ -28,8 +28,10 @@ OutputDelta OutputParser::push(std::string_view text) {
     out.reasoning = std::move(r.reasoning);
     content = std::move(r.content);
   }
-  if (tool_parser_) take(tool_parser_->push(content), out);
-  else out.content = std::move(content);
+  if (tool_parser_)
+    take(tool_parser_->push(content), out);
+  else
+    out.content = std::move(content);
   content_ += out.content;
   reasoning_ += out.reasoning;
   return out;
@@ -59,7 +61,8 @@ json OutputParser::message() const {
   // With tool calls, whitespace around them is not content.
   const bool blank = content_.find_first_not_of(" \n\t\r") == std::string::npos;
   m["content"] = !calls_.empty() && blank ? json(nullptr) : json(content_);
-  if (reasoning_parser_) m["reasoning_content"] = reasoning_.empty() ? json(nullptr) : json(reasoning_);
+  if (reasoning_parser_)
+    m["reasoning_content"] = reasoning_.empty() ? json(nullptr) : json(reasoning_);
   if (!calls_.empty()) {
     json calls = json::array();
     for (const auto& c : calls_)

@@ -20,11 +20,14 @@ bool only_space(std::string_view s) {
 }  // namespace
 
 std::optional<ReasoningFormat> reasoning_format(std::string_view name) {
-  if (name == "qwen3" || name == "deepseek_r1") return ReasoningFormat{std::string(name), "<think>", "</think>"};
+  if (name == "qwen3" || name == "deepseek_r1")
+    return ReasoningFormat{std::string(name), "<think>", "</think>"};
   return std::nullopt;
 }
 
-std::vector<std::string> reasoning_format_names() { return {"qwen3", "deepseek_r1"}; }
+std::vector<std::string> reasoning_format_names() {
+  return {"qwen3", "deepseek_r1"};
+}
 
 ReasoningParser::ReasoningParser(ReasoningFormat format, bool started)
     : format_(std::move(format)), state_(started ? State::Reasoning : State::Start) {}
@@ -81,8 +84,10 @@ ReasoningParser::Delta ReasoningParser::push(std::string_view text) {
 
 ReasoningParser::Delta ReasoningParser::finish() {
   Delta out;
-  if (state_ == State::Reasoning) out.reasoning += buf_;
-  else if (!skip_space_ || !only_space(buf_)) out.content += buf_;
+  if (state_ == State::Reasoning)
+    out.reasoning += buf_;
+  else if (!skip_space_ || !only_space(buf_))
+    out.content += buf_;
   buf_.clear();
   return out;
 }

@@ -45,7 +45,8 @@ std::vector<std::string> string_list(const json& v, const std::string& param) {
   if (!v.is_array()) throw_bad_field(param, fmt::format("'{}' must be a list of strings", param));
   std::vector<std::string> out;
   for (const auto& s : v) {
-    if (!s.is_string()) throw_bad_field(param, fmt::format("'{}' must be a list of strings", param));
+    if (!s.is_string())
+      throw_bad_field(param, fmt::format("'{}' must be a list of strings", param));
     out.push_back(s.get<std::string>());
   }
   return out;
@@ -56,7 +57,8 @@ std::string string_field(const json& v, const std::string& param) {
   return v.get<std::string>();
 }
 
-std::optional<GrammarSpec> parse_response_format(const json& rf, const structured::SpecLimits& lim) {
+std::optional<GrammarSpec> parse_response_format(const json& rf,
+                                                 const structured::SpecLimits& lim) {
   if (!rf.is_object() || !rf.contains("type") || !rf["type"].is_string())
     throw_bad_field("response_format", "'response_format' must be an object with a 'type'");
   const std::string type = rf["type"].get<std::string>();
@@ -159,9 +161,11 @@ ToolsRequest parse_tools(const json& body, const structured::SpecLimits& lim) {
       const json& tool = (*tools)[i];
       const std::string where = fmt::format("tools[{}]", i);
       if (!tool.is_object() || !tool.contains("type") || tool["type"] != "function")
-        throw_bad_field(where + ".type", "each tool must be {\"type\": \"function\", \"function\": {...}}");
+        throw_bad_field(where + ".type",
+                        "each tool must be {\"type\": \"function\", \"function\": {...}}");
       const json* fn = field(tool, "function");
-      if (!fn || !fn->is_object()) throw_bad_field(where + ".function", "'function' must be an object");
+      if (!fn || !fn->is_object())
+        throw_bad_field(where + ".function", "'function' must be an object");
       const json* name = field(*fn, "name");
       if (!name || !name->is_string() || !valid_function_name(name->get<std::string>()))
         throw_bad_field(where + ".function.name",
@@ -170,7 +174,8 @@ ToolsRequest parse_tools(const json& body, const structured::SpecLimits& lim) {
       f.name = name->get<std::string>();
       for (const auto& other : t.functions)
         if (other.name == f.name)
-          throw_bad_field(where + ".function.name", fmt::format("two tools are named '{}'", f.name));
+          throw_bad_field(where + ".function.name",
+                          fmt::format("two tools are named '{}'", f.name));
       if (const json* params = field(*fn, "parameters")) {
         const std::string p = where + ".function.parameters";
         if (!params->is_object()) throw_bad_field(p, "'parameters' must be a JSON Schema object");
@@ -182,9 +187,12 @@ ToolsRequest parse_tools(const json& body, const structured::SpecLimits& lim) {
   if (const json* tc = field(body, "tool_choice")) {
     if (tc->is_string()) {
       const std::string c = tc->get<std::string>();
-      if (c == "auto") t.choice = ToolsRequest::Choice::Auto;
-      else if (c == "none") t.choice = ToolsRequest::Choice::None;
-      else if (c == "required") t.choice = ToolsRequest::Choice::Required;
+      if (c == "auto")
+        t.choice = ToolsRequest::Choice::Auto;
+      else if (c == "none")
+        t.choice = ToolsRequest::Choice::None;
+      else if (c == "required")
+        t.choice = ToolsRequest::Choice::Required;
       else
         throw_bad_field("tool_choice", fmt::format("unknown tool_choice '{}' (expected none, auto, "
                                                    "required or {{\"type\": \"function\", "
@@ -194,15 +202,17 @@ ToolsRequest parse_tools(const json& body, const structured::SpecLimits& lim) {
       const json* fn = field(*tc, "function");
       if (!tc->contains("type") || (*tc)["type"] != "function" || !fn || !fn->is_object() ||
           !fn->contains("name") || !(*fn)["name"].is_string())
-        throw_bad_field("tool_choice", "a named tool_choice is {\"type\": \"function\", "
-                                       "\"function\": {\"name\": ...}}");
+        throw_bad_field("tool_choice",
+                        "a named tool_choice is {\"type\": \"function\", "
+                        "\"function\": {\"name\": ...}}");
       t.choice = ToolsRequest::Choice::Named;
       t.named = (*fn)["name"].get<std::string>();
       bool known = false;
       for (const auto& f : t.functions) known |= f.name == t.named;
       if (!known)
-        throw_bad_field("tool_choice", fmt::format("tool_choice names '{}', which is not in 'tools'",
-                                                   t.named.substr(0, 64)));
+        throw_bad_field(
+            "tool_choice",
+            fmt::format("tool_choice names '{}', which is not in 'tools'", t.named.substr(0, 64)));
     } else {
       throw_bad_field("tool_choice", "'tool_choice' must be a string or an object");
     }
@@ -210,7 +220,8 @@ ToolsRequest parse_tools(const json& body, const structured::SpecLimits& lim) {
       throw_bad_field("tool_choice", "'tool_choice' needs 'tools'");
   }
   if (const json* p = field(body, "parallel_tool_calls")) {
-    if (!p->is_boolean()) throw_bad_field("parallel_tool_calls", "'parallel_tool_calls' must be a boolean");
+    if (!p->is_boolean())
+      throw_bad_field("parallel_tool_calls", "'parallel_tool_calls' must be a boolean");
     t.parallel = p->get<bool>();
   }
   // Forced calls follow the schemas: check them now, naming the tool. (With
@@ -233,8 +244,8 @@ OutputStructure parse_output_structure(const json& body, bool chat,
   if (const json* v = field(body, "response_format")) rf = parse_response_format(*v, limits);
   auto guided = parse_guided(body, limits);
   if (rf && guided)
-    throw_bad_field(guided->second, fmt::format("'response_format' and '{}' cannot be combined",
-                                                guided->second));
+    throw_bad_field(guided->second,
+                    fmt::format("'response_format' and '{}' cannot be combined", guided->second));
   if (rf) {
     out.grammar = std::move(rf);
     out.param = "response_format";
@@ -261,13 +272,15 @@ std::optional<GrammarSpec> output_grammar(const OutputStructure& s, const ToolCa
   std::optional<GrammarSpec> g = s.grammar;
   if (s.tools.forced()) {
     if (!format.syntax)
-      throw ApiError(400, fmt::format("tool_choice 'required' or a named function is not supported "
-                                      "for this model's tool-call format ({})",
-                                      format.name),
+      throw ApiError(400,
+                     fmt::format("tool_choice 'required' or a named function is not supported "
+                                 "for this model's tool-call format ({})",
+                                 format.name),
                      "tool_choice");
     std::vector<structured::FunctionSchema> fns;
     for (const auto& f : s.tools.functions)
-      if (s.tools.choice != ToolsRequest::Choice::Named || f.name == s.tools.named) fns.push_back(f);
+      if (s.tools.choice != ToolsRequest::Choice::Named || f.name == s.tools.named)
+        fns.push_back(f);
     const bool parallel = s.tools.choice == ToolsRequest::Choice::Required && s.tools.parallel;
     try {
       g = structured::tool_calls_spec(fns, *format.syntax, parallel);
@@ -275,7 +288,8 @@ std::optional<GrammarSpec> output_grammar(const OutputStructure& s, const ToolCa
       throw ApiError(400, e.what(), "tools");
     }
   }
-  if (g && reasoning) g = structured::after_reasoning(*g, reasoning->start, reasoning->end, reasoning_started);
+  if (g && reasoning)
+    g = structured::after_reasoning(*g, reasoning->start, reasoning->end, reasoning_started);
   return g;
 }
 

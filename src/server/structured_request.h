@@ -7,7 +7,6 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
-
 #include <optional>
 #include <string>
 #include <vector>
@@ -22,8 +21,8 @@ struct ToolsRequest {
   enum class Choice { Auto, None, Required, Named };
   std::vector<structured::FunctionSchema> functions;
   Choice choice = Choice::Auto;
-  std::string named;      // Choice::Named: the function
-  bool parallel = true;   // parallel_tool_calls
+  std::string named;     // Choice::Named: the function
+  bool parallel = true;  // parallel_tool_calls
   // Tool calls are looked for in the output.
   bool active() const { return !functions.empty() && choice != Choice::None; }
   // Tool calls are enforced by a grammar.

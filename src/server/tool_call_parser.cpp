@@ -15,7 +15,9 @@ using json = nlohmann::ordered_json;
 
 namespace {
 
-bool is_space(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
+bool is_space(char c) {
+  return c == ' ' || c == '\n' || c == '\t' || c == '\r';
+}
 
 size_t skip_space(std::string_view s, size_t i) {
   while (i < s.size() && is_space(s[i])) ++i;
@@ -32,8 +34,8 @@ size_t marker_prefix_at_end(std::string_view s, std::string_view marker) {
 // A scan of a JSON object's text that may still be arriving.
 struct ObjectScan {
   bool complete = false;
-  size_t end = 0;                       // one past the closing brace
-  std::optional<std::string> name;      // the "name" value, once complete
+  size_t end = 0;                   // one past the closing brace
+  std::optional<std::string> name;  // the "name" value, once complete
   size_t args_begin = std::string::npos;
   size_t args_end = std::string::npos;  // set once the arguments value is complete
   size_t scanned = 0;                   // bytes looked at
@@ -52,8 +54,10 @@ ObjectScan scan_object(std::string_view s, const std::vector<std::string>& argum
     const char c = s[i];
     r.scanned = i + 1;
     if (in_string) {
-      if (escape) escape = false;
-      else if (c == '\\') escape = true;
+      if (escape)
+        escape = false;
+      else if (c == '\\')
+        escape = true;
       else if (c == '"') {
         in_string = false;
         if (depth == 1 && expect == Key) {
@@ -131,9 +135,12 @@ class PyLiteral {
     if (e == s_.size()) return false;  // the token may continue
     const std::string_view word = s_.substr(pos_, e - pos_);
     pos_ = e;
-    if (word == "True") *out = true;
-    else if (word == "False") *out = false;
-    else if (word == "None") *out = nullptr;
+    if (word == "True")
+      *out = true;
+    else if (word == "False")
+      *out = false;
+    else if (word == "None")
+      *out = nullptr;
     else {
       json v = json::parse(word, nullptr, false);
       if (!v.is_number()) return fail();
@@ -163,10 +170,17 @@ class PyLiteral {
       if (c == '\\') {
         if (++i >= s_.size()) return false;
         switch (s_[i]) {
-          case 'n': v += '\n'; break;
-          case 't': v += '\t'; break;
-          case 'r': v += '\r'; break;
-          default: v += s_[i];
+          case 'n':
+            v += '\n';
+            break;
+          case 't':
+            v += '\t';
+            break;
+          case 'r':
+            v += '\r';
+            break;
+          default:
+            v += s_[i];
         }
         continue;
       }
@@ -190,8 +204,10 @@ class PyLiteral {
       arr.push_back(std::move(v));
       pos_ = skip_space(s_, pos_);
       if (pos_ >= s_.size()) return false;
-      if (s_[pos_] == ',') ++pos_;
-      else if (s_[pos_] != close) return fail();
+      if (s_[pos_] == ',')
+        ++pos_;
+      else if (s_[pos_] != close)
+        return fail();
     }
   }
   bool parse_dict(json* out) {
@@ -215,8 +231,10 @@ class PyLiteral {
       obj[k.is_string() ? k.get<std::string>() : k.dump()] = std::move(v);
       pos_ = skip_space(s_, pos_);
       if (pos_ >= s_.size()) return false;
-      if (s_[pos_] == ',') ++pos_;
-      else if (s_[pos_] != '}') return fail();
+      if (s_[pos_] == ',')
+        ++pos_;
+      else if (s_[pos_] != '}')
+        return fail();
     }
   }
 
@@ -245,8 +263,8 @@ std::optional<ToolCallFormat> tool_call_format(std::string_view name) {
     f.name = "hermes";  // Hermes, Qwen2.5, Qwen3: <tool_call>\n{...}\n</tool_call>
     f.start = "<tool_call>";
     f.end = "</tool_call>";
-    f.syntax = structured::ToolCallSyntax{"<tool_call>\n", "\n</tool_call>", "\n", "", "",
-                                          "arguments"};
+    f.syntax =
+        structured::ToolCallSyntax{"<tool_call>\n", "\n</tool_call>", "\n", "", "", "arguments"};
   } else if (name == "llama3_json") {  // Llama 3.1 / 3.2: {"name", "parameters"}; calls ";"-joined
     f.name = "llama3_json";
     f.separator = ";";
@@ -456,7 +474,8 @@ bool ToolCallParser::parse_json_call(ParsedDelta& out, bool at_end) {
     // belongs to the value until it is complete).
     const size_t end = scan.args_end != std::string::npos ? scan.args_end : scan.scanned;
     if (end > scan.args_begin + args_sent_) {
-      delta().arguments += buf_.substr(scan.args_begin + args_sent_, end - scan.args_begin - args_sent_);
+      delta().arguments +=
+          buf_.substr(scan.args_begin + args_sent_, end - scan.args_begin - args_sent_);
       args_sent_ = end - scan.args_begin;
     }
   }
@@ -466,7 +485,8 @@ bool ToolCallParser::parse_json_call(ParsedDelta& out, bool at_end) {
     return true;
   }
   if (scan.args_string && scan.args_end != std::string::npos) {
-    json v = json::parse(buf_.substr(scan.args_begin, scan.args_end - scan.args_begin), nullptr, false);
+    json v =
+        json::parse(buf_.substr(scan.args_begin, scan.args_end - scan.args_begin), nullptr, false);
     delta().arguments += v.is_string() ? v.get<std::string>() : "{}";
   } else if (scan.args_begin == std::string::npos) {
     delta().arguments += "{}";

@@ -9,7 +9,6 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
-
 #include <optional>
 #include <string>
 #include <string_view>
@@ -25,11 +24,11 @@ namespace loom::server {
 
 struct ToolCallFormat {
   enum class Body { Json, Pythonic };
-  std::string name;           // hermes, llama3_json, mistral, pythonic
-  std::string start;          // marker before the calls; "" = calls only at the output's start
-  std::string end;            // marker after each call ("" = none)
-  bool list = false;          // the calls form one list: [call, call] (JSON or Python)
-  std::string separator;      // between calls outside a list (llama3: ";")
+  std::string name;       // hermes, llama3_json, mistral, pythonic
+  std::string start;      // marker before the calls; "" = calls only at the output's start
+  std::string end;        // marker after each call ("" = none)
+  bool list = false;      // the calls form one list: [call, call] (JSON or Python)
+  std::string separator;  // between calls outside a list (llama3: ";")
   Body body = Body::Json;
   // JSON body: where the function's arguments are ("arguments" or "parameters").
   std::vector<std::string> argument_keys = {"arguments", "parameters"};
@@ -48,9 +47,9 @@ ToolCallFormat detect_tool_call_format(std::string_view chat_template);
 
 struct ToolCallDelta {
   int32_t index = 0;
-  std::string id;        // set on the call's first delta
-  std::string name;      // set on the call's first delta
-  std::string arguments; // a fragment of the arguments' JSON text
+  std::string id;         // set on the call's first delta
+  std::string name;       // set on the call's first delta
+  std::string arguments;  // a fragment of the arguments' JSON text
 };
 
 struct ParsedDelta {
@@ -83,9 +82,9 @@ class ToolCallParser {
 
   ToolCallFormat format_;
   State state_ = State::Content;
-  std::string buf_;        // text not yet consumed
-  std::string raw_;        // consumed call framing (marker, brackets) not yet part of a reported call
-  bool seen_text_ = false; // non-space content was emitted (start-only formats stop looking)
+  std::string buf_;  // text not yet consumed
+  std::string raw_;  // consumed call framing (marker, brackets) not yet part of a reported call
+  bool seen_text_ = false;  // non-space content was emitted (start-only formats stop looking)
   bool in_list_ = false;
   bool after_call_ = false;  // a call just ended (its end marker or a separator may follow)
   int32_t next_index_ = 0;

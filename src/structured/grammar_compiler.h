@@ -25,16 +25,16 @@ namespace loom::structured {
 
 struct CompilerOptions {
   std::chrono::milliseconds max_compile_time{2000};
-  int32_t threads = 2;                    // compile pool (and per-compile parallelism)
-  int32_t max_queued = 64;                // compiles waiting or running, at most
+  int32_t threads = 2;      // compile pool (and per-compile parallelism)
+  int32_t max_queued = 64;  // compiles waiting or running, at most
   int64_t cache_bytes = int64_t(256) << 20;
 };
 
 struct CompilerStats {
-  int64_t compiles = 0;     // finished compiles (cache misses)
+  int64_t compiles = 0;  // finished compiles (cache misses)
   int64_t cache_hits = 0;
   int64_t timeouts = 0;
-  int64_t failures = 0;     // invalid or unsupported specs
+  int64_t failures = 0;  // invalid or unsupported specs
   int64_t cache_bytes = 0;
 };
 

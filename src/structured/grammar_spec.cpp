@@ -34,12 +34,18 @@ ordered_json const_node(const std::string& value) {
 
 const char* grammar_kind_name(GrammarKind kind) {
   switch (kind) {
-    case GrammarKind::JsonSchema: return "json_schema";
-    case GrammarKind::JsonObject: return "json_object";
-    case GrammarKind::Regex: return "regex";
-    case GrammarKind::Ebnf: return "grammar";
-    case GrammarKind::Choice: return "choice";
-    case GrammarKind::ToolCalls: return "tool_calls";
+    case GrammarKind::JsonSchema:
+      return "json_schema";
+    case GrammarKind::JsonObject:
+      return "json_object";
+    case GrammarKind::Regex:
+      return "regex";
+    case GrammarKind::Ebnf:
+      return "grammar";
+    case GrammarKind::Choice:
+      return "choice";
+    case GrammarKind::ToolCalls:
+      return "tool_calls";
   }
   return "?";
 }
@@ -52,7 +58,8 @@ std::string GrammarSpec::describe() const {
 
 GrammarSpec json_schema_spec(const ordered_json& schema, const SpecLimits& limits) {
   check_size("schema", schema.dump().size(), limits);
-  return {GrammarKind::JsonSchema, schema_node(prepare_json_schema(schema, limits.max_schema_depth))};
+  return {GrammarKind::JsonSchema,
+          schema_node(prepare_json_schema(schema, limits.max_schema_depth))};
 }
 
 GrammarSpec json_object_spec() {
@@ -82,9 +89,9 @@ GrammarSpec choice_spec(const std::vector<std::string>& choices, const SpecLimit
   for (const auto& c : choices) {
     if (c.empty()) throw GrammarError(GrammarError::Kind::Invalid, "a choice is empty");
     if (c.size() > limits.max_choice_bytes)
-      throw GrammarError(GrammarError::Kind::TooLarge,
-                         fmt::format("a choice is {} bytes; at most {}", c.size(),
-                                     limits.max_choice_bytes));
+      throw GrammarError(
+          GrammarError::Kind::TooLarge,
+          fmt::format("a choice is {} bytes; at most {}", c.size(), limits.max_choice_bytes));
     elements.push_back(const_node(c));
   }
   if (elements.size() == 1) return {GrammarKind::Choice, elements[0]};
@@ -101,32 +108,33 @@ GrammarSpec after_reasoning(const GrammarSpec& inner, const std::string& start,
                             {"end", end}};
   if (!started) reasoning = {{"type", "optional"}, {"content", std::move(reasoning)}};
   GrammarSpec out = inner;
-  out.format = {{"type", "sequence"},
-                {"elements",
-                 {std::move(reasoning), {{"type", "regex"}, {"pattern", "\\n{0,2}"}},
-                  inner.format}}};
+  out.format = {
+      {"type", "sequence"},
+      {"elements",
+       {std::move(reasoning), {{"type", "regex"}, {"pattern", "\\n{0,2}"}}, inner.format}}};
   out.after_reasoning = true;
   return out;
 }
 
 GrammarSpec tool_calls_spec(const std::vector<FunctionSchema>& functions,
-                            const ToolCallSyntax& syntax, bool parallel,
-                            const SpecLimits& limits) {
+                            const ToolCallSyntax& syntax, bool parallel, const SpecLimits& limits) {
   if (functions.empty()) throw GrammarError(GrammarError::Kind::Invalid, "no functions given");
   ordered_json tags = ordered_json::array();
   for (const auto& f : functions) {
-    ordered_json params = f.parameters.is_null()
-                              ? ordered_json{{"type", "object"}, {"properties", ordered_json::object()}}
-                              : f.parameters;
+    ordered_json params =
+        f.parameters.is_null()
+            ? ordered_json{{"type", "object"}, {"properties", ordered_json::object()}}
+            : f.parameters;
     try {
       check_size("parameters schema", params.dump().size(), limits);
       params = prepare_json_schema(params, limits.max_schema_depth);
     } catch (const GrammarError& e) {
-      throw GrammarError(e.kind(), fmt::format("function '{}': {}", f.name.substr(0, 64), e.what()));
+      throw GrammarError(e.kind(),
+                         fmt::format("function '{}': {}", f.name.substr(0, 64), e.what()));
     }
-    const std::string begin = fmt::format("{}{{\"name\": {}, {}: ", syntax.call_begin,
-                                          ordered_json(f.name).dump(),
-                                          ordered_json(syntax.arguments_key).dump());
+    const std::string begin =
+        fmt::format("{}{{\"name\": {}, {}: ", syntax.call_begin, ordered_json(f.name).dump(),
+                    ordered_json(syntax.arguments_key).dump());
     tags.push_back({{"type", "tag"},
                     {"begin", begin},
                     {"content", schema_node(params)},

@@ -5,9 +5,8 @@
 // serves them all and the tree's text is the cache key. Plain data.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 

@@ -22,28 +22,53 @@ namespace {
 
 // Formats xgrammar turns into a regex; any other is not enforced.
 constexpr std::array<std::string_view, 14> kFormats = {
-    "email", "date",   "time",          "date-time",     "duration",     "ipv4",
-    "ipv6",  "hostname", "json-pointer", "relative-json-pointer", "uri", "uri-reference",
-    "uri-template", "uuid"};
+    "email", "date",          "time",         "date-time",    "duration",
+    "ipv4",  "ipv6",          "hostname",     "json-pointer", "relative-json-pointer",
+    "uri",   "uri-reference", "uri-template", "uuid"};
 
 // Keywords no part of the engine enforces.
-constexpr std::array<std::string_view, 12> kUnsupported = {
-    "not",          "if",         "then",        "else",         "dependentRequired",
-    "dependentSchemas", "dependencies", "contains", "minContains", "maxContains",
-    "$dynamicRef",  "$recursiveRef"};
+constexpr std::array<std::string_view, 12> kUnsupported = {"not",
+                                                           "if",
+                                                           "then",
+                                                           "else",
+                                                           "dependentRequired",
+                                                           "dependentSchemas",
+                                                           "dependencies",
+                                                           "contains",
+                                                           "minContains",
+                                                           "maxContains",
+                                                           "$dynamicRef",
+                                                           "$recursiveRef"};
 
 // Keywords that constrain a value by its type (shadowed by $ref/const/enum/anyOf/...).
-constexpr std::array<std::string_view, 25> kTypeKeywords = {
-    "type",          "properties",       "required",         "additionalProperties",
-    "patternProperties", "propertyNames", "minProperties",   "maxProperties",
-    "unevaluatedProperties", "items",    "prefixItems",      "minItems",
-    "maxItems",      "unevaluatedItems", "minLength",        "maxLength",
-    "pattern",       "format",           "minimum",          "maximum",
-    "exclusiveMinimum", "exclusiveMaximum", "multipleOf",    "uniqueItems",
-    "additionalItems"};
+constexpr std::array<std::string_view, 25> kTypeKeywords = {"type",
+                                                            "properties",
+                                                            "required",
+                                                            "additionalProperties",
+                                                            "patternProperties",
+                                                            "propertyNames",
+                                                            "minProperties",
+                                                            "maxProperties",
+                                                            "unevaluatedProperties",
+                                                            "items",
+                                                            "prefixItems",
+                                                            "minItems",
+                                                            "maxItems",
+                                                            "unevaluatedItems",
+                                                            "minLength",
+                                                            "maxLength",
+                                                            "pattern",
+                                                            "format",
+                                                            "minimum",
+                                                            "maximum",
+                                                            "exclusiveMinimum",
+                                                            "exclusiveMaximum",
+                                                            "multipleOf",
+                                                            "uniqueItems",
+                                                            "additionalItems"};
 
 // xgrammar's dispatch order.
-constexpr std::array<std::string_view, 6> kDispatch = {"$ref", "const", "enum",
+constexpr std::array<std::string_view, 6> kDispatch = {"$ref",  "const", "enum",
                                                        "anyOf", "oneOf", "allOf"};
 
 template <size_t N>
@@ -65,9 +90,12 @@ bool contains(const std::array<std::string_view, N>& set, std::string_view s) {
 std::string pointer_token(const std::string& key) {
   std::string out;
   for (char c : key) {
-    if (c == '~') out += "~0";
-    else if (c == '/') out += "~1";
-    else out += c;
+    if (c == '~')
+      out += "~0";
+    else if (c == '/')
+      out += "~1";
+    else
+      out += c;
   }
   return out;
 }
@@ -77,7 +105,8 @@ std::set<std::string> types_of(const json& schema) {
   std::set<std::string> out;
   auto it = schema.find("type");
   if (it == schema.end()) return out;
-  if (it->is_string()) out.insert(it->get<std::string>());
+  if (it->is_string())
+    out.insert(it->get<std::string>());
   else if (it->is_array())
     for (const auto& t : *it)
       if (t.is_string()) out.insert(t.get<std::string>());
@@ -88,16 +117,24 @@ bool value_has_type(const json& v, const std::set<std::string>& types) {
   if (types.empty()) return true;
   auto has = [&](const char* t) { return types.count(t) != 0; };
   switch (v.type()) {
-    case json::value_t::null: return has("null");
-    case json::value_t::boolean: return has("boolean");
-    case json::value_t::string: return has("string");
-    case json::value_t::array: return has("array");
-    case json::value_t::object: return has("object");
+    case json::value_t::null:
+      return has("null");
+    case json::value_t::boolean:
+      return has("boolean");
+    case json::value_t::string:
+      return has("string");
+    case json::value_t::array:
+      return has("array");
+    case json::value_t::object:
+      return has("object");
     case json::value_t::number_integer:
-    case json::value_t::number_unsigned: return has("integer") || has("number");
+    case json::value_t::number_unsigned:
+      return has("integer") || has("number");
     case json::value_t::number_float:
-      return has("number") || (has("integer") && v.get<double>() == double(int64_t(v.get<double>())));
-    default: return false;
+      return has("number") ||
+             (has("integer") && v.get<double>() == double(int64_t(v.get<double>())));
+    default:
+      return false;
   }
 }
 
@@ -146,9 +183,9 @@ bool one_of_disjoint(const json& options) {
     bool ok = true;
     for (const auto& o : options) {
       std::vector<json> v;
-      const bool required = o.contains("required") && o["required"].is_array() &&
-                            std::find(o["required"].begin(), o["required"].end(), key_value) !=
-                                o["required"].end();
+      const bool required =
+          o.contains("required") && o["required"].is_array() &&
+          std::find(o["required"].begin(), o["required"].end(), key_value) != o["required"].end();
       if (!required || !o.contains("properties") || !o["properties"].is_object() ||
           !o["properties"].contains(key) || !finite_values(o["properties"][key], &v)) {
         ok = false;
@@ -178,12 +215,14 @@ bool one_of_disjoint(const json& options) {
 std::optional<std::string> exact_format_pattern(const std::string& format) {
   const std::string octet = "(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])";
   const std::string year = "([0-9]{3}[1-9]|[0-9]{2}[1-9][0-9]|[0-9][1-9][0-9]{2}|[1-9][0-9]{3})";
-  const std::string leap = "([0-9]{2}(0[48]|[2468][048]|[13579][26])|(0[48]|[2468][048]|[13579][26])00)";
+  const std::string leap =
+      "([0-9]{2}(0[48]|[2468][048]|[13579][26])|(0[48]|[2468][048]|[13579][26])00)";
   const std::string date = "(" + year + "-(0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01])|" + year +
                            "-(0[469]|11)-(0[1-9]|[12][0-9]|30)|" + year +
                            "-02-(0[1-9]|1[0-9]|2[0-8])|" + leap + "-02-29)";
   const std::string time =
-      "([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,9})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])";
+      "([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,9})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9]"
+      ")";
   const std::string pointer = "(/([^/~]|~[01])*)*";
   if (format == "json-pointer") return "^" + pointer + "$";
   if (format == "relative-json-pointer") return "^(0|[1-9][0-9]*)(#|" + pointer + ")$";
@@ -200,9 +239,9 @@ class SchemaChecker {
 
   void check(json& s, const std::string& where, int depth) {
     if (depth > max_depth_)
-      throw GrammarError(GrammarError::Kind::TooLarge,
-                         fmt::format("{}: the schema nests deeper than {} levels", where,
-                                     max_depth_));
+      throw GrammarError(
+          GrammarError::Kind::TooLarge,
+          fmt::format("{}: the schema nests deeper than {} levels", where, max_depth_));
     if (s.is_boolean()) {
       if (!s.get<bool>()) unsupported(where, "the schema 'false' matches no value");
       return;
@@ -236,15 +275,15 @@ class SchemaChecker {
         continue;
       }
       if (after && s.contains(std::string(k)))
-        unsupported(where, fmt::format("'{}' next to '{}' in one schema is not supported", k,
-                                       chosen));
+        unsupported(where,
+                    fmt::format("'{}' next to '{}' in one schema is not supported", k, chosen));
     }
     const bool finite = chosen == "const" || chosen == "enum";
     for (const auto& [key, value] : s.items()) {
       if (!contains(kTypeKeywords, key)) continue;
       if (finite && key == "type") continue;  // checked against the values below
-      unsupported(where, fmt::format("'{}' next to '{}' in one schema is not supported", key,
-                                     chosen));
+      unsupported(where,
+                  fmt::format("'{}' next to '{}' in one schema is not supported", key, chosen));
     }
     if (chosen == "$ref") {
       const json& ref = s["$ref"];
@@ -276,7 +315,8 @@ class SchemaChecker {
         if (!e.is_array() || e.empty()) invalid(where, "'enum' must be a non-empty list");
         for (const auto& v : e)
           if (!value_has_type(v, types))
-            invalid(where, fmt::format("enum value {} does not match 'type'", v.dump().substr(0, 100)));
+            invalid(where,
+                    fmt::format("enum value {} does not match 'type'", v.dump().substr(0, 100)));
       } else if (!value_has_type(s["const"], types)) {
         invalid(where, "'const' does not match 'type'");
       }
@@ -287,9 +327,10 @@ class SchemaChecker {
       if (chosen == "allOf" && opts.size() > 1)
         unsupported(where, "'allOf' with more than one schema is not supported");
       if (chosen == "oneOf" && !one_of_disjoint(opts))
-        unsupported(where, "'oneOf' whose branches may overlap is not supported (a value matching "
-                           "two would be accepted); use anyOf, or give each branch a distinct "
-                           "type or a required const/enum discriminator property");
+        unsupported(where,
+                    "'oneOf' whose branches may overlap is not supported (a value matching "
+                    "two would be accepted); use anyOf, or give each branch a distinct "
+                    "type or a required const/enum discriminator property");
     }
   }
 
@@ -305,8 +346,8 @@ class SchemaChecker {
       if (v != double(int64_t(v)) || v > 1024)
         unsupported(where, "'multipleOf' on an integer must be a whole number <= 1024");
     }
-    if (auto f = s.find("format"); f != s.end() && f->is_string() &&
-                                   (types.empty() || types.count("string"))) {
+    if (auto f = s.find("format");
+        f != s.end() && f->is_string() && (types.empty() || types.count("string"))) {
       const std::string fmt_name = f->get<std::string>();
       if (s.contains("pattern"))
         unsupported(where, "'format' next to 'pattern' is not supported (the format would win)");
@@ -322,8 +363,9 @@ class SchemaChecker {
     }
     const bool lengths = s.contains("minLength") || s.contains("maxLength");
     if (lengths && s.contains("pattern") && !s.contains("format"))
-      unsupported(where, "'minLength'/'maxLength' next to 'pattern' is not supported (put the "
-                         "length into the pattern)");
+      unsupported(where,
+                  "'minLength'/'maxLength' next to 'pattern' is not supported (put the "
+                  "length into the pattern)");
     if (lengths && s.contains("format") && (types.empty() || types.count("string")))
       unsupported(where, "'minLength'/'maxLength' next to 'format' is not supported");
     if (auto p = s.find("pattern"); p != s.end() && !p->is_string())

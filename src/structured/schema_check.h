@@ -8,9 +8,8 @@
 // This check is ours for that reason alone: the grammar itself is xgrammar's.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
+#include <nlohmann/json.hpp>
 
 namespace loom::structured {
 
@@ -19,7 +18,6 @@ namespace loom::structured {
 // exact patterns. Throws GrammarError (Unsupported or Invalid) naming the
 // keyword and where it is, as a JSON pointer ("/properties/age: 'multipleOf'
 // on a number is not supported"); TooLarge past max_depth nested schemas.
-nlohmann::ordered_json prepare_json_schema(const nlohmann::ordered_json& schema,
-                                           int32_t max_depth);
+nlohmann::ordered_json prepare_json_schema(const nlohmann::ordered_json& schema, int32_t max_depth);
 
 }  // namespace loom::structured

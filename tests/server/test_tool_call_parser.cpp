@@ -3,6 +3,7 @@
 // calls; a call's id and name come before its arguments; no call text leaks
 // into content.
 #include <gtest/gtest.h>
+
 #include <nlohmann/json.hpp>
 
 #include "server/output_parser.h"
@@ -53,7 +54,8 @@ void check(const std::string& format, const std::string& text, const std::string
     ASSERT_EQ(r.calls.size(), calls.size()) << format << " " << how;
     for (size_t i = 0; i < calls.size(); ++i) {
       EXPECT_EQ(r.calls[i].first, calls[i].first) << how;
-      EXPECT_EQ(json::parse(r.calls[i].second), calls[i].second) << how << ": " << r.calls[i].second;
+      EXPECT_EQ(json::parse(r.calls[i].second), calls[i].second)
+          << how << ": " << r.calls[i].second;
     }
   };
   same(run(format, {text}), "whole");
@@ -68,7 +70,8 @@ void check(const std::string& format, const std::string& text, const std::string
 
 TEST(ToolCallParser, HermesOneCall) {
   check("hermes",
-        "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"n\": [1, 2]}}\n"
+        "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"n\": [1, "
+        "2]}}\n"
         "</tool_call>",
         "", {{"get_weather", {{"city", "Paris"}, {"n", {1, 2}}}}});
 }
@@ -91,15 +94,17 @@ TEST(ToolCallParser, HermesUnfinishedCallIsContent) {
 }
 
 TEST(ToolCallParser, Llama3Json) {
-  check("llama3_json", "{\"name\": \"f\", \"parameters\": {\"x\": 1}}; {\"name\": \"g\", \"parameters\": {}}",
-        "", {{"f", {{"x", 1}}}, {"g", json::object()}});
+  check("llama3_json",
+        "{\"name\": \"f\", \"parameters\": {\"x\": 1}}; {\"name\": \"g\", \"parameters\": {}}", "",
+        {{"f", {{"x", 1}}}, {"g", json::object()}});
   check("llama3_json", "The answer is {1}.", "The answer is {1}.", {});
   check("llama3_json", "{\"answer\": 42}", "{\"answer\": 42}", {});
 }
 
 TEST(ToolCallParser, Mistral) {
   check("mistral",
-        "[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {\"q\": \"a,b]\"}}, {\"name\": \"g\", \"arguments\": {}}]",
+        "[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {\"q\": \"a,b]\"}}, {\"name\": \"g\", "
+        "\"arguments\": {}}]",
         "", {{"f", {{"q", "a,b]"}}}, {"g", json::object()}});
 }
 
@@ -145,14 +150,16 @@ TEST(ReasoningParser, SplitsAtEveryBoundary) {
     EXPECT_EQ(c, "The answer.") << cut;
   }
   EXPECT_EQ(reason({"no reasoning here"}, false).second, "no reasoning here");
-  EXPECT_EQ(reason({"inside</think>out"}, true), std::make_pair(std::string("inside"), std::string("out")));
+  EXPECT_EQ(reason({"inside</think>out"}, true),
+            std::make_pair(std::string("inside"), std::string("out")));
   EXPECT_EQ(reason({"<thi"}, false).second, "<thi");
 }
 
 TEST(OutputParser, ReasoningThenToolCall) {
   OutputParser p(reasoning_format("qwen3"), false, tool_call_format("hermes"));
   const std::string text =
-      "<think>call it</think>\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n</tool_call>";
+      "<think>call it</think>\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": "
+      "1}}\n</tool_call>";
   for (char ch : text) p.push(std::string(1, ch));
   p.finish();
   const json m = p.message();
@@ -160,5 +167,6 @@ TEST(OutputParser, ReasoningThenToolCall) {
   EXPECT_TRUE(m["content"].is_null());
   ASSERT_EQ(m["tool_calls"].size(), 1u);
   EXPECT_EQ(m["tool_calls"][0]["function"]["name"], "f");
-  EXPECT_EQ(json::parse(m["tool_calls"][0]["function"]["arguments"].get<std::string>()), json({{"a", 1}}));
+  EXPECT_EQ(json::parse(m["tool_calls"][0]["function"]["arguments"].get<std::string>()),
+            json({{"a", 1}}));
 }

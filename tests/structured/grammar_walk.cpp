@@ -7,12 +7,11 @@
 // A case: {"name", "kind": json_schema|json_object|regex|grammar|choice, "spec"}.
 // Output per walk: {"name", "sample", "text", "tokens", "terminated", "mask_us"}
 // or per case {"name", "error"} when it does not compile.
-#include <nlohmann/json.hpp>
-
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <vector>
@@ -61,8 +60,10 @@ int32_t pick(const std::vector<int32_t>& allowed, const Tokenizer& tok, int step
     }
     const std::string b = tok.token_bytes(id, false);
     if (b.size() == 1) single.push_back(id);
-    if (!b.empty() && b.find_first_not_of("\"}]") == std::string::npos) closers.push_back(id);
-    else if (b.find_first_of("\"@") != std::string::npos) marks.push_back(id);
+    if (!b.empty() && b.find_first_not_of("\"}]") == std::string::npos)
+      closers.push_back(id);
+    else if (b.find_first_of("\"@") != std::string::npos)
+      marks.push_back(id);
   }
   if (r < 0.5 && !single.empty()) return uniform(single);
   for (const auto* c : {&stop, &closers, &marks, &single})
@@ -78,13 +79,20 @@ int main(int argc, char** argv) {
   uint64_t seed = 1;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
-    if (a == "--model") model = argv[i + 1];
-    else if (a == "--cases") cases_path = argv[i + 1];
-    else if (a == "--samples") samples = std::stoi(argv[i + 1]);
-    else if (a == "--seed") seed = std::stoull(argv[i + 1]);
-    else if (a == "--max-tokens") max_tokens = std::stoi(argv[i + 1]);
-    else if (a == "--soft-tokens") soft = std::stoi(argv[i + 1]);
-    else if (a == "--compile-ms") compile_ms = std::stoi(argv[i + 1]);
+    if (a == "--model")
+      model = argv[i + 1];
+    else if (a == "--cases")
+      cases_path = argv[i + 1];
+    else if (a == "--samples")
+      samples = std::stoi(argv[i + 1]);
+    else if (a == "--seed")
+      seed = std::stoull(argv[i + 1]);
+    else if (a == "--max-tokens")
+      max_tokens = std::stoi(argv[i + 1]);
+    else if (a == "--soft-tokens")
+      soft = std::stoi(argv[i + 1]);
+    else if (a == "--compile-ms")
+      compile_ms = std::stoi(argv[i + 1]);
     else {
       std::fprintf(stderr, "grammar_walk: unknown flag %s\n", a.c_str());
       return 2;

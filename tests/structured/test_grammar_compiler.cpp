@@ -17,13 +17,16 @@ namespace {
 class TinyTokenizer : public Tokenizer {
  public:
   TinyTokenizer() {
-    for (const char* t : {"a", "b", "c", "{", "}", "\"", ":", ",", " ", "1", "2", "ab", "x"}) vocab_.push_back(t);
+    for (const char* t : {"a", "b", "c", "{", "}", "\"", ":", ",", " ", "1", "2", "ab", "x"})
+      vocab_.push_back(t);
     vocab_.push_back("</s>");
     special_.eos = int32_t(vocab_.size()) - 1;
     special_.eos_ids = {*special_.eos};
   }
   std::vector<int32_t> encode(std::string_view, bool, bool) const override { return {}; }
-  std::string token_bytes(int32_t id, bool) const override { return is_special(id) ? "" : vocab_[size_t(id)]; }
+  std::string token_bytes(int32_t id, bool) const override {
+    return is_special(id) ? "" : vocab_[size_t(id)];
+  }
   std::string decode(const std::vector<int32_t>& ids, bool) const override {
     std::string s;
     for (int32_t id : ids) s += token_bytes(id, false);
@@ -96,16 +99,23 @@ TEST(SchemaCheck, NamesWhatCannotBeEnforced) {
     return "";
   };
   EXPECT_EQ(message(R"({"type": "object", "properties": {"a": {"type": "string"}}})"), "");
-  EXPECT_NE(message(R"({"properties": {"a": {"not": {}}}})").find("/properties/a: 'not'"), std::string::npos);
-  EXPECT_NE(message(R"({"type": "number", "multipleOf": 0.1})").find("multipleOf"), std::string::npos);
-  EXPECT_NE(message(R"({"type": "array", "uniqueItems": true})").find("uniqueItems"), std::string::npos);
+  EXPECT_NE(message(R"({"properties": {"a": {"not": {}}}})").find("/properties/a: 'not'"),
+            std::string::npos);
+  EXPECT_NE(message(R"({"type": "number", "multipleOf": 0.1})").find("multipleOf"),
+            std::string::npos);
+  EXPECT_NE(message(R"({"type": "array", "uniqueItems": true})").find("uniqueItems"),
+            std::string::npos);
   EXPECT_NE(message(R"({"allOf": [{}, {}]})").find("allOf"), std::string::npos);
   EXPECT_NE(message(R"({"type": "string", "format": "iban"})").find("iban"), std::string::npos);
-  EXPECT_NE(message(R"({"type": "string", "pattern": "a+", "maxLength": 3})").find("maxLength"), std::string::npos);
-  EXPECT_NE(message(R"({"$ref": "#/$defs/a", "type": "string", "$defs": {"a": {}}})").find("'type' next to '$ref'"),
+  EXPECT_NE(message(R"({"type": "string", "pattern": "a+", "maxLength": 3})").find("maxLength"),
             std::string::npos);
-  EXPECT_NE(message(R"({"enum": ["a", 1], "type": "string"})").find("enum value 1"), std::string::npos);
-  EXPECT_NE(message(R"({"oneOf": [{"type": "string"}, {"type": "string", "maxLength": 2}]})").find("oneOf"),
+  EXPECT_NE(message(R"({"$ref": "#/$defs/a", "type": "string", "$defs": {"a": {}}})")
+                .find("'type' next to '$ref'"),
+            std::string::npos);
+  EXPECT_NE(message(R"({"enum": ["a", 1], "type": "string"})").find("enum value 1"),
+            std::string::npos);
+  EXPECT_NE(message(R"({"oneOf": [{"type": "string"}, {"type": "string", "maxLength": 2}]})")
+                .find("oneOf"),
             std::string::npos);
   EXPECT_EQ(message(R"({"oneOf": [{"type": "string"}, {"type": "integer"}]})"), "");
   EXPECT_NE(message(R"({"type": "object", "required": ["z"]})").find("'z'"), std::string::npos);

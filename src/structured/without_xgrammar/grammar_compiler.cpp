@@ -10,9 +10,13 @@ struct GrammarCompiler::Impl {};
 GrammarCompiler::GrammarCompiler(const Tokenizer&, int32_t, CompilerOptions) {}
 GrammarCompiler::~GrammarCompiler() = default;
 
-bool GrammarCompiler::available() { return false; }
+bool GrammarCompiler::available() {
+  return false;
+}
 
-CompilerStats GrammarCompiler::stats() const { return {}; }
+CompilerStats GrammarCompiler::stats() const {
+  return {};
+}
 
 std::shared_ptr<const TokenConstraintFactory> GrammarCompiler::compile(const GrammarSpec&) {
   throw GrammarError(GrammarError::Kind::Unavailable,

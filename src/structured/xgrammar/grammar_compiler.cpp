@@ -104,8 +104,10 @@ struct GrammarCompiler::Impl {
     }
     spdlog::debug("grammar compile: {} in {:.1f} ms, {} bytes{}", spec.describe(), ms, bytes,
                   error ? " (failed)" : "");
-    if (error) promise->set_exception(error);
-    else promise->set_value(std::move(factory));
+    if (error)
+      promise->set_exception(error);
+    else
+      promise->set_value(std::move(factory));
   }
 
   // Drops least recently used finished entries past the byte budget.
@@ -142,7 +144,9 @@ GrammarCompiler::GrammarCompiler(const Tokenizer& tokenizer, int32_t vocab_size,
 
 GrammarCompiler::~GrammarCompiler() = default;
 
-bool GrammarCompiler::available() { return true; }
+bool GrammarCompiler::available() {
+  return true;
+}
 
 CompilerStats GrammarCompiler::stats() const {
   std::lock_guard<std::mutex> lk(impl_->mu);
