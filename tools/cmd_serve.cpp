@@ -88,6 +88,20 @@ int cmd_serve(int argc, char** argv) {
       ->check(CLI::IsMember({"text", "json"}));
   app.add_flag("--disable-log-requests", disable_log_requests, "no access-log line per request");
   app.add_flag("--quiet", quiet, "warnings and errors only (--log-level warning)");
+  int max_grammar_compile_ms = 2000, grammar_threads = 2;
+  std::string tool_call_parser, reasoning_parser;
+  app.add_option("--max-grammar-compile-ms", max_grammar_compile_ms,
+                 "longest a structured-output grammar may compile before the request gets a 400")
+      ->check(CLI::Range(1, 600000));
+  app.add_option("--grammar-compile-threads", grammar_threads, "threads compiling grammars")
+      ->check(CLI::Range(1, 64));
+  app.add_option("--tool-call-parser", tool_call_parser,
+                 "how the model writes tool calls: hermes, llama3_json, mistral, pythonic "
+                 "(default: read from the chat template)")
+      ->check(CLI::IsMember(server::tool_call_format_names()));
+  app.add_option("--reasoning-parser", reasoning_parser,
+                 "split <think> sections into reasoning_content: qwen3, deepseek_r1")
+      ->check(CLI::IsMember(server::reasoning_format_names()));
   LOOM_PARSE(app, argc, argv);
   return guarded("serve", [&] {
     set_log_format(log_format);
@@ -144,6 +158,19 @@ int cmd_serve(int argc, char** argv) {
     model.tokenizer = rt->text.tokenizer.get();
     model.chat = rt->text.chat ? &*rt->text.chat : nullptr;
     model.vocab_size = int32_t(rt->model.config.vocab_size);
+    model.tool_format = !tool_call_parser.empty()
+                            ? *server::tool_call_format(tool_call_parser)
+                            : server::detect_tool_call_format(model.chat ? model.chat->source() : "");
+    if (!reasoning_parser.empty()) model.reasoning = server::reasoning_format(reasoning_parser);
+    structured::CompilerOptions grammar_opts;
+    grammar_opts.max_compile_time = std::chrono::milliseconds(max_grammar_compile_ms);
+    grammar_opts.threads = grammar_threads;
+    api.grammars = std::make_shared<structured::GrammarCompiler>(
+        *model.tokenizer, std::max(model.vocab_size, model.tokenizer->vocab_size()), grammar_opts);
+    spdlog::info("loom serve: structured output {}, tool calls as {}{}",
+                 structured::GrammarCompiler::available() ? "on" : "off (no xgrammar in this build)",
+                 model.tool_format.name,
+                 model.reasoning ? ", reasoning as " + model.reasoning->name : "");
     int64_t max_len = rt->model.config.max_position > 0 ? rt->model.config.max_position : 1 << 30;
     if (rt_opts.max_model_len > 0) max_len = std::min<int64_t>(max_len, rt_opts.max_model_len);
     max_len =

@@ -23,6 +23,9 @@
 #   fp8offline  8B 1,000 ShareGPT-like requests: bf16 vs FP8 weights + FP8 KV cache
 #   api      the CUDA build's --version and /version, and /v1/messages and
 #            /v1/responses (plain and streamed) on a 0.5B-shaped model on the GPU
+#   structured  0.5B-shaped random model on the GPU: every structured-output schema,
+#            regex and choice at temperature 0 and 1 must validate (masks on the
+#            device); needs third_party/xgrammar carried (scripts/setup.sh fetches it)
 # Env: OFFLINE_REQUESTS (1000), HF_REQUESTS (256).
 set -uo pipefail
 stages=${*:-test latency}
@@ -179,6 +182,17 @@ for stage in $stages; do
       | grep '^event:' | tr '\n' ' '; echo
     curl -s http://127.0.0.1:18001/metrics | grep -E '^(loom_build_info|process_resident_memory_bytes)'
     kill -TERM $spid; wait $spid
+  structured)
+    [ -f third_party/xgrammar/cpp/grammar_compiler.cc ] || { echo "structured: carry third_party/xgrammar"; continue; }
+    python3 scripts/gpu/make_random_model.py --shape 0.5b --out /tmp/qwen05 > /dev/null || exit 1
+    $L serve --device cuda --model /tmp/qwen05 --port 18001 --max-grammar-compile-ms 60000 \
+      > /tmp/serve_structured.log 2>&1 &
+    spid=$!
+    for i in $(seq 1 120); do curl -sf http://127.0.0.1:18001/ready > /dev/null && break; sleep 1; done
+    timeout 900 python3 scripts/gpu/structured_check.py http://127.0.0.1:18001 qwen05 8 > /tmp/structured.json
+    echo "structured rc=$?"; cut -c1-1500 /tmp/structured.json
+    kill -TERM $spid; wait $spid
+    cp /tmp/structured.json "$OUT/structured_validity.json"
     ;;
   latency1)
     model8b

@@ -148,6 +148,24 @@ void parse_completion_prompt(const json& body, const ModelContext& model,
   }
 }
 
+// Assistant messages carry tool_calls[].function.arguments as JSON text (the
+// OpenAI shape); chat templates expect the object (as vLLM and HF pass it).
+json with_tool_call_arguments_as_objects(const json& messages) {
+  json out = messages;
+  for (auto& m : out) {
+    if (!m.is_object() || !m.contains("tool_calls") || !m["tool_calls"].is_array()) continue;
+    for (auto& call : m["tool_calls"]) {
+      if (!call.is_object() || !call.contains("function") || !call["function"].is_object()) continue;
+      auto& fn = call["function"];
+      if (fn.contains("arguments") && fn["arguments"].is_string()) {
+        json args = json::parse(fn["arguments"].get<std::string>(), nullptr, false);
+        if (!args.is_discarded()) fn["arguments"] = std::move(args);
+      }
+    }
+  }
+  return out;
+}
+
 void parse_chat_prompt(const json& body, const ModelContext& model, const RequestLimits& limits,
                        GenerationRequest& out) {
   const json* m = field(body, "messages");
@@ -165,16 +183,14 @@ void parse_chat_prompt(const json& body, const ModelContext& model, const Reques
       throw_bad_field("chat_template_kwargs", "'chat_template_kwargs' must be an object");
     extra = *kw;
   }
-  if (const json* tools = field(body, "tools")) {
-    if (!tools->is_array()) throw_bad_field("tools", "'tools' must be a list");
-    extra["tools"] = *tools;
-  }
+  if (out.structure.tools.active()) extra["tools"] = *field(body, "tools");
   // As vLLM: templates that read reasoning_effort see it (checked in strict_fields.cpp).
   if (const json* effort = field(body, "reasoning_effort")) extra["reasoning_effort"] = *effort;
   const bool add_generation_prompt = get_bool(body, "add_generation_prompt", true);
   std::string text;
   try {
-    text = model.chat->render(*m, add_generation_prompt, extra);  // render() normalises
+    // render() normalises
+    text = model.chat->render(with_tool_call_arguments_as_objects(*m), add_generation_prompt, extra);
   } catch (const ApiError&) {
     throw;
   } catch (const std::exception& e) {
@@ -328,8 +344,21 @@ GenerationRequest parse_generation_request(Endpoint endpoint, const json& body,
     max_tokens = get_int(body, "max_tokens", prompt_only_ok ? 0 : 1, limits.max_tokens);
   const int64_t min_tokens = get_int(body, "min_tokens", 0, limits.max_tokens).value_or(0);
 
+  out.structure = parse_output_structure(body, chat, model.spec_limits);
   if (chat) parse_chat_prompt(body, model, limits, out);
   else parse_completion_prompt(body, model, limits, out);
+  if (chat) {
+    if (out.structure.tools.active()) out.tool_parser = model.tool_format;
+    if (model.reasoning) {
+      out.reasoning = model.reasoning;
+      // The template opened the section (e.g. it ends with "<think>\n").
+      const std::string& prompt = out.prompt_texts.front();
+      const size_t last = prompt.find_last_not_of(" \n\t\r");
+      const std::string& start = model.reasoning->start;
+      out.reasoning_started = last != std::string::npos && last + 1 >= start.size() &&
+                              prompt.compare(last + 1 - start.size(), start.size(), start) == 0;
+    }
+  }
 
   if (int64_t(out.prompts.size()) * p.n > limits.max_choices)
     throw_bad_field("n", fmt::format("prompts x n is at most {}, got {}", limits.max_choices,

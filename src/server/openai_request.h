@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/sampling_params.h"
+#include "server/structured_request.h"
 
 namespace loom {
 class Tokenizer;
@@ -48,6 +49,9 @@ struct ModelContext {
   std::vector<std::string> served_names() const;
   // Whether a request may name the model so.
   bool serves(const std::string& id) const;
+  ToolCallFormat tool_format = *tool_call_format("hermes");  // how the model writes tool calls
+  std::optional<ReasoningFormat> reasoning;  // set: <think> sections go to reasoning_content
+  structured::SpecLimits spec_limits;
 };
 
 enum class Endpoint : uint8_t { Completions, ChatCompletions };
@@ -67,6 +71,12 @@ struct GenerationRequest {
   // with this many top alternatives (params.prompt_logprobs scores them).
   std::optional<int32_t> prompt_logprobs;
   std::string user;
+  OutputStructure structure;                 // response_format, guided_*, tools
+  // Parsing the output (chat): tool calls in this format when tools are active;
+  // reasoning sections when the model reasons (started: the prompt opened one).
+  std::optional<ToolCallFormat> tool_parser;
+  std::optional<ReasoningFormat> reasoning;
+  bool reasoning_started = false;
   int64_t prompt_tokens() const;             // over every prompt
   int32_t num_choices() const { return int32_t(prompts.size()) * params.n; }
 };

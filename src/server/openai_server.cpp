@@ -49,6 +49,25 @@ bool is_generation_route(const std::string& path) {
          path == "/v1/responses";
 }
 
+// The request's output constraint, compiled (null: unconstrained). Grammar
+// errors become a 400 naming the field (503 when the compile queue is full).
+std::shared_ptr<const TokenConstraintFactory> output_constraint(
+    const GenerationRequest& g, const ModelContext& model, structured::GrammarCompiler* grammars) {
+  const auto grammar =
+      output_grammar(g.structure, model.tool_format, g.reasoning, g.reasoning_started);
+  if (!grammar) return nullptr;
+  const std::string param = g.structure.tools.forced() ? "tool_choice" : g.structure.param;
+  if (!grammars)
+    throw ApiError(400, "structured output is not enabled on this server", param);
+  try {
+    return grammars->compile(*grammar);
+  } catch (const structured::GrammarError& e) {
+    if (e.kind() == structured::GrammarError::Kind::Busy)
+      throw ApiError(503, e.what(), param, "service_unavailable").with_retry_after(1);
+    throw ApiError(400, fmt::format("{}: {}", param, e.what()), param);
+  }
+}
+
 std::string random_prefix() {
   std::random_device rd;
   return fmt::format("{:08x}", rd());
@@ -609,6 +628,8 @@ void OpenAiServer::start_generation(Endpoint endpoint, const HttpRequest& req,
                                         p.size(), tenant->name, tenant->limits.max_prompt_tokens),
                        prompt_param);
       }
+  // Before admission: a bad or slow grammar holds no tenant slot.
+  const auto constraint = output_constraint(g, model_, config_.grammars.get());
   if (draining_)
     throw ApiError(503, "the server is shutting down", "", "service_unavailable")
         .with_retry_after(config_.retry_after_seconds);
@@ -649,6 +670,7 @@ void OpenAiServer::start_generation(Endpoint endpoint, const HttpRequest& req,
     er.cache_salt = tenant ? tenant->name : "";
     er.tenant = tenant ? tenant->name : "";
     er.tenant_weight = tenant ? tenant->weight : 1.0f;
+    er.constraint = constraint;
     RequestId eid = 0;
     try {
       eid = service_.submit(std::move(er), [call, i](const StreamEvent& e) { call->on_event(i, e); });

@@ -26,6 +26,7 @@
 #include "server/openai_request.h"
 #include "server/request_filter.h"
 #include "server/tenants.h"
+#include "structured/grammar_compiler.h"
 
 namespace loom::server {
 
@@ -42,6 +43,10 @@ struct OpenAiServerConfig {
   // {"version", "commit", "build": {...}}: GET /version and the loom_build_info
   // series (labels version, commit). Null: /version answers 404.
   nlohmann::json build_info;
+  // Compiles response_format / guided_* / forced tool-call grammars over the
+  // model's vocabulary (on its own pool; the HTTP worker waits, bounded).
+  // Null: such requests get a 400.
+  std::shared_ptr<structured::GrammarCompiler> grammars;
 };
 
 class OpenAiServer {

@@ -26,6 +26,7 @@ ResponseBuilder::ResponseBuilder(const GenerationRequest& request, const Tokeniz
   prompt_scores_.resize(request.prompts.size());
   const bool chat = request.endpoint == Endpoint::ChatCompletions;
   for (size_t i = 0; i < choices_.size(); ++i) {
+    if (chat) choices_[i].parser.emplace(request.reasoning, request.reasoning_started, request.tool_parser);
     if (request.logprobs)
       choices_[i].logprobs = chat ? json{{"content", json::array()}}
                                   : json{{"tokens", json::array()},
@@ -142,13 +143,30 @@ std::vector<std::string> ResponseBuilder::on_event(int32_t prompt_index, const S
     json prompt_lp = first_event && request_.prompt_logprobs ? vllm_prompt_logprobs(prompt_index)
                                                              : json(nullptr);
     if (!request_.stream && !prompt_lp.is_null()) c.prompt_logprobs = prompt_lp;
-    if (e.finish != FinishReason::None) c.finish_reason = finish_reason_string(e.finish);
+    const bool finished = e.finish != FinishReason::None;
+    // Chat: the text goes through the output parser (reasoning, tool calls).
+    OutputDelta parsed;
+    if (c.parser) {
+      parsed = c.parser->push(e.text);
+      if (finished) {
+        OutputDelta rest = c.parser->finish();
+        parsed.content += rest.content;
+        parsed.reasoning += rest.reasoning;
+        parsed.tool_calls.insert(parsed.tool_calls.end(), rest.tool_calls.begin(),
+                                 rest.tool_calls.end());
+      }
+    }
+    if (finished) {
+      c.finish_reason = finish_reason_string(e.finish);
+      if (e.finish == FinishReason::Stop && c.parser && !c.parser->tool_calls().empty())
+        c.finish_reason = "tool_calls";
+    }
     if (request_.stream) {
-      std::string text = e.text;
+      std::string text = chat ? parsed.content : e.text;
       if (!c.started && request_.echo) text = request_.prompt_texts[size_t(prompt_index)] + text;
       const bool first = !c.started;
       c.started = true;
-      if (!text.empty() || first || e.finish != FinishReason::None || !lp.is_null()) {
+      if (!text.empty() || first || finished || !lp.is_null() || !parsed.empty()) {
         json chunk = chunk_base();
         json choice = {{"index", index}, {"logprobs", lp},
                        {"finish_reason", c.finish_reason.empty() ? json(nullptr)
@@ -157,7 +175,10 @@ std::vector<std::string> ResponseBuilder::on_event(int32_t prompt_index, const S
         if (chat) {
           json delta = json::object();
           if (first) delta["role"] = "assistant";
-          if (!text.empty() || first) delta["content"] = text;
+          if (!parsed.reasoning.empty()) delta["reasoning_content"] = parsed.reasoning;
+          if (!text.empty() || (first && parsed.reasoning.empty() && parsed.tool_calls.empty()))
+            delta["content"] = text;
+          if (!parsed.tool_calls.empty()) delta["tool_calls"] = tool_call_deltas_json(parsed.tool_calls);
           choice["delta"] = std::move(delta);
         } else {
           choice["text"] = text;
@@ -165,7 +186,7 @@ std::vector<std::string> ResponseBuilder::on_event(int32_t prompt_index, const S
         chunk["choices"].push_back(std::move(choice));
         chunks.push_back(dump(chunk));
       }
-    } else {
+    } else if (!chat) {
       c.text += e.text;
     }
   }
@@ -210,7 +231,7 @@ std::string ResponseBuilder::final_body() const {
     json choice = {{"index", i},
                    {"logprobs", request_.logprobs ? c.logprobs : json(nullptr)},
                    {"finish_reason", c.finish_reason.empty() ? json("abort") : json(c.finish_reason)}};
-    if (chat) choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+    if (chat) choice["message"] = c.parser->message();
     else choice["text"] = c.text;
     if (request_.prompt_logprobs) choice["prompt_logprobs"] = c.prompt_logprobs;
     j["choices"].push_back(std::move(choice));

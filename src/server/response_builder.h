@@ -13,6 +13,7 @@
 
 #include "engine/api.h"
 #include "server/openai_request.h"
+#include "server/output_parser.h"
 
 namespace loom::server {
 
@@ -52,6 +53,7 @@ class ResponseBuilder {
     int64_t text_offset = 0;     // completions logprobs: offset of the next token
     bool seen = false;           // its first event was applied (prompt scores go with it)
     nlohmann::json prompt_logprobs;  // vLLM's prompt_logprobs (non-streaming)
+    std::optional<OutputParser> parser;  // chat: reasoning / tool calls / content
   };
 
   nlohmann::json chunk_base() const;
@@ -73,7 +75,7 @@ class ResponseBuilder {
   int64_t completion_tokens_ = 0;
 };
 
-// "stop", "length", "abort", "error".
+// "stop", "length", "abort", "error" ("tool_calls" is decided by the builder).
 std::string finish_reason_string(FinishReason reason);
 
 }  // namespace loom::server
