@@ -122,10 +122,20 @@ TEST(StrictFields, EnumValues) {
       "response_format", "xml");
   expect_bad([] { completion({{"prompt", "x"}, {"response_format", "json"}}); }, "response_format");
   expect_bad([] { completion({{"prompt", "x"}, {"service_tier", "gold"}}); }, "service_tier");
+  const json tools = json::array(
+      {{{"type", "function"}, {"function", {{"name", "f"}, {"parameters", json::object()}}}}});
   for (const char* v : {"none", "auto", "required"})
-    EXPECT_NO_THROW(chat_request({{"tool_choice", v}}));
-  EXPECT_NO_THROW(
-      chat_request({{"tool_choice", {{"type", "function"}, {"function", {{"name", "f"}}}}}}));
+    EXPECT_NO_THROW(chat_request({{"tools", tools}, {"tool_choice", v}}));
+  EXPECT_NO_THROW(chat_request({{"tool_choice", "none"}}));
+  expect_bad([] { chat_request({{"tool_choice", "auto"}}); }, "tool_choice", "needs 'tools'");
+  EXPECT_NO_THROW(chat_request(
+      {{"tools", tools}, {"tool_choice", {{"type", "function"}, {"function", {{"name", "f"}}}}}}));
+  expect_bad(
+      [&] {
+        chat_request({{"tools", tools},
+                      {"tool_choice", {{"type", "function"}, {"function", {{"name", "g"}}}}}});
+      },
+      "tool_choice", "'g'");
   EXPECT_NO_THROW(chat_request({{"response_format", {{"type", "text"}}}}));
   EXPECT_NO_THROW(completion({{"prompt", "x"}, {"service_tier", "auto"}}));
 }
