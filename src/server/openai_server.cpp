@@ -455,7 +455,8 @@ void OpenAiServer::handle(HttpRequest req, std::shared_ptr<ResponseSink> sink) {
   if (deferred) return;  // a generation call answers and logs on its own
   const bool known = path == "/health" || path == "/ready" || path == "/metrics" ||
                      path == "/version" || path == "/v1/models" || path == "/tokenize" ||
-                     path == "/detokenize" || is_generation_route(path);
+                     path == "/detokenize" || path == "/tokenizer_info" ||
+                     is_generation_route(path);
   const std::string route_label = known                               ? path
                                   : path.rfind("/v1/models/", 0) == 0 ? "/v1/models/{id}"
                                                                       : "other";
@@ -509,6 +510,10 @@ HttpResponse OpenAiServer::route(const HttpRequest& req, const std::shared_ptr<R
   if (path == "/detokenize") {
     need("POST");
     return detokenize(req);
+  }
+  if (path == "/tokenizer_info") {
+    need("GET");
+    return tokenizer_info();
   }
   if (path == "/v1/messages" || path == "/v1/responses") {
     need("POST");
@@ -603,6 +608,28 @@ HttpResponse OpenAiServer::detokenize(const HttpRequest& req) const {
     ids.push_back(int32_t(t.get<int64_t>()));
   }
   return json_response(200, {{"prompt", model_.tokenizer->decode(ids, true)}});
+}
+
+HttpResponse OpenAiServer::tokenizer_info() const {
+  // vLLM's shape (tokenizer_config.json's fields), so clients that tokenise
+  // through the server (lm-evaluation-harness's remote tokenizer) find the
+  // special tokens; /tokenize with add_special_tokens false gives their ids.
+  const Tokenizer& tok = *model_.tokenizer;
+  auto token = [&](const std::optional<int32_t>& id) -> json {
+    if (!id) return nullptr;
+    return std::string(tok.token_text(*id));
+  };
+  const SpecialTokens& special = tok.special();
+  json info = {{"tokenizer_class", "loom"},
+               {"bos_token", token(special.bos)},
+               {"eos_token", token(special.eos)},
+               {"pad_token", token(special.pad)},
+               {"add_bos_token", special.add_bos},
+               {"add_eos_token", special.add_eos},
+               {"model_max_length", model_.max_model_len},
+               {"vocab_size", model_.vocab_size}};
+  info["chat_template"] = model_.chat ? json(model_.chat->source()) : json(nullptr);
+  return json_response(200, info);
 }
 
 void OpenAiServer::start_generation(Endpoint endpoint, const HttpRequest& req,

@@ -1,10 +1,10 @@
 // OpenAiServer: the routes of `loom serve` over a GenerationService —
 // /v1/completions, /v1/chat/completions (JSON or SSE), /v1/messages and
 // /v1/responses (through the chat path: anthropic_api.h, responses_api.h),
-// /v1/models[/{id}], /tokenize, /detokenize, /health, /ready, /metrics,
-// /version — with API keys (Authorization or x-api-key), per-tenant limits,
-// the request filter, metrics and one access-log line per request. Transport
-// free: HttpServer calls handle() on its worker threads. Thread-safe.
+// /v1/models[/{id}], /tokenize, /detokenize, /tokenizer_info, /health,
+// /ready, /metrics, /version — with API keys (Authorization or x-api-key),
+// per-tenant limits, the request filter, metrics and one access-log line per
+// request. Transport free: HttpServer calls handle() on its worker threads. Thread-safe.
 #pragma once
 
 #include <atomic>
@@ -74,6 +74,7 @@ class OpenAiServer {
   HttpResponse model(const std::string& id) const;
   HttpResponse tokenize(const HttpRequest& req) const;
   HttpResponse detokenize(const HttpRequest& req) const;
+  HttpResponse tokenizer_info() const;
   HttpResponse ready();
   void monitor_loop();
   void refresh_engine_metrics();
