@@ -98,7 +98,7 @@ class AnthropicAdapter final : public ChatAdapter {
       const ojson& t = (*turns)[i];
       const std::string where = fmt::format("messages[{}]", i);
       if (!t.is_object()) throw_bad_field("messages", where + " must be an object");
-      const std::string role = t.value("role", "");
+      const std::string role = string_field(t, "role", "", "messages", where);
       if (role != "user" && role != "assistant")
         throw_bad_field("messages", where + ".role must be 'user' or 'assistant'");
       if (!t.contains("content")) throw_bad_field("messages", where + ".content: field required");
@@ -132,12 +132,13 @@ class AnthropicAdapter final : public ChatAdapter {
     if (present(body, "tool_choice"))
       throw_bad_field("tool_choice", "tool_choice needs tools, which are not supported yet");
     if (const ojson* thinking = present(body, "thinking");
-        thinking && !(thinking->is_object() && thinking->value("type", "") == "disabled"))
+        thinking && !(thinking->is_object() &&
+                      string_field(*thinking, "type", "", "thinking", "thinking") == "disabled"))
       throw_bad_field("thinking", "extended thinking is not supported");
     if (const ojson* meta = present(body, "metadata")) {
       if (!meta->is_object()) throw_bad_field("metadata", "metadata must be an object");
-      if (meta->contains("user_id") && (*meta)["user_id"].is_string())
-        chat["user"] = (*meta)["user_id"];
+      const std::string user_id = string_field(*meta, "user_id", "", "metadata", "metadata");
+      if (!user_id.empty()) chat["user"] = user_id;
     }
     if (const ojson* stream = present(body, "stream")) {
       if (!stream->is_boolean()) throw_bad_field("stream", "stream must be a boolean");
@@ -155,7 +156,7 @@ class AnthropicAdapter final : public ChatAdapter {
       model_ = g.model;
       input_tokens_ = g.prompt_tokens();
     } catch (const ApiError& e) {
-      throw rename_error_param(e, {{"stop", "stop_sequences"}});
+      throw rename_error_param(e, {{"stop", "stop_sequences"}, {"user", "metadata.user_id"}});
     }
     return chat;
   }

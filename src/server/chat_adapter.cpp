@@ -2,7 +2,10 @@
 // error, or SSE frames "data: JSON\n\n" ending with "data: [DONE]".
 #include "server/chat_adapter.h"
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
+
+#include <string_view>
 
 namespace loom::server {
 
@@ -65,14 +68,44 @@ void ChatAdapter::emit(const std::string& event, const json& data) {
                 "\ndata: " + data.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n");
 }
 
+namespace {
+
+// `name` at the start of s, alone or followed by a sub-path ('.', '[') or a
+// closing quote.
+bool names_field(std::string_view s, std::string_view name) {
+  return s.substr(0, name.size()) == name && (s.size() == name.size() || s[name.size()] == '.' ||
+                                              s[name.size()] == '[' || s[name.size()] == '\'');
+}
+
+}  // namespace
+
 ApiError rename_error_param(const ApiError& e,
                             std::initializer_list<std::pair<const char*, const char*>> names) {
   std::string param = e.param();
   for (const auto& [from, to] : names)
-    if (param == from) param = to;
-  ApiError out(e.status(), e.what(), param, e.type());
+    if (names_field(param, from)) {
+      param = to + param.substr(std::string_view(from).size());
+      break;
+    }
+  // Quoted names in the message: 'max_completion_tokens' must be ...
+  std::string message = e.what();
+  for (size_t q = message.find('\''); q != std::string::npos; q = message.find('\'', q + 1))
+    for (const auto& [from, to] : names)
+      if (names_field(std::string_view(message).substr(q + 1), from)) {
+        message.replace(q + 1, std::string_view(from).size(), to);
+        break;
+      }
+  ApiError out(e.status(), message, param, e.type());
   if (e.retry_after() > 0) return std::move(out).with_retry_after(e.retry_after());
   return out;
+}
+
+std::string string_field(const nlohmann::ordered_json& obj, const char* key,
+                         const std::string& fallback, const char* param, const std::string& where) {
+  const auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return fallback;
+  if (!it->is_string()) throw_bad_field(param, fmt::format("{}.{} must be a string", where, key));
+  return it->get<std::string>();
 }
 
 }  // namespace loom::server

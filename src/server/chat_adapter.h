@@ -61,8 +61,15 @@ class ChatAdapter : public ResponseSink {
   bool failed_ = false;  // an error event went out; the rest is dropped
 };
 
-// The chat path's param name -> the route's, applied to an ApiError's param.
+// The chat path's field names -> the route's, applied to an ApiError's param
+// (a name or a name's sub-path: "response_format.json_schema.schema") and to
+// the names its message quotes ('max_completion_tokens'). The first match wins.
 ApiError rename_error_param(const ApiError& e,
                             std::initializer_list<std::pair<const char*, const char*>> names);
+
+// obj[key] (obj an object) as a string; `fallback` when absent or null. Any
+// other type is an ApiError for `param`: "WHERE.KEY must be a string".
+std::string string_field(const nlohmann::ordered_json& obj, const char* key,
+                         const std::string& fallback, const char* param, const std::string& where);
 
 }  // namespace loom::server

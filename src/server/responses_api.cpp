@@ -27,7 +27,7 @@ std::string content_text(const ojson& content, const std::string& where) {
   for (size_t i = 0; i < content.size(); ++i) {
     const ojson& part = content[i];
     const std::string at = fmt::format("{}[{}]", where, i);
-    const std::string type = part.is_object() ? part.value("type", "") : "";
+    const std::string type = part.is_object() ? string_field(part, "type", "", "input", at) : "";
     if (type != "input_text" && type != "output_text")
       throw_bad_field("input", fmt::format("{}: content parts of type '{}' are not supported "
                                            "(input_text, output_text)",
@@ -81,11 +81,11 @@ class ResponsesAdapter final : public ChatAdapter {
         const ojson& item = (*input)[i];
         const std::string where = fmt::format("input[{}]", i);
         if (!item.is_object()) throw_bad_field("input", where + " must be an object");
-        const std::string type = item.value("type", "message");
+        const std::string type = string_field(item, "type", "message", "input", where);
         if (type != "message")
           throw_bad_field("input", fmt::format("{}: items of type '{}' are not supported (message)",
                                                where, type.substr(0, 32)));
-        std::string role = item.value("role", "");
+        std::string role = string_field(item, "role", "", "input", where);
         if (role == "developer") role = "system";
         if (role != "user" && role != "assistant" && role != "system")
           throw_bad_field("input",
@@ -113,7 +113,8 @@ class ResponsesAdapter final : public ChatAdapter {
       if (!text->is_object()) throw_bad_field("text", "text must be an object");
       if (text->contains("format") && !(*text)["format"].is_null()) {
         const ojson& f = (*text)["format"];
-        const std::string type = f.is_object() ? f.value("type", "") : "";
+        const std::string type =
+            f.is_object() ? string_field(f, "type", "", "text", "text.format") : "";
         if (type == "json_schema") {
           ojson schema = f;
           schema.erase("type");
@@ -146,7 +147,8 @@ class ResponsesAdapter final : public ChatAdapter {
     } catch (const ApiError& e) {
       throw rename_error_param(e, {{"max_completion_tokens", "max_output_tokens"},
                                    {"messages", "input"},
-                                   {"response_format", "text"},
+                                   {"response_format.json_schema", "text.format"},
+                                   {"response_format", "text.format"},
                                    {"reasoning_effort", "reasoning"}});
     }
     created_at_ = std::chrono::duration_cast<std::chrono::seconds>(
