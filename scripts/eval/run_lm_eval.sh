@@ -24,13 +24,13 @@ name=$(basename "$model" .gguf)
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 mkdir -p "$out" "$results"
 
-harness() {  # harness SIDE MODEL_TYPE MODEL_ARGS [extra...]
-  local side=$1 type=$2 args=$3
-  shift 3
+harness() {  # harness SIDE MODEL_TYPE MODEL_ARGS BATCH_SIZE [extra...]
+  local side=$1 type=$2 args=$3 batch=$4
+  shift 4
   rm -rf "${out:?}/$side"
   local start=$SECONDS
   nice -n 5 python3 -m lm_eval --model "$type" --model_args "$args" \
-    --include_path tests/eval/tasks --tasks "$tasks" --batch_size 1 --seed 1234 \
+    --include_path tests/eval/tasks --tasks "$tasks" --batch_size "$batch" --seed 1234 \
     --log_samples --output_path "$out/$side" "$@"
   echo "$side: $((SECONDS - start)) s"
 }
@@ -49,16 +49,19 @@ if [ "$only" != hf ]; then
     sleep 0.5
   done
   [ -n "$port" ] || { echo "loom serve did not start"; cat "$log"; exit 1; }
+  # One prompt per request, four in flight (loom batches them).
   # tokenizer_backend=remote: the harness splits context and continuation
   # with loom's own tokenizer (/tokenizer_info, /tokenize, /detokenize).
   harness loom local-completions \
-    "model=$name,base_url=http://127.0.0.1:$port/v1/completions,tokenizer_backend=remote,num_concurrent=2,max_length=2048,max_retries=1,timeout=600" "$@"
+    "model=$name,base_url=http://127.0.0.1:$port/v1/completions,tokenizer_backend=remote,num_concurrent=4,max_length=2048,max_retries=1,timeout=600" 1 "$@"
   kill "$server"
   wait "$server" 2>/dev/null || true
   trap - EXIT
 fi
 if [ "$only" != loom ]; then
+  # Batches of 8 (padded; the scores do not depend on it) to keep the CPU
+  # run short.
   harness hf hf \
-    "pretrained=$(cd "$(dirname "$model")" && pwd),gguf_file=$(basename "$model"),dtype=float32,max_length=2048" --device cpu "$@"
+    "pretrained=$(cd "$(dirname "$model")" && pwd),gguf_file=$(basename "$model"),dtype=float32,max_length=2048" 8 --device cpu "$@"
 fi
 python3 scripts/eval/compare.py "$out" "$results"

@@ -14,8 +14,8 @@ import pathlib
 import random
 
 SEED = 20261203
-NUM_MC = 320
-NUM_GEN = 160
+NUM_MC = 200
+NUM_GEN = 64
 
 DAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
 MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September",
