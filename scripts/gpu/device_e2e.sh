@@ -182,6 +182,7 @@ for stage in $stages; do
       | grep '^event:' | tr '\n' ' '; echo
     curl -s http://127.0.0.1:18001/metrics | grep -E '^(loom_build_info|process_resident_memory_bytes)'
     kill -TERM $spid; wait $spid
+    ;;
   structured)
     [ -f third_party/xgrammar/cpp/grammar_compiler.cc ] || { echo "structured: carry third_party/xgrammar"; continue; }
     python3 scripts/gpu/make_random_model.py --shape 0.5b --out /tmp/qwen05 > /dev/null || exit 1
