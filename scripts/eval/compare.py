@@ -13,7 +13,6 @@ import glob
 import json
 import math
 import os
-import shutil
 import sys
 
 SIDES = ("loom", "hf")
@@ -44,20 +43,27 @@ def metric(results, task, name, filt):
 
 
 def loglik_gap(a, b):
-    """Largest and mean |log-likelihood difference| over every choice."""
-    gaps = []
+    """Largest and mean |log-likelihood difference| over every choice, and the
+    mean signed difference (a bias, e.g. a continuation token scored wrongly,
+    shows there; rounding noise averages out)."""
+    diffs = []
     for doc_id, sa in a.items():
         for ra, rb in zip(sa["resps"], b[doc_id]["resps"]):
-            gaps.append(abs(float(ra[0][0]) - float(rb[0][0])))
-    return max(gaps), sum(gaps) / len(gaps), len(gaps)
+            diffs.append(float(ra[0][0]) - float(rb[0][0]))
+    gaps = [abs(d) for d in diffs]
+    return max(gaps), sum(gaps) / len(gaps), sum(diffs) / len(diffs), len(gaps)
 
 
 def main():
     out, dest = sys.argv[1], sys.argv[2]
     runs = {side: load(out, side) for side in SIDES}
     os.makedirs(dest, exist_ok=True)
+    root = os.getcwd() + os.sep  # run_lm_eval.sh runs from the repository root
     for side, (path, _, _) in runs.items():
-        shutil.copyfile(path, os.path.join(dest, f"{side}.json"))
+        with open(path) as f:
+            text = f.read().replace(root, "")
+        with open(os.path.join(dest, f"{side}.json"), "w") as f:
+            f.write(text)
 
     rows, ok = [], True
     print(f"{'task':9} {'metric':12} {'loom':>15} {'hf':>15} {'diff':>7} {'2σ':>6} {'n':>4} "
@@ -78,9 +84,11 @@ def main():
             print(f"{task:9} {name:12} {va:.4f}±{sa:.4f} {vb:.4f}±{sb:.4f} {va - vb:+.4f} "
                   f"{bound:.4f} {len(a):4d} {len(differ):6d}")
     summary = {"rows": rows}
-    mx, mean, count = loglik_gap(runs["loom"][2]["loom_mc"], runs["hf"][2]["loom_mc"])
-    summary["loom_mc_loglikelihood_gap"] = {"max": mx, "mean": mean, "choices": count}
-    print(f"loom_mc log-likelihood |loom - hf| over {count} choices: max {mx:.4f}, mean {mean:.4f}")
+    mx, mean, bias, count = loglik_gap(runs["loom"][2]["loom_mc"], runs["hf"][2]["loom_mc"])
+    summary["loom_mc_loglikelihood_gap"] = {"max": mx, "mean": mean, "mean_signed": bias,
+                                            "choices": count}
+    print(f"loom_mc log-likelihood |loom - hf| over {count} choices: max {mx:.4f}, mean {mean:.4f}; "
+          f"mean loom - hf {bias:+.4f}")
     gen_a, gen_b = runs["loom"][2]["loom_gen"], runs["hf"][2]["loom_gen"]
     texts = [{"doc_id": d, "loom": gen_a[d]["resps"][0][0], "hf": gen_b[d]["resps"][0][0]}
              for d in sorted(gen_a) if gen_a[d]["resps"][0][0] != gen_b[d]["resps"][0][0]]

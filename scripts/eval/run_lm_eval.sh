@@ -64,4 +64,5 @@ if [ "$only" != loom ]; then
   harness hf hf \
     "pretrained=$(cd "$(dirname "$model")" && pwd),gguf_file=$(basename "$model"),dtype=float32,max_length=2048" 8 --device cpu "$@"
 fi
-python3 scripts/eval/compare.py "$out" "$results"
+python3 scripts/eval/compare.py "$out" "$results" | tee "$results/summary.txt"
+exit "${PIPESTATUS[0]}"
