@@ -33,7 +33,8 @@ const std::string kSeeds = std::string(LOOM_SOURCE_DIR) + "/fuzz/request_seeds";
 class RequestSeeds : public ::testing::Test {
  protected:
   void SetUp() override {
-    tokenizer_ = load_tokenizer_hf(std::string(LOOM_SOURCE_DIR) + "/tests/fixtures/tokenizer/qwen2");
+    tokenizer_ =
+        load_tokenizer_hf(std::string(LOOM_SOURCE_DIR) + "/tests/fixtures/tokenizer/qwen2");
     chat_ = std::make_unique<ChatFormatter>(
         "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
         "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}",
@@ -49,10 +50,9 @@ class RequestSeeds : public ::testing::Test {
   // 0 parsed, 1 ApiError; any other exception fails the test.
   int run_endpoint(const std::string& body, Endpoint endpoint) {
     try {
-      const auto r =
-          endpoint == Endpoint::ChatCompletions
-              ? parse_chat_request(body, model_, limits_)
-              : parse_completion_request(body, model_, limits_);
+      const auto r = endpoint == Endpoint::ChatCompletions
+                         ? parse_chat_request(body, model_, limits_)
+                         : parse_completion_request(body, model_, limits_);
       EXPECT_FALSE(r.prompts.empty());
       for (const auto& p : r.prompts)
         EXPECT_LE(int64_t(p.size()) + r.params.max_tokens, model_.max_model_len);
