@@ -175,10 +175,11 @@ std::vector<SeqId> StepExecutor::Impl::sampled_rows(const Scheduler& seqs) const
   return rows;
 }
 
-void StepExecutor::Impl::pool_hidden_states(StepOutput& out) {
+std::vector<PooledRows> StepExecutor::Impl::pool_hidden_states() {
+  std::vector<PooledRows> out;
   const bool any =
       std::any_of(layout.begin(), layout.end(), [](const RowLayout& r) { return r.pool_rows > 0; });
-  if (!any) return;
+  if (!any) return out;
   copy_to_host_f32(model.backend(), model.hidden_states(), pool_host);
   const size_t width = size_t(model.config().hidden_size);
   for (const RowLayout& r : layout) {
@@ -192,8 +193,9 @@ void StepExecutor::Impl::pool_hidden_states(StepOutput& out) {
       const float* row = pool_host.data() + size_t(r.pool_row + i) * width;
       for (size_t j = 0; j < width; ++j) p.sum[j] += row[j];
     }
-    out.pooled.push_back(std::move(p));
+    out.push_back(std::move(p));
   }
+  return out;
 }
 
 StepOutput StepExecutor::execute(const StepPlan& plan, const Scheduler& seqs, const Deliver& deliver_previous) {
@@ -210,10 +212,10 @@ StepOutput StepExecutor::execute(const StepPlan& plan, const Scheduler& seqs, co
   // The device runs this step while the host delivers the previous one's
   // tokens (which may end sequences of this plan: their rows are ignored).
   if (auto previous = x.finish_in_flight()) deliver_previous(*previous);
-  StepOutput pooled;
-  x.pool_hidden_states(pooled);
+  // Tokens first: an async step's are then chosen on the device while the
+  // host waits for the pooled hidden states.
   StepOutput out = x.choose(seqs, logits);
-  out.pooled = std::move(pooled.pooled);
+  out.pooled = x.pool_hidden_states();
   return out;
 }
 

@@ -65,8 +65,8 @@ struct StepExecutor::Impl {
   // scoring its prompt only).
   std::vector<SeqId> sampled_rows(const Scheduler& seqs) const;
   // Pooling: the step's hidden-state rows copied to the host and summed
-  // per sequence, into out.pooled.
-  void pool_hidden_states(StepOutput& out);
+  // per sequence (StepOutput::pooled).
+  std::vector<PooledRows> pool_hidden_states();
   // The step's tokens from its logits (after the forward pass and the
   // previous step's delivery): constraints, then argmax / device / host
   // sampling, prompt scoring and draft verification.

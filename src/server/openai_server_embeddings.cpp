@@ -195,6 +195,10 @@ void OpenAiServer::start_embeddings(const HttpRequest& req,
   });
   const EmbeddingRequest& er = call->request;
   for (size_t i = 0; i < er.inputs.size(); ++i) {
+    {
+      std::lock_guard<std::mutex> lk(call->mu);
+      if (call->error) break;  // an input already failed: the answer is that error
+    }
     Request q;
     q.external_id = id;
     q.prompt_ids = er.inputs[i];
