@@ -43,7 +43,7 @@ struct Request {
   // carrying the vector (StreamEvent::embedding, finish `stop`); nothing is
   // sampled and its KV blocks are freed in the step that completes the
   // prompt. `params` must keep n = 1 and no prompt_logprobs; the rest of
-  // them are not used. No `constraint`.
+  // them are validated as usual but not used. No `constraint`.
   std::optional<PoolingParams> pooling;
 };
 
