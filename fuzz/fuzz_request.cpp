@@ -1,8 +1,8 @@
 // libFuzzer harness for request parsing: OpenAI completions and chat bodies
-// (server/openai_request.h) and the /v1/messages and /v1/responses bodies
+// (server/openai_request.h), the /v1/messages and /v1/responses bodies
 // their adapters translate into chat bodies (anthropic_api.h,
-// responses_api.h). Any body must either parse into a valid request or
-// raise ApiError — no crash, no other exception, no unbounded work.
+// responses_api.h), and /v1/embeddings bodies (embeddings_api.h). Any body must either parse into a
+// valid request or raise ApiError — no crash, no other exception, no unbounded work.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -10,6 +10,7 @@
 
 #include "server/anthropic_api.h"
 #include "server/api_error.h"
+#include "server/embeddings_api.h"
 #include "server/json_body.h"
 #include "server/openai_request.h"
 #include "server/responses_api.h"
@@ -69,6 +70,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (r.prompts.size() != 1 || r.params.n != 1) __builtin_trap();
     } catch (const loom::server::ApiError&) {
     }
+  }
+  // Embeddings: every input non-empty, within the context, the vocabulary
+  // and the count and total bounds.
+  try {
+    const auto parsed =
+        loom::server::parse_json_body(body, limits.max_body_bytes, limits.max_json_depth);
+    const auto r = loom::server::parse_embedding_request(parsed, ctx.model, limits);
+    if (r.inputs.empty() || int64_t(r.inputs.size()) > limits.max_embedding_inputs ||
+        r.prompt_tokens() > limits.max_embedding_tokens)
+      __builtin_trap();
+    for (const auto& ids : r.inputs) {
+      if (ids.empty() || int64_t(ids.size()) > ctx.model.max_model_len) __builtin_trap();
+      for (int32_t t : ids)
+        if (t < 0 || t >= ctx.model.vocab_size) __builtin_trap();
+    }
+  } catch (const loom::server::ApiError&) {
   }
   return 0;
 }

@@ -158,6 +158,9 @@ int cmd_serve(int argc, char** argv) {
     model.tokenizer = rt->text.tokenizer.get();
     model.chat = rt->text.chat ? &*rt->text.chat : nullptr;
     model.vocab_size = int32_t(rt->model.config.vocab_size);
+    model.pooling = rt->model.pooling.type;
+    spdlog::info("loom serve: /v1/embeddings pooling {} ({}), normalised", pooling_type_name(model.pooling),
+                 rt->model.pooling.source);
     model.tool_format = !tool_call_parser.empty()
                             ? *server::tool_call_format(tool_call_parser)
                             : server::detect_tool_call_format(model.chat ? model.chat->source() : "");

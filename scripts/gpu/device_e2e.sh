@@ -30,6 +30,9 @@
 #   structured  0.5B-shaped random model on the GPU: every structured-output schema,
 #            regex and choice at temperature 0 and 1 must validate (masks on the
 #            device); needs third_party/xgrammar carried (scripts/setup.sh fetches it)
+#   embed    /v1/embeddings on the GPU: a random 0.5B-shaped Qwen2 (bf16), last-token
+#            and mean (sentence-transformers modules.json) pooling, 24 prompts batched
+#            and one by one vs HF transformers on the same weights (embed_check.py)
 # Env: OFFLINE_REQUESTS (1000), HF_REQUESTS (256).
 set -uo pipefail
 stages=${*:-test latency}
@@ -198,6 +201,10 @@ for stage in $stages; do
     echo "structured rc=$?"; cut -c1-1500 /tmp/structured.json
     kill -TERM $spid; wait $spid
     cp /tmp/structured.json "$OUT/structured_validity.json"
+    ;;
+  embed)
+    timeout 900 python3 scripts/gpu/embed_check.py --loom "$L" --out "$OUT/embed_check.json"
+    echo "embed rc=$?"
     ;;
   spec)
     model8b

@@ -45,6 +45,9 @@ struct StreamEvent {
   // SamplingParams::prompt_logprobs: the logprobs of prompt tokens 1, 2, ...
   // (token 0 has none), all on sequence 0's first event.
   std::vector<SampleResult> prompt_logprobs;
+  // Request::pooling: the pooled vector (hidden size floats), on the
+  // request's one successful event.
+  std::vector<float> embedding;
   FinishReason finish = FinishReason::None;  // set on the sequence's last event
   EngineErrorKind error = EngineErrorKind::None;
   std::string error_message;

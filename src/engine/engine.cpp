@@ -93,6 +93,10 @@ RequestId Engine::submit(Request request, StreamCallback callback) {
   const int64_t vocab = executor_->vocab_size();
   request.params.validate(vocab);
   if (request.prompt_ids.empty()) LOOM_THROW("the prompt is empty");
+  if (request.pooling &&
+      (request.params.n != 1 || request.params.prompt_logprobs || request.constraint))
+    LOOM_THROW(
+        "a pooling request samples nothing: n must be 1, without prompt_logprobs or a constraint");
   for (int32_t t : request.prompt_ids)
     if (t < 0 || t >= vocab) LOOM_THROW("prompt token {} is outside the vocabulary ({})", t, vocab);
   auto state = std::make_shared<RequestState>();

@@ -71,6 +71,7 @@ struct SequenceResult {
   std::vector<SampleResult> logprobs;
   // SamplingParams::prompt_logprobs: prompt tokens 1.. (token 0 has none).
   std::vector<SampleResult> prompt_logprobs;
+  std::vector<float> embedding;  // Request::pooling: the pooled vector
 };
 
 struct Result {

@@ -42,6 +42,7 @@ std::vector<Result> Engine::generate(std::vector<Request> requests) {
           s.text += e.text;
           if (want_logprobs) s.logprobs.insert(s.logprobs.end(), e.logprobs.begin(), e.logprobs.end());
           s.prompt_logprobs.insert(s.prompt_logprobs.end(), e.prompt_logprobs.begin(), e.prompt_logprobs.end());
+          if (!e.embedding.empty()) s.embedding = e.embedding;
           if (e.finish != FinishReason::None) s.finish_reason = e.finish;
         }
         if (e.request_done) {

@@ -94,7 +94,16 @@ StepInput StepExecutor::Impl::build_input(const StepPlan& plan, const Scheduler&
       row.prompt_rows = std::max(0, to - from);
       extra_rows = extra_rows || row.prompt_rows > 0;
     }
-    if (e.sample) {
+    if (s.pooled) {
+      // The positions of this chunk it has not pooled yet.
+      const int32_t from = std::max(e.start, s.pooled->next());
+      const int32_t to = std::min(e.start + e.num_tokens, s.pooled->range().end);
+      row.pool_row = int32_t(step.hidden_rows.size());
+      row.pool_pos = from;
+      row.pool_rows = std::max(0, to - from);
+      for (int32_t p = from; p < to; ++p) step.hidden_rows.push_back(first + (p - e.start));
+    }
+    if (e.sample && !s.pooled) {
       // The last known token's row, then one row per draft token.
       row.sample_row = int32_t(step.logit_rows.size());
       row.draft_rows = e.num_draft;
@@ -155,15 +164,38 @@ Tensor StepExecutor::Impl::sample_rows_only(const Tensor& logits, int64_t num_sa
   return dst;
 }
 
-std::vector<SeqId> StepExecutor::Impl::sampled_rows(const StepPlan& plan, const Scheduler& seqs) {
+std::vector<SeqId> StepExecutor::Impl::sampled_rows(const Scheduler& seqs) const {
   std::vector<SeqId> rows;
-  for (const auto& e : plan.seqs) {
-    if (!e.sample) continue;
-    const Sequence* s = seqs.find(e.seq);
+  for (const RowLayout& r : layout) {
+    if (r.sample_row < 0) continue;
+    const Sequence* s = seqs.find(r.seq);
     // Gone meanwhile, or scoring its prompt only (max_tokens 0): no token.
-    rows.push_back(s != nullptr && s->max_tokens > 0 ? e.seq : 0);
+    rows.push_back(s != nullptr && s->max_tokens > 0 ? r.seq : 0);
   }
   return rows;
+}
+
+std::vector<PooledRows> StepExecutor::Impl::pool_hidden_states() {
+  std::vector<PooledRows> out;
+  const bool any =
+      std::any_of(layout.begin(), layout.end(), [](const RowLayout& r) { return r.pool_rows > 0; });
+  if (!any) return out;
+  copy_to_host_f32(model.backend(), model.hidden_states(), pool_host);
+  const size_t width = size_t(model.config().hidden_size);
+  for (const RowLayout& r : layout) {
+    if (r.pool_rows == 0) continue;
+    PooledRows p;
+    p.seq = r.seq;
+    p.first = r.pool_pos;
+    p.count = r.pool_rows;
+    p.sum.assign(width, 0.0f);
+    for (int32_t i = 0; i < r.pool_rows; ++i) {
+      const float* row = pool_host.data() + size_t(r.pool_row + i) * width;
+      for (size_t j = 0; j < width; ++j) p.sum[j] += row[j];
+    }
+    out.push_back(std::move(p));
+  }
+  return out;
 }
 
 StepOutput StepExecutor::execute(const StepPlan& plan, const Scheduler& seqs, const Deliver& deliver_previous) {
@@ -180,32 +212,40 @@ StepOutput StepExecutor::execute(const StepPlan& plan, const Scheduler& seqs, co
   // The device runs this step while the host delivers the previous one's
   // tokens (which may end sequences of this plan: their rows are ignored).
   if (auto previous = x.finish_in_flight()) deliver_previous(*previous);
-  const std::vector<SeqId> rows = Impl::sampled_rows(plan, seqs);
+  // Tokens first: an async step's are then chosen on the device while the
+  // host waits for the pooled hidden states.
+  StepOutput out = x.choose(seqs, logits);
+  out.pooled = x.pool_hidden_states();
+  return out;
+}
+
+StepOutput StepExecutor::Impl::choose(const Scheduler& seqs, Tensor& logits) {
+  const std::vector<SeqId> rows = sampled_rows(seqs);
   const bool any_row = std::any_of(rows.begin(), rows.end(), [](SeqId s) { return s != 0; });
-  if (!x.extra_rows) {
+  if (!extra_rows) {
     if (rows.empty() || !any_row) return StepOutput{};
     LOOM_CHECK(int64_t(rows.size()) == logits.dim(0), "{} logits rows for {} sampled sequences", logits.dim(0),
                rows.size());
-    x.apply_constraints(rows, seqs, logits);
-    if (x.can_run_async(rows, seqs)) return x.launch_async(rows, seqs, logits);
-    return x.choose_tokens(rows, seqs, logits);
+    apply_constraints(rows, seqs, logits);
+    if (can_run_async(rows, seqs)) return launch_async(rows, seqs, logits);
+    return choose_tokens(rows, seqs, logits);
   }
   // Rows beyond the sample rows (prompt logprobs, drafts): prompts scored
   // on the host, drafts verified, and the other sample rows go on alone,
   // synchronously.
   StepOutput scored;
-  x.score_prompts(logits, seqs, scored);
-  x.verify_drafts(logits, seqs, scored);
+  score_prompts(logits, seqs, scored);
+  verify_drafts(logits, seqs, scored);
   std::vector<SeqId> plain;  // the sample rows of sequences without a draft
-  for (const Impl::RowLayout& r : x.layout) {
+  for (const RowLayout& r : layout) {
     if (r.sample_row < 0 || r.draft_rows > 0) continue;
     const Sequence* s = seqs.find(r.seq);
     plain.push_back(s != nullptr && s->max_tokens > 0 ? r.seq : 0);
   }
   if (std::none_of(plain.begin(), plain.end(), [](SeqId s) { return s != 0; })) return scored;
-  Tensor sampled = x.sample_rows_only(logits, int64_t(plain.size()));
-  x.apply_constraints(plain, seqs, sampled);
-  StepOutput out = x.choose_tokens(plain, seqs, sampled);
+  Tensor sampled = sample_rows_only(logits, int64_t(plain.size()));
+  apply_constraints(plain, seqs, sampled);
+  StepOutput out = choose_tokens(plain, seqs, sampled);
   out.prompt_logprobs = std::move(scored.prompt_logprobs);
   out.rows.insert(out.rows.end(), std::make_move_iterator(scored.rows.begin()),
                   std::make_move_iterator(scored.rows.end()));

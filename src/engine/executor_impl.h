@@ -32,7 +32,9 @@ struct StepExecutor::Impl {
 
   // Where each scheduled sequence's logits rows are in the step's logits:
   // its prompt-logprob rows (prompt positions prompt_pos, ...), then its
-  // sample row (when the step computes its last known token).
+  // sample row (when the step computes its last known token; never for a
+  // pooling sequence); and its rows of the step's hidden states (pooling:
+  // prompt positions pool_pos, ...).
   struct RowLayout {
     SeqId seq = 0;
     int32_t prompt_row = 0;   // first prompt-logprob row
@@ -40,6 +42,9 @@ struct StepExecutor::Impl {
     int32_t prompt_pos = 0;
     int32_t sample_row = -1;  // -1: none
     int32_t draft_rows = 0;   // speculative: the draft's rows, right after the sample row
+    int32_t pool_row = 0;     // first hidden-state row
+    int32_t pool_rows = 0;
+    int32_t pool_pos = 0;
   };
 
   // The step's model input; fills `layout` (and `extra_rows`).
@@ -56,8 +61,16 @@ struct StepExecutor::Impl {
   // state after the draft's first i tokens (cut where it refuses one).
   void mask_draft_rows(const RowLayout& r, const Sequence& s, int32_t vocab, std::vector<int32_t>& rows,
                        std::vector<uint32_t>& words);
-  // The sequences of the plan's sampled rows (0: ended meanwhile).
-  static std::vector<SeqId> sampled_rows(const StepPlan& plan, const Scheduler& seqs);
+  // The sequences of the layout's sample rows (0: ended meanwhile, or
+  // scoring its prompt only).
+  std::vector<SeqId> sampled_rows(const Scheduler& seqs) const;
+  // Pooling: the step's hidden-state rows copied to the host and summed
+  // per sequence (StepOutput::pooled).
+  std::vector<PooledRows> pool_hidden_states();
+  // The step's tokens from its logits (after the forward pass and the
+  // previous step's delivery): constraints, then argmax / device / host
+  // sampling, prompt scoring and draft verification.
+  StepOutput choose(const Scheduler& seqs, Tensor& logits);
   // Applies the constraints' allowed-token masks of the live rows to `logits`.
   void apply_constraints(const std::vector<SeqId>& rows, const Scheduler& seqs, Tensor& logits);
   // Whether every live row gets its token on the device (no logprobs, no
@@ -84,6 +97,7 @@ struct StepExecutor::Impl {
   bool extra_rows = false;  // rows other than sample rows (prompt logprobs)
   Tensor compact_logits;    // sample rows gathered when extra_rows (grown on demand)
   std::vector<float> prompt_host;
+  std::vector<float> pool_host;
   std::vector<int32_t> mask_rows;
   std::vector<uint32_t> mask_words;
   // The step in flight (async scheduling): the sequence of each sampled row

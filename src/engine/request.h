@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/pooling.h"
 #include "engine/sampling_params.h"
 #include "engine/token_constraint.h"
 
@@ -37,6 +38,13 @@ struct Request {
   // Set: each of the request's sequences gets its own constraint from it
   // (structured output); only allowed tokens are ever chosen.
   std::shared_ptr<const TokenConstraintFactory> constraint;
+  // Set: a pooling request (an embedding). Its prompt is prefilled, the
+  // final-norm hidden states pooled (pooling.h), and it ends with one event
+  // carrying the vector (StreamEvent::embedding, finish `stop`); nothing is
+  // sampled and its KV blocks are freed in the step that completes the
+  // prompt. `params` must keep n = 1 and no prompt_logprobs; the rest of
+  // them are validated as usual but not used. No `constraint`.
+  std::optional<PoolingParams> pooling;
 };
 
 }  // namespace loom

@@ -207,17 +207,21 @@ AdmitStatus Scheduler::add_request(std::shared_ptr<RequestState> state, SeqId* f
   const RequestId id = state->id;
   const Request& request = state->request;
   const SamplingParams& p = request.params;
+  const bool pooling = request.pooling.has_value();
   const int32_t min_tokens = p.prompt_logprobs && p.n == 1 ? 0 : 1;  // 0: prompt scoring only
-  if (request.prompt_ids.empty() || p.n < 1 || p.max_tokens < min_tokens || by_request_.count(id) != 0 ||
-      !std::isfinite(request.tenant_weight) || !(request.tenant_weight > 0.0f)) {
+  if (request.prompt_ids.empty() || p.n < 1 || (!pooling && p.max_tokens < min_tokens) ||
+      by_request_.count(id) != 0 || !std::isfinite(request.tenant_weight) ||
+      !(request.tenant_weight > 0.0f) ||
+      (pooling && (p.n != 1 || p.prompt_logprobs || request.constraint))) {
     ++stats_.rejected_requests;
     return AdmitStatus::Invalid;
   }
+  const int32_t max_tokens = pooling ? 0 : p.max_tokens;  // pooling: the prompt alone
   int64_t limit = capacity_tokens_;
   if (config_.max_model_len > 0) limit = std::min<int64_t>(limit, config_.max_model_len);
   if (!config_.enable_chunked_prefill)
     limit = std::min<int64_t>(limit, config_.max_num_batched_tokens);
-  const int64_t total = int64_t(request.prompt_ids.size()) + p.max_tokens;
+  const int64_t total = int64_t(request.prompt_ids.size()) + max_tokens;
   if (total > limit || p.n > config_.max_num_seqs) {
     ++stats_.rejected_requests;
     return AdmitStatus::TooLong;
@@ -240,8 +244,9 @@ AdmitStatus Scheduler::add_request(std::shared_ptr<RequestState> state, SeqId* f
   s.tenant = request.tenant;
   s.tokens = request.prompt_ids;
   s.prompt_len = int32_t(request.prompt_ids.size());
-  s.max_tokens = p.max_tokens;
+  s.max_tokens = max_tokens;
   s.pending_forks = p.n - 1;
+  if (pooling) s.pooled.emplace(*request.pooling, s.prompt_len);
   state->done.assign(size_t(p.n), false);
   state->num_done = 0;
   state->forked = p.n == 1;
@@ -368,9 +373,13 @@ StepPlan Scheduler::schedule(Clock::time_point now) {
       LOOM_CHECK(s.blocks.empty() && s.num_computed == 0, "waiting sequence {} holds KV", s.id);
       // Cached blocks never cover the last token: its logits must be computed.
       // Prompt logprobs need every prompt position computed: no cache hits.
+      // Pooling needs the positions it has not pooled yet computed.
       const bool scoring = s.request && s.params().prompt_logprobs.has_value();
+      int32_t cacheable = scoring ? 0 : s.num_tokens() - 1;
+      if (s.pooled) cacheable = std::min(cacheable, s.pooled->next());
       const int32_t hit =
-          scoring ? 0 : kv_.acquire_cached_prefix(s.blocks, s.tokens, s.cache_salt, s.num_tokens() - 1);
+          cacheable > 0 ? kv_.acquire_cached_prefix(s.blocks, s.tokens, s.cache_salt, cacheable)
+                        : 0;
       s.num_computed = hit;
       const int32_t pending = s.num_pending();
       const int32_t n = std::min(pending, budget);

@@ -131,7 +131,9 @@ class Scheduler {
   // The caller runs it, then applies its output with update_from_output().
   StepPlan schedule(Clock::time_point now);
   // Applies the output of `plan`'s step (Kind Tokens or Placeholders):
-  // complete_step(plan), then each sampled sequence that is still live takes
+  // complete_step(plan), pooled rows added to their sequences (a pooling
+  // sequence whose prompt is done ends with its vector, blocks freed), then
+  // each sampled sequence that is still live takes
   // its tokens (n > 1: the siblings are forked first). Real tokens go through
   // the sequence's output (text, stop tokens / strings, lengths) and its
   // constraint; a sequence that finishes is removed. Placeholders are only
@@ -244,6 +246,8 @@ class Scheduler {
   // Marks s done in its request and removes it; the request's last sequence
   // sets e.request_done. Emits e.
   void close_sequence(Sequence& s, StreamEvent e);
+  // A pooling sequence whose prompt is computed ends with its vector.
+  void finish_pooling(Sequence& s);
   void end_sequence(SeqId id, FinishReason reason, EngineErrorKind error, const std::string& message);
 
   SchedulerConfig config_;

@@ -114,10 +114,17 @@ void Scheduler::update_from_output(const StepPlan& plan, const StepOutput& outpu
     s->prompt_logprobs_next += int32_t(p.entries.size());
     s->prompt_scores.insert(s->prompt_scores.end(), p.entries.begin(), p.entries.end());
   }
-  // Prompt scoring only (max_tokens 0): done once the prompt is computed.
+  for (const PooledRows& p : output.pooled) {
+    Sequence* s = find(p.seq) ? &at(p.seq) : nullptr;
+    if (s != nullptr && s->pooled) s->pooled->add(p);
+  }
+  // Prompt scoring or pooling only (max_tokens 0): done once the prompt is computed.
   for (const ScheduledSeq& e : plan.seqs) {
-    const Sequence* s = find(e.seq);
-    if (s != nullptr && s->max_tokens == 0 && s->num_computed >= s->prompt_len)
+    Sequence* s = find(e.seq) ? &at(e.seq) : nullptr;
+    if (s == nullptr || s->max_tokens != 0 || s->num_computed < s->prompt_len) continue;
+    if (s->pooled)
+      finish_pooling(*s);
+    else
       end_sequence(e.seq, FinishReason::Length, EngineErrorKind::None, "");
   }
   const bool placeholders = output.kind == StepOutput::Kind::Placeholders;
@@ -266,6 +273,16 @@ void Scheduler::close_sequence(Sequence& s, StreamEvent e) {
   }
   erase(s.id);
   for (StreamEvent& ev : out) events_.push_back(SequenceEvent{r, std::move(ev)});
+}
+
+void Scheduler::finish_pooling(Sequence& s) {
+  StreamEvent e;
+  e.request_id = s.request_id;
+  e.seq_index = s.index;
+  e.first_scheduled = s.first_scheduled_time;
+  e.finish = FinishReason::Stop;
+  e.embedding = s.pooled->finish();
+  close_sequence(s, std::move(e));
 }
 
 void Scheduler::end_sequence(SeqId id, FinishReason reason, EngineErrorKind error, const std::string& message) {

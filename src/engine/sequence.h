@@ -66,6 +66,8 @@ struct Sequence {
   // scores so far (handed over on the sequence's first event).
   int32_t prompt_logprobs_next = 1;
   std::vector<SampleResult> prompt_scores;
+  // Request::pooling: what the prompt's steps pooled so far.
+  std::optional<PooledState> pooled;
   BlockTable blocks;
   SeqStatus status = SeqStatus::Waiting;
   int32_t num_preemptions = 0;

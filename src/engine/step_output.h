@@ -1,12 +1,14 @@
 // StepOutput: what one forward step produced for the scheduler to apply
 // (Scheduler::update_from_output): the new tokens of every sequence the step
-// sampled. Plain data, built by the StepExecutor on the engine thread.
+// sampled, and the pooled hidden states of pooling sequences. Plain data, built by the StepExecutor
+// on the engine thread.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
 #include "engine/api.h"
+#include "engine/pooling.h"
 
 namespace loom {
 
@@ -36,6 +38,7 @@ struct StepOutput {
   Kind kind = Kind::Tokens;
   std::vector<SequenceTokens> rows;  // in the step's sampled-row order
   std::vector<PromptLogprobs> prompt_logprobs;  // Kind Tokens only
+  std::vector<PooledRows> pooled;               // pooling sequences' rows (Tokens or Placeholders)
 };
 
 }  // namespace loom

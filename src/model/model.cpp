@@ -64,6 +64,7 @@ LoadedModel open_gguf(const std::string& path) {
   auto file = std::make_shared<const GgufFile>(path);
   m.config = model_config_from_gguf(*file);
   m.weights = open_gguf_weights(file);
+  m.pooling = pooling_config_from_gguf(*file);
   GenerationDefaults& g = m.generation;
   auto id = [&](const char* key) -> std::optional<int32_t> {
     const int64_t v = file->get_int(key, -1);
@@ -105,6 +106,7 @@ LoadedModel open_hf_dir(const fs::path& dir, const std::string& path) {
     }
   }
   m.weights = open_hf_weights(dir.string());
+  m.pooling = pooling_config_from_hf_dir(dir);
   return m;
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "model/config.h"
+#include "model/pooling_config.h"
 #include "model/transformer.h"
 
 namespace loom {
@@ -41,6 +42,7 @@ struct LoadedModel {
   std::shared_ptr<const GgufFile> gguf;  // the file (also holds the tokenizer); null for HF
   std::shared_ptr<const WeightSource> weights;
   GenerationDefaults generation;
+  PoolingConfig pooling;                 // how embeddings pool (pooling_config.h)
 };
 
 // Opens `path`: a .gguf file, an HF model directory, or that directory's

@@ -77,6 +77,7 @@ std::vector<uint8_t> encode_step(const StepInput& s) {
   w.put(s.tokens);
   w.put(s.positions);
   w.put(s.logit_rows);
+  w.put(s.hidden_rows);
   w.put(s.attn.num_seqs);
   w.put(s.attn.max_blocks_per_seq);
   w.put(s.attn.query_start);
@@ -92,6 +93,7 @@ StepInput decode_step(const std::vector<uint8_t>& bytes) {
   r.get(s.tokens);
   r.get(s.positions);
   r.get(s.logit_rows);
+  r.get(s.hidden_rows);
   s.attn.num_seqs = r.get<int32_t>();
   s.attn.max_blocks_per_seq = r.get<int32_t>();
   r.get(s.attn.query_start);
@@ -180,6 +182,8 @@ void ModelRunner::copy_blocks(const std::vector<KvBlockCopy>& copies, KvCache& c
 }
 
 Tensor ModelRunner::forward(const StepInput& step, KvCache& cache) {
+  if (pipeline_ && !step.hidden_rows.empty())
+    LOOM_THROW("pooling (hidden states) is not supported with pipeline parallelism");
   if (!distributed()) return model_.forward(step, cache);
   send(Command::Forward, encode_step(step));
   try {

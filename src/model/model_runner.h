@@ -51,7 +51,11 @@ class ModelRunner {
   KvCache allocate_kv_cache(int64_t num_blocks, int64_t block_size, DType dtype);
   void copy_blocks(const std::vector<KvBlockCopy>& copies, KvCache& cache);
   // Rank 0: every rank runs the step; rank 0 gets the full logits.
+  // Hidden rows (pooling) need the last stage on rank 0: not with pipeline
+  // parallelism (throws before any rank starts the step).
   Tensor forward(const StepInput& step, KvCache& cache);
+  // The last forward()'s hidden states of step.hidden_rows (Transformer::hidden_states).
+  Tensor hidden_states() const { return model_.hidden_states(); }
 
   // Rank 0: tells the workers to leave serve_worker() (once; later calls do
   // nothing).

@@ -3,7 +3,8 @@
 //   o = attn W_o (+b); [o = post_attn_norm(o)]; x += o; h = ffn_norm(x);
 //   d = down(act(gate h) * up h); [d = post_ffw_norm(d)]; x += d
 // with x += o / x += d fused into the next norm (add_rms_norm). Only the
-// rows in logit_rows go through the final norm and the output matrix.
+// rows in logit_rows go through the final norm and the output matrix (and
+// the rows in hidden_rows through the final norm, for pooling).
 #include "model/transformer.h"
 
 #include <algorithm>
@@ -53,6 +54,8 @@ struct Transformer::Buffers {
   Tensor qkv, gate_up;                    // fused: [cap, q + 2 kv], [cap, 2 intermediate]
   Tensor last_hidden, last_normed;        // [logit_cap, hidden]
   Tensor logits;                          // [logit_cap, vocab]
+  int64_t hidden_capacity = 0;
+  Tensor pool_hidden, pool_normed;  // [hidden_cap, hidden]: hidden_rows, before / after the norm
 
   struct Views {
     Tensor ids, positions, x, h, o, o_normed, down, down_normed;
@@ -62,6 +65,7 @@ struct Transformer::Buffers {
     Tensor gate, up, act;
     Tensor qkv, gate_up, q_raw3, k_raw3;  // fused projections
     Tensor last_hidden, last_normed, logits;
+    Tensor pool_hidden, pool_normed;  // [hidden_rows.size(), hidden]; empty when none
   } view;
 };
 
@@ -439,9 +443,14 @@ void Transformer::check_step(const StepInput& step, const KvCache& cache) const 
   if (step.logit_rows.empty()) LOOM_THROW("forward step asks for no logits");
   for (int32_t r : step.logit_rows)
     if (r < 0 || r >= num_tokens) LOOM_THROW("logit row {} is outside the step's {} tokens", r, num_tokens);
+  for (int32_t r : step.hidden_rows)
+    if (r < 0 || r >= num_tokens)
+      LOOM_THROW("hidden row {} is outside the step's {} tokens", r, num_tokens);
+  if (!step.hidden_rows.empty() && !last_stage_)
+    LOOM_THROW("hidden states are only on the last pipeline stage");
 }
 
-void Transformer::ensure_buffers(int64_t tokens, int64_t logit_rows) {
+void Transformer::ensure_buffers(int64_t tokens, int64_t logit_rows, int64_t hidden_rows) {
   Buffers& b = *buffers_;
   const ModelConfig& c = config_;
   const DType act = backend_.activation_dtype();
@@ -474,6 +483,13 @@ void Transformer::ensure_buffers(int64_t tokens, int64_t logit_rows) {
     b.last_normed = backend_.alloc(act, {cap, c.hidden_size});
     b.logits = backend_.alloc(act, {cap, c.vocab_size});
     b.logit_capacity = cap;
+  }
+  if (hidden_rows > b.hidden_capacity) {
+    const int64_t cap =
+        std::max(hidden_rows, std::min<int64_t>(b.hidden_capacity * 2, int64_t{1} << 20));
+    b.pool_hidden = backend_.alloc(act, {cap, c.hidden_size});
+    b.pool_normed = backend_.alloc(act, {cap, c.hidden_size});
+    b.hidden_capacity = cap;
   }
 
   Buffers::Views& v = b.view;
@@ -518,6 +534,8 @@ void Transformer::ensure_buffers(int64_t tokens, int64_t logit_rows) {
     v.last_normed = b.last_normed.slice_rows(0, logit_rows);
     v.logits = b.logits.slice_rows(0, logit_rows);
   }
+  v.pool_hidden = hidden_rows > 0 ? b.pool_hidden.slice_rows(0, hidden_rows) : Tensor();
+  v.pool_normed = hidden_rows > 0 ? b.pool_normed.slice_rows(0, hidden_rows) : Tensor();
 }
 
 void Transformer::enable_step_graphs(int32_t max_batch) {
@@ -530,11 +548,17 @@ Tensor Transformer::forward(const StepInput& step, KvCache& cache) {
   check_step(step, cache);
   if (graph_max_batch_ > 0)
     if (std::optional<Tensor> logits = forward_recorded(step, cache)) return *logits;
-  ensure_buffers(static_cast<int64_t>(step.tokens.size()), static_cast<int64_t>(step.logit_rows.size()));
+  ensure_buffers(static_cast<int64_t>(step.tokens.size()),
+                 static_cast<int64_t>(step.logit_rows.size()),
+                 static_cast<int64_t>(step.hidden_rows.size()));
   upload_inputs(step, cache);
   run_ops(step, cache);
   graph_stats_.eager++;
   return last_stage_ ? buffers_->view.logits : buffers_->view.x;
+}
+
+Tensor Transformer::hidden_states() const {
+  return buffers_->view.pool_normed;
 }
 
 void Transformer::upload_inputs(const StepInput& step, const KvCache& cache) {
@@ -553,7 +577,9 @@ void Transformer::upload_inputs(const StepInput& step, const KvCache& cache) {
 std::optional<Tensor> Transformer::forward_recorded(const StepInput& step, KvCache& cache) {
   const AttentionMetadata& m = step.attn;
   const auto T = static_cast<int32_t>(step.tokens.size());
-  if (T > graph_max_batch_ || m.num_seqs != T || !is_identity(step.logit_rows, size_t(T))) return std::nullopt;
+  if (T > graph_max_batch_ || m.num_seqs != T || !is_identity(step.logit_rows, size_t(T)) ||
+      !step.hidden_rows.empty())
+    return std::nullopt;
   for (int32_t s = 0; s < T; ++s)
     if (m.query_start[size_t(s) + 1] != s + 1) return std::nullopt;
   int32_t max_blocks = 1;
@@ -716,6 +742,10 @@ void Transformer::run_ops(const StepInput& step, KvCache& cache) {
   if (!last_stage_) {
     link_->send_hidden(v.x);
     return;
+  }
+  if (!step.hidden_rows.empty()) {
+    be.gather_rows(v.x, step.hidden_rows, v.pool_hidden);
+    be.rms_norm(v.pool_hidden, output_norm_, eps_, norm_offset_, v.pool_normed);
   }
   // Only the rows that need logits go through the final norm and lm_head.
   if (is_identity(step.logit_rows, step.tokens.size())) {

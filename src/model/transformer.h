@@ -26,6 +26,9 @@ struct StepInput {
   std::vector<int32_t> positions;   // [T] absolute positions (context_len - new + i per sequence)
   AttentionMetadata attn;
   std::vector<int32_t> logit_rows;  // step rows that need logits, in output order
+  // Step rows whose final-norm hidden state is wanted too (pooling), in
+  // output order: Transformer::hidden_states() after forward().
+  std::vector<int32_t> hidden_rows;
   // A token t < 0 is row -t - 1 of token_source: int32 ids on the backend's
   // device written by an earlier step (the engine's async scheduling feeds a
   // step the tokens its predecessor sampled before the host has seen them).
@@ -98,6 +101,11 @@ class Transformer {
   // on the backend's device. The returned tensor views a buffer owned by this
   // Transformer and stays valid until the next forward() call.
   Tensor forward(const StepInput& step, KvCache& cache);
+  // The last forward()'s final-norm hidden states of step.hidden_rows,
+  // [hidden_rows.size(), hidden] (activation dtype) on the backend's device;
+  // an empty tensor when it asked for none. Same lifetime as the logits.
+  // Only on the last pipeline stage.
+  Tensor hidden_states() const;
   // Throws loom::Error when forward() would refuse `step` (before any
   // collective or transfer).
   void check_step(const StepInput& step, const KvCache& cache) const;
@@ -121,7 +129,7 @@ class Transformer {
   struct Graphs;
 
   void fuse_projections(LayerWeights& l);
-  void ensure_buffers(int64_t tokens, int64_t logit_rows);
+  void ensure_buffers(int64_t tokens, int64_t logit_rows, int64_t hidden_rows = 0);
   // Uploads the step's token ids and positions and its attention metadata.
   void upload_inputs(const StepInput& step, const KvCache& cache);
   // The op sequence from the embedding to the logits, reading only device

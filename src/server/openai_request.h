@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/pooling.h"
 #include "engine/sampling_params.h"
 #include "server/structured_request.h"
 
@@ -35,6 +36,8 @@ struct RequestLimits {
   int32_t max_logit_bias = 1024;
   int32_t max_messages = 1024;
   size_t max_user_bytes = 256;
+  int32_t max_embedding_inputs = 2048;              // entries of one /v1/embeddings input
+  int64_t max_embedding_tokens = int64_t(1) << 18;  // their tokens in all
 };
 
 // What parsing needs to know about the served model.
@@ -52,6 +55,7 @@ struct ModelContext {
   ToolCallFormat tool_format = *tool_call_format("hermes");  // how the model writes tool calls
   std::optional<ReasoningFormat> reasoning;  // set: <think> sections go to reasoning_content
   structured::SpecLimits spec_limits;
+  PoolingType pooling = PoolingType::Last;  // /v1/embeddings: how the model pools
 };
 
 enum class Endpoint : uint8_t { Completions, ChatCompletions };

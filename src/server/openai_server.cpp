@@ -44,9 +44,10 @@ const std::vector<double> kLatencyBuckets = {0.001, 0.005, 0.01, 0.02, 0.04, 0.0
                                              0.25,  0.5,   0.75, 1.0,  2.5,  5.0,  7.5,  10.0,
                                              20.0,  40.0,  80.0, 160.0, 640.0};
 
-bool is_generation_route(const std::string& path) {
+// Routes whose requests run in the engine (counted per tenant).
+bool is_engine_route(const std::string& path) {
   return path == "/v1/completions" || path == "/v1/chat/completions" || path == "/v1/messages" ||
-         path == "/v1/responses";
+         path == "/v1/responses" || path == "/v1/embeddings";
 }
 
 // The request's output constraint, compiled (null: unconstrained). Grammar
@@ -77,7 +78,7 @@ std::string random_prefix() {
 
 // ---------------------------------------------------------------------------
 // One generation request in flight.
-struct OpenAiServer::Call {
+struct OpenAiServer::Call : OpenAiServer::Exchange {
   OpenAiServer& server;
   std::shared_ptr<ResponseSink> sink;
   GenerationRequest request;
@@ -179,7 +180,7 @@ struct OpenAiServer::Call {
   }
 
   // Client gone or shutdown: abort everything submitted. Any thread.
-  void abort() {
+  void abort() override {
     std::lock_guard<std::mutex> lk(mu);
     if (aborted || finished) return;
     aborted = true;
@@ -335,7 +336,7 @@ DrainHooks OpenAiServer::drain_hooks() {
   h.begin = [this] { draining_ = true; };
   h.in_flight = [this] { return in_flight(); };
   h.abort_all = [this] {
-    std::vector<std::shared_ptr<Call>> calls;
+    std::vector<std::shared_ptr<Exchange>> calls;
     {
       std::lock_guard<std::mutex> lk(calls_mu_);
       calls.assign(calls_.begin(), calls_.end());
@@ -345,7 +346,7 @@ DrainHooks OpenAiServer::drain_hooks() {
   return h;
 }
 
-void OpenAiServer::finished(Call* call) {
+void OpenAiServer::finished(Exchange* call) {
   std::lock_guard<std::mutex> lk(calls_mu_);
   for (auto it = calls_.begin(); it != calls_.end(); ++it)
     if (it->get() == call) {
@@ -455,8 +456,7 @@ void OpenAiServer::handle(HttpRequest req, std::shared_ptr<ResponseSink> sink) {
   if (deferred) return;  // a generation call answers and logs on its own
   const bool known = path == "/health" || path == "/ready" || path == "/metrics" ||
                      path == "/version" || path == "/v1/models" || path == "/tokenize" ||
-                     path == "/detokenize" || path == "/tokenizer_info" ||
-                     is_generation_route(path);
+                     path == "/detokenize" || path == "/tokenizer_info" || is_engine_route(path);
   const std::string route_label = known                               ? path
                                   : path.rfind("/v1/models/", 0) == 0 ? "/v1/models/{id}"
                                                                       : "other";
@@ -465,7 +465,7 @@ void OpenAiServer::handle(HttpRequest req, std::shared_ptr<ResponseSink> sink) {
     spdlog::info("access route={} method={} status={} tenant={} e2e_ms={:.1f} remote={}",
                  route_label, req.method, resp.status, tenant ? tenant->name : "-",
                  seconds_since(arrived) * 1e3, req.remote.empty() ? "-" : req.remote);
-  if (is_generation_route(path) && tenant)
+  if (is_engine_route(path) && tenant)
     metrics_.inc("loom_tenant_requests_total",
                  {{"tenant", tenant->name}, {"status", std::to_string(resp.status)}});
   sink->send(std::move(resp));
@@ -528,6 +528,12 @@ HttpResponse OpenAiServer::route(const HttpRequest& req, const std::shared_ptr<R
                                 model_, lim)
                     .dump();
     start_generation(Endpoint::ChatCompletions, chat, sink, tenant);
+    *deferred = true;
+    return {};
+  }
+  if (path == "/v1/embeddings") {
+    need("POST");
+    start_embeddings(req, sink, tenant);
     *deferred = true;
     return {};
   }

@@ -1,6 +1,7 @@
 // OpenAiServer: the routes of `loom serve` over a GenerationService —
 // /v1/completions, /v1/chat/completions (JSON or SSE), /v1/messages and
 // /v1/responses (through the chat path: anthropic_api.h, responses_api.h),
+// /v1/embeddings (pooling requests: embeddings_api.h),
 // /v1/models[/{id}], /tokenize, /detokenize, /tokenizer_info, /health,
 // /ready, /metrics, /version — with API keys (Authorization or x-api-key),
 // per-tenant limits, the request filter, metrics and one access-log line per
@@ -63,7 +64,13 @@ class OpenAiServer {
   Metrics& metrics() { return metrics_; }
   size_t in_flight() const;
 
-  struct Call;  // one generation request in flight (openai_server.cpp)
+  // A request in flight in the engine: counted by drain, aborted at shutdown.
+  struct Exchange {
+    virtual ~Exchange() = default;
+    virtual void abort() = 0;  // client gone or shutdown; any thread
+  };
+  struct Call;           // one generation request in flight (openai_server.cpp)
+  struct EmbeddingCall;  // one /v1/embeddings request in flight (openai_server_embeddings.cpp)
 
  private:
   HttpResponse route(const HttpRequest& req, const std::shared_ptr<ResponseSink>& sink,
@@ -78,7 +85,9 @@ class OpenAiServer {
   HttpResponse ready();
   void monitor_loop();
   void refresh_engine_metrics();
-  void finished(Call* call);
+  void start_embeddings(const HttpRequest& req, const std::shared_ptr<ResponseSink>& sink,
+                        const Tenant* tenant);
+  void finished(Exchange* call);
 
   OpenAiServerConfig config_;
   GenerationService& service_;
@@ -92,7 +101,7 @@ class OpenAiServer {
   const std::string id_prefix_;
 
   mutable std::mutex calls_mu_;
-  std::set<std::shared_ptr<Call>> calls_;
+  std::set<std::shared_ptr<Exchange>> calls_;
 
   std::chrono::steady_clock::time_point watchdog_now() const;
 

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "model/arch/arch.h"
 #include "model/config.h"
+#include "model/pooling_config.h"
 #include "model/loader/gguf.h"
 
 namespace loom {
@@ -396,6 +397,26 @@ TEST(GgufConfig, Errors) {
     w.kvs[2].second = gv_u(GgufType::U32, 1u << 20);  // block_count
     expect_error([&] { gguf_config(w); }, {"block_count"});
   }
+}
+
+PoolingConfig from_gguf(std::optional<uint32_t> pooling_type) {
+  GgufWriter w = llama_gguf("qwen2");
+  if (pooling_type) w.kv("qwen2.pooling_type", gv_u(GgufType::U32, *pooling_type));
+  const auto bytes = w.build();
+  auto file = GgufFile::from_memory(bytes.data(), bytes.size());
+  return pooling_config_from_gguf(*file);
+}
+
+TEST(GgufConfig, PoolingType) {
+  EXPECT_EQ(from_gguf(std::nullopt).type, PoolingType::Last);
+  EXPECT_EQ(from_gguf(0).type,
+            PoolingType::Last);  // none: per-token outputs; a decoder pools its last
+  EXPECT_EQ(from_gguf(1).type, PoolingType::Mean);
+  EXPECT_EQ(from_gguf(2).type, PoolingType::Cls);
+  EXPECT_EQ(from_gguf(3).type, PoolingType::Last);
+  EXPECT_EQ(from_gguf(1).source, "GGUF qwen2.pooling_type");
+  EXPECT_THROW(from_gguf(4), Error);  // rank
+  EXPECT_THROW(from_gguf(9), Error);
 }
 
 }  // namespace
