@@ -203,6 +203,14 @@ HOSTILE = [
     ("unsatisfiable", {"type": "json_schema", "json_schema": {"name": "x", "schema": {
         "type": "integer", "minimum": 3, "maximum": 1}}}),
     ("remote_ref", {"type": "json_schema", "json_schema": {"name": "x", "schema": {"$ref": "http://x/y"}}}),
+    ("recursive_required", {"type": "json_schema", "json_schema": {"name": "x", "schema": {
+        "type": "object", "properties": {"a": {"$ref": "#"}}, "required": ["a"], "additionalProperties": False}}}),
+    ("huge_enum", {"type": "json_schema", "json_schema": {"name": "x", "schema": {
+        "enum": [f"v{i}" for i in range(5000)]}}}),
+    ("long_string", {"type": "json_schema", "json_schema": {"name": "x", "schema": {
+        "type": "string", "maxLength": 100000}}}),
+    ("pattern_repetition", {"type": "json_schema", "json_schema": {"name": "x", "schema": {
+        "type": "string", "pattern": "^(a|b){1,5000}$"}}}),
     ("bad_type", {"type": "yaml"}),
 ]
 
@@ -218,6 +226,7 @@ def test_hostile_requests_are_clear_400s(server):
         assert (err["param"] or "").startswith("response_format") or "nest" in err["message"], (name, err)
         assert time.monotonic() - start < 3.0, name
     for body in ({"messages": ASK, "extra": 1, "guided_regex": "(a"},
+                 {"messages": ASK, "guided_regex": "[a-z]{1,20000}"},
                  {"messages": ASK, "tools": TOOLS, "tool_choice": "bogus"},
                  {"messages": ASK, "tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "nope"}}}):
         r = requests.post(url, json=body, timeout=60)
