@@ -207,9 +207,9 @@ for stage in $stages; do
     spid=$!
     for i in $(seq 1 240); do curl -sf http://127.0.0.1:18002/ready > /dev/null && break; sleep 1; done
     grep -q "structured output on" /tmp/serve_structured.log || { echo "structured: this loom has no xgrammar"; grep "structured output" /tmp/serve_structured.log; }
-    PYTHONPATH=$pylib timeout 300 python3 scripts/gpu/structured_check.py http://127.0.0.1:18002 llama8b 8 > /tmp/structured.json
+    PYTHONPATH=$pylib timeout 200 python3 scripts/gpu/structured_check.py http://127.0.0.1:18002 llama8b 8 > /tmp/structured.json
     echo "validity rc=$?"; cut -c1-1500 /tmp/structured.json
-    timeout 400 $L bench serve --base-url http://127.0.0.1:18002 --model llama8b --dataset fixed --input-len 512 \
+    timeout 330 $L bench serve --base-url http://127.0.0.1:18002 --model llama8b --dataset fixed --input-len 512 \
       --output-len 512 --num-requests 512 --max-concurrency 256 --token-id-range 300,100000 --warmup 4 \
       --json-schema bench/schemas/records.json --compile-probes 8 --server-pid $spid \
       --output /tmp/structured_bench.json > /tmp/structured_bench.out 2>&1 || tail -20 /tmp/structured_bench.out
