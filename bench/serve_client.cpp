@@ -175,8 +175,8 @@ class Driver {
     };
     auto st = std::make_shared<State>();
     int64_t prompt_len = 0;
-    const nlohmann::json body =
-        request_body(convs_[conv], turn, answers_[conv], opt_.body, &prompt_len);
+    nlohmann::json body = request_body(convs_[conv], turn, answers_[conv], opt_.body, &prompt_len);
+    if (opt_.customize) opt_.customize(conv, body);
     st->rec.prompt_tokens = prompt_len;
     const ServeEndpoint ep = opt_.body.endpoint;
     st->sse = std::make_unique<SseParser>([this, st, ep](std::string_view data) {

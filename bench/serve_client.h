@@ -32,6 +32,9 @@ struct ServeRunOptions {
   // Called on the driver's thread after each request ends (done of total);
   // must not block. Null: none.
   std::function<void(size_t done, size_t total)> on_progress;
+  // Edits the body of each request (conversation index, body) before it is
+  // sent, e.g. to add a response_format. Null: none.
+  std::function<void(size_t conv, nlohmann::json& body)> customize;
 };
 
 struct ServeRun {

@@ -1,6 +1,7 @@
 // loom bench serve: the serving benchmark's command line (flags, workload
 // set-up, warm-up, one run or a sweep of request rates, JSON + Markdown
 // report, a plot of a sweep drawn from its JSON). See bench/README.md.
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -12,14 +13,19 @@
 #include <functional>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <sstream>
 #include <thread>
 
 #include "cli.h"
 #include "cli_app.h"
 #include "core/error.h"
+#include "net/http_client.h"
+#include "net/prometheus_text.h"
+#include "net/url.h"
 #include "report.h"
 #include "serve_client.h"
+#include "serve_structured.h"
 
 namespace loom::cli {
 
@@ -126,6 +132,95 @@ void print_sweep_table(const std::vector<double>& rates,
   }
 }
 
+nlohmann::json read_json_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) LOOM_THROW("cannot read {}", path);
+  auto j = nlohmann::json::parse(in, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) LOOM_THROW("{}: not a JSON object", path);
+  return j;
+}
+
+PromHistogram scrape_mask_time(const std::string& base_url) {
+  auto r = net::http_request(net::parse_url(base_url), "GET", "/metrics", "", 10);
+  if (r.status != 200) return {};
+  return read_histogram(net::parse_prometheus(r.body), "loom_grammar_mask_seconds");
+}
+
+// Time to first token of `probes` requests sent one at a time: unconstrained,
+// under `schema` already compiled (warm cache) and under a schema of its own
+// per request (cold: each compiles). The added TTFT is against the first.
+nlohmann::json compile_ttft(const ServeRunOptions& run, const ServeWorkloadSpec& spec,
+                            const std::vector<int32_t>& ids, const nlohmann::json& schema,
+                            int64_t probes) {
+  ServeWorkloadSpec w = spec;
+  w.dataset = "fixed";
+  w.num_requests = probes;
+  w.output_len = 4;
+  nlohmann::json out;
+  const uint64_t nonce = std::random_device{}();
+  const char* kinds[] = {"unconstrained", "warm", "cold"};
+  for (int k = 0; k < 3; ++k) {
+    w.seed = spec.seed + 104729 + uint64_t(k);
+    auto convs = make_serve_workload(w, ids);
+    ServeRunOptions o = run;
+    o.request_rate = kInf;
+    o.max_concurrency = 1;
+    o.scrape_interval_s = 0;
+    if (k == 1)
+      o.customize = [&](size_t, nlohmann::json& b) {
+        b["response_format"] = json_schema_format(schema);
+      };
+    if (k == 2)
+      o.customize = [&](size_t conv, nlohmann::json& b) {
+        b["response_format"] = json_schema_format(schema, fmt::format("{:x}-{}", nonce, conv));
+      };
+    auto r = run_serve(convs, o);
+    const nlohmann::json rep = summarize(r.records, r.duration_s, Slo{});
+    out[kinds[k]] = {{"ttft_ms", rep["ttft_ms"]}, {"errors", rep["errors"]}};
+  }
+  const double plain = out["unconstrained"]["ttft_ms"]["p50"].get<double>();
+  out["added_ms_p50"] = {{"warm", out["warm"]["ttft_ms"]["p50"].get<double>() - plain},
+                         {"cold", out["cold"]["ttft_ms"]["p50"].get<double>() - plain}};
+  out["probes"] = probes;
+  return out;
+}
+
+void print_structured(const nlohmann::json& s) {
+  const auto& a = s["unconstrained"];
+  const auto& b = s["structured"];
+  std::printf(
+      "\n| run | requests | out tokens | out tok/s | TTFT p50 ms | TPOT p50 ms | errors |\n");
+  std::printf("| --- | --- | --- | --- | --- | --- | --- |\n");
+  for (const auto* r : {&a, &b})
+    std::printf("| %s | %lld | %lld | %.1f | %.1f | %.2f | %lld |\n",
+                r == &a ? "unconstrained" : "json_schema",
+                static_cast<long long>((*r)["completed"].get<int64_t>()),
+                static_cast<long long>((*r)["output_tokens"].get<int64_t>()),
+                (*r)["output_tokens_per_s"].get<double>(), (*r)["ttft_ms"]["p50"].get<double>(),
+                (*r)["tpot_ms"]["p50"].get<double>(),
+                static_cast<long long>((*r)["errors"].get<int64_t>()));
+  std::printf("\njson_schema / unconstrained output tok/s: %.3f\n",
+              s["output_tok_s_ratio"].get<double>());
+  const auto& m = s["mask_time_us"];
+  if (m.contains("p50"))
+    std::printf(
+        "mask fill per sequence per token (host): mean %.1f us, p50 %.1f us, p99 %.1f us over "
+        "%.0f\n",
+        m["mean"].get<double>(), m["p50"].get<double>(), m["p99"].get<double>(),
+        m["count"].get<double>());
+  if (s.contains("compile_ttft")) {
+    const auto& c = s["compile_ttft"];
+    std::printf(
+        "TTFT p50 (%lld sequential requests each): unconstrained %.1f ms, warm cache %.1f ms "
+        "(+%.1f), "
+        "cold %.1f ms (+%.1f)\n",
+        static_cast<long long>(c["probes"].get<int64_t>()),
+        c["unconstrained"]["ttft_ms"]["p50"].get<double>(),
+        c["warm"]["ttft_ms"]["p50"].get<double>(), c["added_ms_p50"]["warm"].get<double>(),
+        c["cold"]["ttft_ms"]["p50"].get<double>(), c["added_ms_p50"]["cold"].get<double>());
+  }
+}
+
 }  // namespace
 
 int cmd_bench_serve(int argc, char** argv) {
@@ -137,7 +232,8 @@ int cmd_bench_serve(int argc, char** argv) {
   std::string endpoint = "completions", prompt_format = "auto", rate = "inf", sweep, output, plot,
               label;
   std::vector<int32_t> id_range = {1000, 20000};
-  int64_t warmup = 2;
+  int64_t warmup = 2, compile_probes = 8;
+  std::string json_schema_path;
   bool no_ignore_eos = false, json_only = false;
   Slo slo;
   app.add_option("--base-url", run.base_url, "server, e.g. http://127.0.0.1:8000 (without /v1)")
@@ -184,6 +280,14 @@ int cmd_bench_serve(int argc, char** argv) {
   app.add_option(
       "--output", output,
       "write the JSON report to this file too (a sweep: bench_serve_sweep.json when \"\")");
+  app.add_option(
+      "--json-schema", json_schema_path,
+      "structured output: run the workload unconstrained, then again with every request "
+      "under this JSON schema (a file; e.g. bench/schemas/records.json), and report both, "
+      "the server's per-token mask time and the TTFT a grammar compile adds");
+  app.add_option(
+      "--compile-probes", compile_probes,
+      "--json-schema: sequential requests per TTFT probe (unconstrained, warm, cold; 0: none)");
   app.add_flag("--json", json_only, "print only the JSON line");
   LOOM_PARSE(app, argc, argv);
 
@@ -212,6 +316,12 @@ int cmd_bench_serve(int argc, char** argv) {
       rates.push_back(parse_rate(rate));
     }
     if (rates.empty()) LOOM_THROW("--sweep needs at least one rate");
+    nlohmann::json schema;
+    if (!json_schema_path.empty()) {
+      if (rates.size() > 1) LOOM_THROW("--json-schema runs one rate, not a --sweep");
+      if (spec.dataset == "multi-turn") LOOM_THROW("--json-schema needs a single-turn dataset");
+      schema = read_json_file(json_schema_path);
+    }
 
     // Each rate of a sweep gets its own prompts (seed + index), so a prefix
     // cache cannot serve one rate from the prompts of the one before.
@@ -240,6 +350,10 @@ int cmd_bench_serve(int argc, char** argv) {
       ServeRunOptions wo = run;
       wo.request_rate = kInf;
       wo.scrape_interval_s = 0;
+      if (!schema.is_null())  // compiles the schema once: the measured run starts warm
+        wo.customize = [&](size_t, nlohmann::json& b) {
+          b["response_format"] = json_schema_format(schema);
+        };
       auto wr = run_serve(wconvs, wo);
       int64_t bad = 0;
       for (const auto& r : wr.records) bad += !r.ok;
@@ -269,6 +383,47 @@ int cmd_bench_serve(int argc, char** argv) {
     base["warmup_requests"] = warmup;
     base["max_concurrency"] = run.max_concurrency;
     base["machine"] = machine_info();
+
+    if (!schema.is_null()) {
+      // Unconstrained, then the same shape of workload (prompts of their own,
+      // so no prefix-cache help) under the schema; then the TTFT probes.
+      nlohmann::json s;
+      for (int k = 0; k < 2; ++k) {
+        const auto convs = workload_for(size_t(k));
+        ServeRunOptions o = run;
+        o.request_rate = rates[0];
+        o.seed = spec.seed + size_t(k);
+        o.on_progress = progress_line(k == 0 ? "unconstrained" : "json_schema");
+        if (k == 1)
+          o.customize = [&](size_t, nlohmann::json& b) {
+            b["response_format"] = json_schema_format(schema);
+          };
+        const PromHistogram before = scrape_mask_time(run.base_url);
+        auto result = run_serve(convs, o);
+        nlohmann::json rep = summarize(result.records, result.duration_s, slo);
+        rep["server"] = result.server;
+        if (k == 1) s["mask_time_us"] = histogram_delta_us(before, scrape_mask_time(run.base_url));
+        s[k == 0 ? "unconstrained" : "structured"] = std::move(rep);
+      }
+      const double plain = s["unconstrained"]["output_tokens_per_s"].get<double>();
+      s["output_tok_s_ratio"] =
+          plain > 0 ? s["structured"]["output_tokens_per_s"].get<double>() / plain : 0.0;
+      if (compile_probes > 0)
+        s["compile_ttft"] = compile_ttft(run, spec, ids, schema, compile_probes);
+      s["schema_file"] = json_schema_path;
+      s["request_rate"] = rate_name(rates[0]);
+      nlohmann::json report = base;
+      report["benchmark"] = "serve_structured";
+      report["structured"] = s;
+      if (!output.empty()) {
+        std::ofstream f(output);
+        if (!f) LOOM_THROW("cannot write {}", output);
+        f << report.dump(2) << "\n";
+      }
+      std::printf("%s\n", report.dump().c_str());
+      if (!json_only) print_structured(s);
+      return 0;
+    }
 
     std::vector<nlohmann::json> reports;
     for (size_t i = 0; i < rates.size(); ++i) {

@@ -95,9 +95,10 @@ int cmd_serve(int argc, char** argv) {
       ->check(CLI::Range(1, 600000));
   app.add_option("--grammar-compile-threads", grammar_threads, "threads compiling grammars")
       ->check(CLI::Range(1, 64));
-  app.add_option("--tool-call-parser", tool_call_parser,
-                 "how the model writes tool calls: hermes, llama3_json, mistral, pythonic "
-                 "(default: read from the chat template)")
+  app.add_option(
+         "--tool-call-parser", tool_call_parser,
+         "how the model writes tool calls: hermes, llama3_json, mistral, pythonic, gemma_tool_code "
+         "(default: read from the chat template)")
       ->check(CLI::IsMember(server::tool_call_format_names()));
   app.add_option("--reasoning-parser", reasoning_parser,
                  "split <think> sections into reasoning_content: qwen3, deepseek_r1")

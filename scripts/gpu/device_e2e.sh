@@ -27,9 +27,10 @@
 #            ~0: the worst case, default policy); n-gram k = 4 (default policy)
 #   api      the CUDA build's --version and /version, and /v1/messages and
 #            /v1/responses (plain and streamed) on a 0.5B-shaped model on the GPU
-#   structured  0.5B-shaped random model on the GPU: every structured-output schema,
-#            regex and choice at temperature 0 and 1 must validate (masks on the
-#            device); needs third_party/xgrammar carried (scripts/setup.sh fetches it)
+#   structured  8B-shaped random model: every structured-output schema, regex and
+#            choice at temperature 0 and 1 must validate (masks on the device), then
+#            256 concurrent json_schema requests vs the same unconstrained
+#            (loom bench serve --json-schema): tok/s, mask time, compile TTFT
 #   embed    /v1/embeddings on the GPU: a random 0.5B-shaped Qwen2 (bf16), last-token
 #            and mean (sentence-transformers modules.json) pooling, 24 prompts batched
 #            and one by one vs HF transformers on the same weights (embed_check.py)
@@ -191,16 +192,35 @@ for stage in $stages; do
     kill -TERM $spid; wait $spid
     ;;
   structured)
-    [ -f third_party/xgrammar/cpp/grammar_compiler.cc ] || { echo "structured: carry third_party/xgrammar"; continue; }
-    python3 scripts/gpu/make_random_model.py --shape 0.5b --out /tmp/qwen05 > /dev/null || exit 1
-    $L serve --device cuda --model /tmp/qwen05 --port 18001 --max-grammar-compile-ms 60000 \
-      > /tmp/serve_structured.log 2>&1 &
+    # 8B-shaped random model: (1) every structured-output schema, regex and
+    # choice at temperature 0 and 1 must validate (masks on the device,
+    # whatever the weights); (2) 512 requests, 256 concurrent, 512 in / 512
+    # out, unconstrained then under bench/schemas/records.json in one
+    # `loom bench serve --json-schema` run: output tok/s of both, per-token
+    # host mask time p50/p99, TTFT added by a cold and a warm grammar compile.
+    # jsonschema comes as wheels in the prebuilt tarball (or from python3).
+    pylib=/tmp/structured_py
+    if ! python3 -c "import jsonschema" 2> /dev/null; then
+      [ -d "${T:-}/wheels" ] || { echo "structured: no jsonschema here and no wheels in the prebuilt tarball"; continue; }
+      mkdir -p $pylib && python3 -c "import sys, zipfile; [zipfile.ZipFile(w).extractall(sys.argv[1]) for w in sys.argv[2:]]" $pylib "$T"/wheels/*.whl
+    fi
+    model8b
+    $L serve --device cuda --model /tmp/llama8b --port 18002 --served-model-name llama8b --max-num-seqs 256 \
+      --max-num-batched-tokens 8192 --max-grammar-compile-ms 60000 > /tmp/serve_structured.log 2>&1 &
     spid=$!
-    for i in $(seq 1 120); do curl -sf http://127.0.0.1:18001/ready > /dev/null && break; sleep 1; done
-    timeout 900 python3 scripts/gpu/structured_check.py http://127.0.0.1:18001 qwen05 8 > /tmp/structured.json
-    echo "structured rc=$?"; cut -c1-1500 /tmp/structured.json
+    for i in $(seq 1 240); do curl -sf http://127.0.0.1:18002/ready > /dev/null && break; sleep 1; done
+    grep -q "structured output on" /tmp/serve_structured.log || { echo "structured: this loom has no xgrammar"; grep "structured output" /tmp/serve_structured.log; }
+    PYTHONPATH=$pylib timeout 200 python3 scripts/gpu/structured_check.py http://127.0.0.1:18002 llama8b 8 > /tmp/structured.json
+    echo "validity rc=$?"; cut -c1-1500 /tmp/structured.json
+    timeout 330 $L bench serve --base-url http://127.0.0.1:18002 --model llama8b --dataset fixed --input-len 512 \
+      --output-len 512 --num-requests 512 --max-concurrency 256 --token-id-range 300,100000 --warmup 4 \
+      --json-schema bench/schemas/records.json --compile-probes 8 --server-pid $spid \
+      --output /tmp/structured_bench.json > /tmp/structured_bench.out 2>&1 || tail -20 /tmp/structured_bench.out
+    grep -v '^{' /tmp/structured_bench.out | tail -12
+    curl -s http://127.0.0.1:18002/metrics | grep -E "^loom_grammar_(compiles|cache_hits|compile_timeouts)|^loom_engine_masked_rows"
     kill -TERM $spid; wait $spid
-    cp /tmp/structured.json "$OUT/structured_validity.json"
+    cp /tmp/structured.json "$OUT/structured_validity_8b.json"
+    [ -f /tmp/structured_bench.json ] && cp /tmp/structured_bench.json "$OUT/bench_structured_8b.json"
     ;;
   embed)
     timeout 900 python3 scripts/gpu/embed_check.py --loom "$L" --out "$OUT/embed_check.json"

@@ -101,6 +101,18 @@ struct KvCacheStats {
   }
 };
 
+// Host time of TokenConstraint::fill_next_token_bitmask per sequence per
+// token (one logits row's mask), in log-spaced buckets: bucket i counts
+// times in (bound(i-1), bound(i)] (not cumulative); the last counts the rest.
+struct MaskTimeHistogram {
+  static constexpr int kNumBounds = 36;  // 1 us * sqrt(2)^i: 1 us .. ~185 ms
+  static double bound_seconds(int i);
+  std::vector<uint64_t> counts = std::vector<uint64_t>(kNumBounds + 1, 0);
+  uint64_t count = 0;
+  double sum_seconds = 0;
+  void observe(double seconds);
+};
+
 struct EngineStats {
   uint64_t steps = 0;
   uint64_t prompt_tokens_computed = 0;
@@ -109,6 +121,7 @@ struct EngineStats {
   uint64_t device_sampled_tokens = 0;  // of generated_tokens: drawn by the backend's sampler
   uint64_t async_steps = 0;            // steps whose tokens the next step took on the device
   uint64_t masked_rows = 0;            // logits rows restricted by a TokenConstraint
+  MaskTimeHistogram mask_time;         // per masked row
   uint64_t spec_draft_tokens = 0;      // speculative tokens verified
   uint64_t spec_accepted_tokens = 0;   // of those, accepted
   std::vector<uint64_t> spec_accepted_lengths;  // [a]: verify steps that accepted a tokens

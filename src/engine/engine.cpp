@@ -229,6 +229,7 @@ void Engine::publish_stats(bool step_in_progress) {
   s.device_sampled_tokens = xs.device_sampled_tokens;
   s.async_steps = xs.async_steps;
   s.masked_rows = xs.masked_rows;
+  s.mask_time = xs.mask_time;
   s.spec_draft_tokens = ss.draft_tokens;
   s.spec_accepted_tokens = ss.accepted_tokens;
   s.spec_accepted_lengths = ss.accepted_lengths;

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "engine/api.h"
 #include "engine/proposer.h"
 #include "engine/scheduler.h"
 #include "engine/step_output.h"
@@ -40,6 +41,7 @@ struct ExecutorStats {
   uint64_t device_sampled_tokens = 0;  // tokens drawn by the backend's sampler
   uint64_t async_steps = 0;            // steps left in flight for the next one
   uint64_t masked_rows = 0;            // logits rows restricted by a TokenConstraint
+  MaskTimeHistogram mask_time;         // host time of each masked row's mask
 };
 
 class StepExecutor {

@@ -100,6 +100,11 @@ struct StepExecutor::Impl {
   std::vector<float> pool_host;
   std::vector<int32_t> mask_rows;
   std::vector<uint32_t> mask_words;
+  // apply_constraints' scratch: the constrained rows, whether each got a
+  // mask, and the host time of each fill.
+  std::vector<std::pair<int32_t, TokenConstraint*>> mask_todo;
+  std::vector<uint8_t> mask_filled;
+  std::vector<double> mask_seconds;
   // The step in flight (async scheduling): the sequence of each sampled row
   // (0: none), its device ids (a view of step_ids[k]) and their copy to the host.
   struct InFlight {

@@ -4,12 +4,18 @@
 // rows, the backend's sampler for sampled rows without logprobs, and the host
 // Sampler (logits copied to the host) for the rest.
 #include <algorithm>
+#include <chrono>
 
 #include "core/error.h"
+#include "core/thread_pool.h"
 #include "engine/executor_impl.h"
 
 namespace loom {
 namespace {
+
+// Fewer constrained rows than this fill their masks on the engine thread
+// alone (a parallel job's hand-off costs more than a few fills).
+constexpr size_t kParallelMaskRows = 4;
 
 // Whether Sampler::sample would return the plain argmax of the (masked)
 // logits: greedy, no logprobs, no penalty, bias or ban changing any logit.
@@ -27,23 +33,50 @@ SampleContext context_of(const Sequence& s, int32_t seq_index) {
 
 }  // namespace
 
-void StepExecutor::Impl::apply_constraints(const std::vector<SeqId>& rows, const Scheduler& seqs, Tensor& logits) {
+void StepExecutor::Impl::apply_constraints(const std::vector<SeqId>& rows, const Scheduler& seqs,
+                                           Tensor& logits) {
   const int64_t vocab = logits.dim(1);
   const size_t words = size_t((vocab + 31) / 32);
   mask_rows.clear();
-  mask_words.clear();
+  mask_todo.clear();
   for (size_t r = 0; r < rows.size(); ++r) {
     if (rows[r] == 0) continue;
     const Sequence& s = seqs.get(rows[r]);
-    if (!s.constraint) continue;
-    const size_t at = mask_words.size();
-    mask_words.resize(at + words, 0u);
-    if (!s.constraint->fill_next_token_bitmask(std::span<uint32_t>(mask_words.data() + at, words))) {
-      mask_words.resize(at);
-      continue;
-    }
-    mask_rows.push_back(int32_t(r));
+    if (s.constraint) mask_todo.emplace_back(int32_t(r), s.constraint.get());
   }
+  if (mask_todo.empty()) return;
+  const size_t n = mask_todo.size();
+  mask_words.assign(n * words, 0u);
+  mask_filled.assign(n, 0);
+  mask_seconds.assign(n, 0.0);
+  // Each sequence's matcher is its own: masks of many rows fill in parallel
+  // (each fill walks the grammar's stack and tokens; tens of us to ms). The
+  // step's forward is already launched, so on a device this overlaps it.
+  auto fill = [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      mask_filled[size_t(i)] = mask_todo[size_t(i)].second->fill_next_token_bitmask(
+          std::span<uint32_t>(mask_words.data() + size_t(i) * words, words));
+      mask_seconds[size_t(i)] =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
+  };
+  if (n >= kParallelMaskRows)
+    ThreadPool::global().parallel_for(int64_t(n), fill, 1);
+  else
+    fill(0, int64_t(n));
+  // Compact: rows whose constraint allows every token carry no mask.
+  size_t kept = 0;
+  for (size_t i = 0; i < n; ++i) {
+    stats.mask_time.observe(mask_seconds[i]);
+    if (!mask_filled[i]) continue;
+    if (kept != i)
+      std::copy_n(mask_words.begin() + std::ptrdiff_t(i * words), words,
+                  mask_words.begin() + std::ptrdiff_t(kept * words));
+    mask_rows.push_back(mask_todo[i].first);
+    ++kept;
+  }
+  mask_words.resize(kept * words);
   if (mask_rows.empty()) return;
   model.backend().apply_token_bitmask(logits, mask_rows, mask_words);
   stats.masked_rows += mask_rows.size();

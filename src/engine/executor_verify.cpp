@@ -13,6 +13,7 @@
 // a point-mass proposal accepted iff it equals the sampled token is accepted
 // with probability p(draft), as rejection sampling accepts it.
 #include <algorithm>
+#include <chrono>
 
 #include "core/error.h"
 #include "engine/executor_impl.h"
@@ -38,7 +39,12 @@ void StepExecutor::Impl::mask_draft_rows(const RowLayout& r, const Sequence& s, 
   for (int32_t i = 0; i <= r.draft_rows; ++i) {
     const size_t at = words.size();
     words.resize(at + w, 0u);
-    if (s.constraint->fill_next_token_bitmask(std::span<uint32_t>(words.data() + at, w))) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const bool masked =
+        s.constraint->fill_next_token_bitmask(std::span<uint32_t>(words.data() + at, w));
+    stats.mask_time.observe(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    if (masked) {
       rows.push_back(r.sample_row + i);
     } else {
       words.resize(at);

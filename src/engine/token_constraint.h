@@ -6,8 +6,10 @@
 // every token the sequence accepts. rollback() exists for speculative
 // decoding: masks for k proposed tokens are filled by accepting them one by
 // one, then rolling back the ones the verifier rejects.
-// A TokenConstraint belongs to one sequence and is used on the engine thread
-// only; a TokenConstraintFactory is immutable and shared by many requests.
+// A TokenConstraint belongs to one sequence and is used by one thread at a
+// time (the engine thread; the executor may fill the masks of several
+// sequences on pool threads while it waits); a TokenConstraintFactory is
+// immutable and shared by many requests.
 #pragma once
 
 #include <cstdint>

@@ -86,6 +86,17 @@ void Metrics::observe(const std::string& name, double value, const Labels& label
   ++s.count;
 }
 
+void Metrics::set_histogram(const std::string& name, const std::vector<uint64_t>& buckets,
+                            double sum, uint64_t count, const Labels& labels) {
+  std::lock_guard<std::mutex> lk(mu_);
+  Family& f = family(name);
+  Series& s = f.series[render_labels(labels)];
+  s.buckets.assign(f.bounds.size(), 0);
+  for (size_t i = 0; i < f.bounds.size() && i < buckets.size(); ++i) s.buckets[i] = buckets[i];
+  s.sum = sum;
+  s.count = count;
+}
+
 double Metrics::value(const std::string& name, const Labels& labels) const {
   std::lock_guard<std::mutex> lk(mu_);
   auto it = families_.find(name);

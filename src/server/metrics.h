@@ -26,6 +26,11 @@ class Metrics {
   void inc(const std::string& name, const Labels& labels = {}, double by = 1.0);
   void set(const std::string& name, double value, const Labels& labels = {});
   void observe(const std::string& name, double value, const Labels& labels = {});
+  // Replaces a histogram series with counts kept elsewhere: buckets[i] counts
+  // values in (bounds[i-1], bounds[i]] (not cumulative; values past the last
+  // bound are in count only).
+  void set_histogram(const std::string& name, const std::vector<uint64_t>& buckets, double sum,
+                     uint64_t count, const Labels& labels = {});
 
   // Value of a counter/gauge series (0 when absent); for tests.
   double value(const std::string& name, const Labels& labels = {}) const;

@@ -348,7 +348,16 @@ GenerationRequest parse_generation_request(Endpoint endpoint, const json& body,
   if (chat) parse_chat_prompt(body, model, limits, out);
   else parse_completion_prompt(body, model, limits, out);
   if (chat) {
-    if (out.structure.tools.active()) out.tool_parser = model.tool_format;
+    if (out.structure.tools.active()) {
+      out.tool_parser = model.tool_format;
+      // A marker that is a special token of this vocabulary (Mistral's
+      // [TOOL_CALLS]) must reach the parser: the output keeps special tokens
+      // (stop tokens never enter the text), as vLLM's Mistral parser does.
+      const std::string& marker = model.tool_format.start;
+      if (!marker.empty())
+        if (auto id = model.tokenizer->token_id(marker); id && model.tokenizer->is_special(*id))
+          p.skip_special_tokens = false;
+    }
     if (model.reasoning) {
       out.reasoning = model.reasoning;
       // The template opened the section (e.g. it ends with "<think>\n").

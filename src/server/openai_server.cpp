@@ -311,6 +311,20 @@ OpenAiServer::OpenAiServer(OpenAiServerConfig config, GenerationService& service
   m.declare_counter("loom_spec_decode_acceptance_length_total",
                     "speculative decoding: verify steps by the number of draft tokens they accepted "
                     "(label accepted)");
+  {
+    std::vector<double> bounds;
+    for (int i = 0; i < MaskTimeHistogram::kNumBounds; ++i)
+      bounds.push_back(MaskTimeHistogram::bound_seconds(i));
+    m.declare_histogram("loom_grammar_mask_seconds",
+                        "host time to fill one constrained sequence's allowed-token mask for "
+                        "one token",
+                        std::move(bounds));
+  }
+  m.declare_counter("loom_grammar_compiles_total", "grammars compiled (cache misses)");
+  m.declare_counter("loom_grammar_cache_hits_total", "grammar requests served from the cache");
+  m.declare_counter("loom_grammar_compile_timeouts_total",
+                    "grammar compiles over --max-grammar-compile-ms (400s)");
+  m.declare_counter("loom_engine_masked_rows_total", "logits rows restricted by a grammar");
   m.declare_gauge("loom_engine_stalled", "1 when the engine has work but made no step "
                                          "within the watchdog window");
   refresh_engine_metrics();
@@ -400,6 +414,15 @@ void OpenAiServer::refresh_engine_metrics() {
   for (size_t a = 0; a < s.spec_accepted_lengths.size(); ++a)
     m.set("loom_spec_decode_acceptance_length_total", double(s.spec_accepted_lengths[a]),
           {{"accepted", std::to_string(a)}});
+  m.set_histogram("loom_grammar_mask_seconds", s.mask_time.counts, s.mask_time.sum_seconds,
+                  s.mask_time.count);
+  m.set("loom_engine_masked_rows_total", double(s.masked_rows));
+  if (config_.grammars) {
+    const structured::CompilerStats g = config_.grammars->stats();
+    m.set("loom_grammar_compiles_total", double(g.compiles));
+    m.set("loom_grammar_cache_hits_total", double(g.cache_hits));
+    m.set("loom_grammar_compile_timeouts_total", double(g.timeouts));
+  }
   m.set("loom_engine_stalled", stalled ? 1.0 : 0.0);
 }
 

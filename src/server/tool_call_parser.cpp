@@ -278,6 +278,11 @@ std::optional<ToolCallFormat> tool_call_format(std::string_view name) {
     f.name = "pythonic";
     f.list = true;
     f.body = ToolCallFormat::Body::Pythonic;
+  } else if (name == "gemma_tool_code") {  // Gemma's code blocks: ```tool_code\nf(a=1)\n```
+    f.name = "gemma_tool_code";
+    f.start = "```tool_code";
+    f.end = "```";
+    f.body = ToolCallFormat::Body::Pythonic;
   } else {
     return std::nullopt;
   }
@@ -285,7 +290,7 @@ std::optional<ToolCallFormat> tool_call_format(std::string_view name) {
 }
 
 std::vector<std::string> tool_call_format_names() {
-  return {"hermes", "llama3_json", "mistral", "pythonic"};
+  return {"hermes", "llama3_json", "mistral", "pythonic", "gemma_tool_code"};
 }
 
 ToolCallFormat detect_tool_call_format(std::string_view tpl) {
@@ -295,6 +300,7 @@ ToolCallFormat detect_tool_call_format(std::string_view tpl) {
       (tpl.find("<|start_header_id|>") != std::string_view::npos &&
        tpl.find("\"parameters\"") != std::string_view::npos))
     return *tool_call_format("llama3_json");
+  if (tpl.find("tool_code") != std::string_view::npos) return *tool_call_format("gemma_tool_code");
   if (tpl.find("<start_of_turn>") != std::string_view::npos) return *tool_call_format("pythonic");
   return *tool_call_format("hermes");
 }
@@ -519,6 +525,7 @@ bool ToolCallParser::parse_python_call(ParsedDelta& out, bool at_end) {
       out.tool_calls.push_back({next_index_, "", "", args_sent_ == 0 ? "{}" : "}"});
       buf_.erase(0, i + 1);
       call_open_ = false;
+      after_call_ = !format_.list;
       ++next_index_;
       return true;
     }

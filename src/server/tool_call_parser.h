@@ -24,7 +24,7 @@ namespace loom::server {
 
 struct ToolCallFormat {
   enum class Body { Json, Pythonic };
-  std::string name;       // hermes, llama3_json, mistral, pythonic
+  std::string name;       // hermes, llama3_json, mistral, pythonic, gemma_tool_code
   std::string start;      // marker before the calls; "" = calls only at the output's start
   std::string end;        // marker after each call ("" = none)
   bool list = false;      // the calls form one list: [call, call] (JSON or Python)
@@ -42,7 +42,8 @@ std::optional<ToolCallFormat> tool_call_format(std::string_view name);
 std::vector<std::string> tool_call_format_names();
 // The format a chat template writes calls in ("<tool_call>" -> hermes,
 // "[TOOL_CALLS]" -> mistral, "<|python_tag|>" or "parameters" -> llama3_json,
-// Gemma's start_of_turn templates -> pythonic); hermes when nothing matches.
+// "tool_code" -> gemma_tool_code, other Gemma start_of_turn templates ->
+// pythonic); hermes when nothing matches.
 ToolCallFormat detect_tool_call_format(std::string_view chat_template);
 
 struct ToolCallDelta {

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "structured/schema_check.h"
 
 namespace loom::structured {
@@ -58,8 +60,7 @@ std::string GrammarSpec::describe() const {
 
 GrammarSpec json_schema_spec(const ordered_json& schema, const SpecLimits& limits) {
   check_size("schema", schema.dump().size(), limits);
-  return {GrammarKind::JsonSchema,
-          schema_node(prepare_json_schema(schema, limits.max_schema_depth))};
+  return {GrammarKind::JsonSchema, schema_node(prepare_json_schema(schema, limits))};
 }
 
 GrammarSpec json_object_spec() {
@@ -68,14 +69,61 @@ GrammarSpec json_object_spec() {
           schema_node({{"type", "object"}, {"additionalProperties", true}})};
 }
 
+int64_t max_counted_repetition(std::string_view s) {
+  int64_t most = 0;
+  bool in_class = false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    if (c == '\\') {
+      ++i;  // an escaped character is a literal
+      continue;
+    }
+    if (in_class) {
+      in_class = c != ']';
+      continue;
+    }
+    if (c == '[') {
+      in_class = true;
+      continue;
+    }
+    if (c != '{') continue;
+    // {m}, {m,}, {m,n}: every number counts (saturating; a huge one is over any limit).
+    size_t j = i + 1;
+    bool any = false;
+    int64_t n = 0;
+    for (; j < s.size() && ((s[j] >= '0' && s[j] <= '9') || s[j] == ',' || s[j] == ' '); ++j) {
+      if (s[j] >= '0' && s[j] <= '9') {
+        n = std::min<int64_t>(n * 10 + (s[j] - '0'), int64_t(1) << 40);
+        any = true;
+      } else {
+        most = std::max(most, n);
+        n = 0;
+      }
+    }
+    if (any && j < s.size() && s[j] == '}') most = std::max(most, n);
+  }
+  return most;
+}
+
+void check_repetitions(const std::string& what, std::string_view text, const SpecLimits& limits) {
+  const int64_t n = max_counted_repetition(text);
+  if (n > limits.max_repetition)
+    throw GrammarError(GrammarError::Kind::TooLarge,
+                       fmt::format("the {} repeats something {} times ({{m,n}}); at most {} are "
+                                   "accepted",
+                                   what, n, limits.max_repetition));
+}
+
 GrammarSpec regex_spec(const std::string& pattern, const SpecLimits& limits) {
   check_size("regex", pattern.size(), limits);
+  check_repetitions("regex", pattern, limits);
   if (pattern.empty()) throw GrammarError(GrammarError::Kind::Invalid, "the regex is empty");
   return {GrammarKind::Regex, {{"type", "regex"}, {"pattern", pattern}}};
 }
 
 GrammarSpec ebnf_spec(const std::string& grammar, const SpecLimits& limits) {
   check_size("grammar", grammar.size(), limits);
+  check_repetitions("grammar", grammar, limits);
   if (grammar.empty()) throw GrammarError(GrammarError::Kind::Invalid, "the grammar is empty");
   return {GrammarKind::Ebnf, {{"type", "grammar"}, {"grammar", grammar}}};
 }
@@ -127,7 +175,7 @@ GrammarSpec tool_calls_spec(const std::vector<FunctionSchema>& functions,
             : f.parameters;
     try {
       check_size("parameters schema", params.dump().size(), limits);
-      params = prepare_json_schema(params, limits.max_schema_depth);
+      params = prepare_json_schema(params, limits);
     } catch (const GrammarError& e) {
       throw GrammarError(e.kind(),
                          fmt::format("function '{}': {}", f.name.substr(0, 64), e.what()));

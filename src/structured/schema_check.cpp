@@ -235,13 +235,13 @@ std::optional<std::string> exact_format_pattern(const std::string& format) {
 
 class SchemaChecker {
  public:
-  SchemaChecker(const json& root, int32_t max_depth) : root_(root), max_depth_(max_depth) {}
+  SchemaChecker(const json& root, const SpecLimits& limits) : root_(root), limits_(limits) {}
 
   void check(json& s, const std::string& where, int depth) {
-    if (depth > max_depth_)
-      throw GrammarError(
-          GrammarError::Kind::TooLarge,
-          fmt::format("{}: the schema nests deeper than {} levels", where, max_depth_));
+    if (depth > limits_.max_schema_depth)
+      throw GrammarError(GrammarError::Kind::TooLarge,
+                         fmt::format("{}: the schema nests deeper than {} levels", where,
+                                     limits_.max_schema_depth));
     if (s.is_boolean()) {
       if (!s.get<bool>()) unsupported(where, "the schema 'false' matches no value");
       return;
@@ -313,12 +313,15 @@ class SchemaChecker {
       if (chosen == "enum") {
         const json& e = s["enum"];
         if (!e.is_array() || e.empty()) invalid(where, "'enum' must be a non-empty list");
+        count_values(where, int64_t(e.size()));
         for (const auto& v : e)
           if (!value_has_type(v, types))
             invalid(where,
                     fmt::format("enum value {} does not match 'type'", v.dump().substr(0, 100)));
       } else if (!value_has_type(s["const"], types)) {
         invalid(where, "'const' does not match 'type'");
+      } else {
+        count_values(where, 1);
       }
     } else if (chosen == "anyOf" || chosen == "oneOf" || chosen == "allOf") {
       const json& opts = s[std::string(chosen)];
@@ -368,8 +371,17 @@ class SchemaChecker {
                   "length into the pattern)");
     if (lengths && s.contains("format") && (types.empty() || types.count("string")))
       unsupported(where, "'minLength'/'maxLength' next to 'format' is not supported");
-    if (auto p = s.find("pattern"); p != s.end() && !p->is_string())
-      invalid(where, "'pattern' must be a string");
+    if (auto p = s.find("pattern"); p != s.end()) {
+      if (!p->is_string()) invalid(where, "'pattern' must be a string");
+      check_repetitions(where.empty() ? "pattern" : where + " pattern", p->get<std::string>(),
+                        limits_);
+    }
+    for (const char* key : {"minLength", "maxLength"})
+      if (auto n = s.find(key);
+          n != s.end() && n->is_number() && n->get<double>() > double(limits_.max_string_length))
+        throw GrammarError(GrammarError::Kind::TooLarge,
+                           fmt::format("{}: '{}' {} is over the limit of {}", where, key,
+                                       n->dump().substr(0, 32), limits_.max_string_length));
     // A required property the object cannot contain.
     if (auto r = s.find("required"); r != s.end()) {
       if (!r->is_array()) invalid(where, "'required' must be a list");
@@ -422,15 +434,135 @@ class SchemaChecker {
     each_item("allOf");
   }
 
+  void count_values(const std::string& where, int64_t n) {
+    values_ += n;
+    if (values_ > limits_.max_enum_values)
+      throw GrammarError(GrammarError::Kind::TooLarge,
+                         fmt::format("{}: the schema lists more than {} enum/const values in all",
+                                     where, limits_.max_enum_values));
+  }
+
   const json& root_;
-  int32_t max_depth_;
+  const SpecLimits& limits_;
+  int64_t values_ = 0;  // enum and const values so far
+};
+
+// The schema node a local "$ref" names ("#" or "#/a/b"); null if none.
+const json* resolve_ref(const json& root, const std::string& uri) {
+  const json* target = &root;
+  size_t pos = 2;
+  while (uri != "#" && pos <= uri.size()) {
+    const size_t next = std::min(uri.find('/', pos), uri.size());
+    const std::string part = uri.substr(pos, next - pos);
+    pos = next + 1;
+    if (part.empty()) continue;
+    if (!target->is_object() || !target->contains(part)) return nullptr;
+    target = &(*target)[part];
+  }
+  return target;
+}
+
+// Whether some finite JSON value matches: the least fixpoint over the
+// schema's nodes of "has a finite value" (a node with only recursive ways
+// to be satisfied, such as a required property whose $ref is its own
+// object, has none, and a grammar for it would never let the output end).
+class Finiteness {
+ public:
+  explicit Finiteness(const json& root) : root_(root) { collect(root); }
+
+  bool root_finite() {
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (const json* n : nodes_)
+        if (!finite_.count(n) && eval(*n)) {
+          finite_.insert(n);
+          changed = true;
+        }
+    }
+    return finite_.count(&root_) != 0;
+  }
+
+ private:
+  void collect(const json& s) {
+    if (!s.is_object()) return;
+    nodes_.push_back(&s);
+    for (const auto& [key, value] : s.items()) {
+      if (key == "enum" || key == "const" || key == "required") continue;
+      if (value.is_object()) {
+        const bool is_map = key == "properties" || key == "patternProperties" || key == "$defs" ||
+                            key == "definitions";
+        if (is_map)
+          for (const auto& [name, sub] : value.items()) collect(sub);
+        else
+          collect(value);
+      } else if (value.is_array()) {
+        for (const auto& sub : value) collect(sub);
+      }
+    }
+  }
+
+  bool known(const json& s) const {
+    return s.is_boolean() ? s.get<bool>() : finite_.count(&s) != 0;
+  }
+
+  bool eval(const json& s) const {
+    if (auto r = s.find("$ref"); r != s.end() && r->is_string()) {
+      const json* t = resolve_ref(root_, r->get<std::string>());
+      return t && known(*t);
+    }
+    if (s.contains("const") || s.contains("enum")) return true;
+    for (const char* key : {"anyOf", "oneOf", "allOf"})
+      if (auto a = s.find(key); a != s.end() && a->is_array()) {
+        for (const auto& b : *a)
+          if (known(b)) return true;
+        return false;
+      }
+    const std::set<std::string> types = types_of(s);
+    const bool object = types.count("object") || (types.empty() && s.contains("required"));
+    const bool array = types.count("array") != 0;
+    if (types.empty() && !object) return true;
+    for (const auto& t : types)
+      if (t != "object" && t != "array") return true;
+    if (object && object_finite(s)) return true;
+    return array && array_finite(s);
+  }
+
+  bool object_finite(const json& s) const {
+    auto r = s.find("required");
+    if (r == s.end() || !r->is_array()) return true;
+    auto props = s.find("properties");
+    for (const auto& name : *r) {
+      if (!name.is_string() || props == s.end()) continue;
+      auto p = props->find(name.get<std::string>());
+      if (p != props->end() && !known(*p)) return false;
+    }
+    return true;
+  }
+
+  bool array_finite(const json& s) const {
+    if (auto pre = s.find("prefixItems"); pre != s.end() && pre->is_array())
+      for (const auto& p : *pre)
+        if (!known(p)) return false;
+    const auto min = s.find("minItems");
+    const bool need_items = min != s.end() && min->is_number() && min->get<double>() > 0;
+    auto items = s.find("items");
+    return !need_items || items == s.end() || known(*items);
+  }
+
+  const json& root_;
+  std::vector<const json*> nodes_;
+  std::set<const json*> finite_;
 };
 
 }  // namespace
 
-json prepare_json_schema(const json& schema, int32_t max_depth) {
+json prepare_json_schema(const json& schema, const SpecLimits& limits) {
   json out = schema;
-  SchemaChecker(schema, max_depth).check(out, "", 0);
+  SchemaChecker(schema, limits).check(out, "", 0);
+  if (!Finiteness(out).root_finite())
+    unsupported("",
+                "no finite value matches the schema (a required property or item recurses "
+                "into itself through '$ref' with no way out)");
   return out;
 }
 

@@ -11,13 +11,18 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 
+#include "structured/grammar_spec.h"
+
 namespace loom::structured {
 
 // Returns the schema to compile: the same, except string formats whose
 // xgrammar regex is looser than the format (ipv4, date, date-time) become
 // exact patterns. Throws GrammarError (Unsupported or Invalid) naming the
 // keyword and where it is, as a JSON pointer ("/properties/age: 'multipleOf'
-// on a number is not supported"); TooLarge past max_depth nested schemas.
-nlohmann::ordered_json prepare_json_schema(const nlohmann::ordered_json& schema, int32_t max_depth);
+// on a number is not supported"); TooLarge past the limits (nesting, enum
+// values, string lengths, pattern repetitions); Unsupported when no finite
+// value matches (a required property that recurses into itself).
+nlohmann::ordered_json prepare_json_schema(const nlohmann::ordered_json& schema,
+                                           const SpecLimits& limits);
 
 }  // namespace loom::structured

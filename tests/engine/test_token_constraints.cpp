@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <map>
+#include <numeric>
 #include <random>
 
 #include "backend/backend.h"
@@ -130,6 +131,12 @@ TEST_P(TokenConstraintTest, BanListMaskEqualsMinusInfinityEdits) {
   }
   const auto with_mask = tokens_of(run(*cpu_, masked, false));
   EXPECT_EQ(last_stats_.masked_rows, last_stats_.generated_tokens);
+  // Every masked row's fill is timed (the batch's rows fill in parallel).
+  EXPECT_EQ(last_stats_.mask_time.count, last_stats_.masked_rows);
+  EXPECT_EQ(std::accumulate(last_stats_.mask_time.counts.begin(), last_stats_.mask_time.counts.end(),
+                            uint64_t{0}),
+            last_stats_.mask_time.count);
+  EXPECT_GT(last_stats_.mask_time.sum_seconds, 0.0);
   const auto with_edits = tokens_of(run(*cpu_, edited, false));
   const auto with_bias = tokens_of(run(*cpu_, biased, false));
   const auto mask_alone = tokens_of(run(*cpu_, masked, false, /*batched=*/false));

@@ -17,7 +17,8 @@ using nlohmann::json;
 namespace {
 
 const Tokenizer& tokenizer() {
-  static auto tok = load_tokenizer_hf(std::string(LOOM_SOURCE_DIR) + "/tests/fixtures/tokenizer/qwen2");
+  static auto tok =
+      load_tokenizer_hf(std::string(LOOM_SOURCE_DIR) + "/tests/fixtures/tokenizer/qwen2");
   return *tok;
 }
 
@@ -80,14 +81,28 @@ TEST(OpenAiRequest, CompletionDefaults) {
 }
 
 TEST(OpenAiRequest, EveryField) {
-  json body = {{"model", "test-model"},   {"prompt", "abc"},        {"max_tokens", 7},
-               {"temperature", 0.5},      {"top_p", 0.9},           {"top_k", 40},
-               {"min_p", 0.05},           {"n", 3},                 {"stop", {"x", "yz"}},
-               {"seed", 1234},            {"presence_penalty", 0.5}, {"frequency_penalty", -0.5},
-               {"repetition_penalty", 1.1}, {"logit_bias", {{"15", 5}, {"16", -100}}},
-               {"logprobs", 2},           {"echo", false},          {"ignore_eos", true},
-               {"min_tokens", 3},         {"user", "u1"},           {"priority", -5},
-               {"stream", true},          {"stream_options", {{"include_usage", true}}},
+  json body = {{"model", "test-model"},
+               {"prompt", "abc"},
+               {"max_tokens", 7},
+               {"temperature", 0.5},
+               {"top_p", 0.9},
+               {"top_k", 40},
+               {"min_p", 0.05},
+               {"n", 3},
+               {"stop", {"x", "yz"}},
+               {"seed", 1234},
+               {"presence_penalty", 0.5},
+               {"frequency_penalty", -0.5},
+               {"repetition_penalty", 1.1},
+               {"logit_bias", {{"15", 5}, {"16", -100}}},
+               {"logprobs", 2},
+               {"echo", false},
+               {"ignore_eos", true},
+               {"min_tokens", 3},
+               {"user", "u1"},
+               {"priority", -5},
+               {"stream", true},
+               {"stream_options", {{"include_usage", true}}},
                {"some_unknown_field", {1, 2, 3}}};
   auto r = completion(body);
   const auto& p = r.params;
@@ -107,7 +122,8 @@ TEST(OpenAiRequest, EveryField) {
   EXPECT_TRUE(r.logprobs);
   EXPECT_EQ(p.logprobs, 2);
   EXPECT_FALSE(r.echo);
-  EXPECT_TRUE(completion({{"prompt", "abc"}, {"echo", true}}).echo);  // echo + logprobs: strict_fields
+  EXPECT_TRUE(
+      completion({{"prompt", "abc"}, {"echo", true}}).echo);  // echo + logprobs: strict_fields
   EXPECT_TRUE(p.ignore_eos);
   EXPECT_EQ(p.min_tokens, 3);
   EXPECT_EQ(r.user, "u1");
@@ -150,14 +166,28 @@ TEST(OpenAiRequest, PromptErrors) {
 TEST(OpenAiRequest, WrongTypesNameTheField) {
   const json base = {{"prompt", "x"}};
   const std::pair<const char*, json> cases[] = {
-      {"max_tokens", "10"}, {"max_tokens", 1.5},      {"temperature", "hot"},
-      {"top_p", true},      {"top_k", 2.5},           {"n", "2"},
-      {"stop", 3},          {"stop", {1}},            {"seed", "s"},
-      {"logit_bias", {1}},  {"logprobs", true},       {"echo", 1},
-      {"ignore_eos", "no"}, {"min_tokens", -1},       {"user", 5},
-      {"priority", "hi"},   {"stream", "true"},       {"stream_options", 1},
-      {"presence_penalty", "a"}, {"frequency_penalty", json::array()},
-      {"repetition_penalty", json::object()}, {"min_p", "0"},
+      {"max_tokens", "10"},
+      {"max_tokens", 1.5},
+      {"temperature", "hot"},
+      {"top_p", true},
+      {"top_k", 2.5},
+      {"n", "2"},
+      {"stop", 3},
+      {"stop", {1}},
+      {"seed", "s"},
+      {"logit_bias", {1}},
+      {"logprobs", true},
+      {"echo", 1},
+      {"ignore_eos", "no"},
+      {"min_tokens", -1},
+      {"user", 5},
+      {"priority", "hi"},
+      {"stream", "true"},
+      {"stream_options", 1},
+      {"presence_penalty", "a"},
+      {"frequency_penalty", json::array()},
+      {"repetition_penalty", json::object()},
+      {"min_p", "0"},
   };
   for (const auto& [name, value] : cases) {
     json body = base;
@@ -169,14 +199,30 @@ TEST(OpenAiRequest, WrongTypesNameTheField) {
 TEST(OpenAiRequest, Ranges) {
   const json base = {{"prompt", "x"}};
   const std::pair<const char*, json> cases[] = {
-      {"max_tokens", 0},          {"max_tokens", 1e30},         {"max_tokens", 100000},
-      {"temperature", -0.1},      {"temperature", 1e308},       {"top_p", 0.0},
-      {"top_p", 1.5},             {"top_k", -2},                {"min_p", 1.5},
-      {"n", 0},                   {"n", 17},                    {"n", 18446744073709551615ull},
-      {"presence_penalty", 2.5},  {"frequency_penalty", -3},    {"repetition_penalty", 0},
-      {"logprobs", 21},           {"logprobs", -1},             {"min_tokens", 17},
-      {"priority", 1e12},         {"logit_bias", {{"abc", 1}}}, {"logit_bias", {{"-1", 1}}},
-      {"logit_bias", {{"5", 101}}}, {"logit_bias", {{"99999999", 1}}}, {"stop", {""}},
+      {"max_tokens", 0},
+      {"max_tokens", 1e30},
+      {"max_tokens", 100000},
+      {"temperature", -0.1},
+      {"temperature", 1e308},
+      {"top_p", 0.0},
+      {"top_p", 1.5},
+      {"top_k", -2},
+      {"min_p", 1.5},
+      {"n", 0},
+      {"n", 17},
+      {"n", 18446744073709551615ull},
+      {"presence_penalty", 2.5},
+      {"frequency_penalty", -3},
+      {"repetition_penalty", 0},
+      {"logprobs", 21},
+      {"logprobs", -1},
+      {"min_tokens", 17},
+      {"priority", 1e12},
+      {"logit_bias", {{"abc", 1}}},
+      {"logit_bias", {{"-1", 1}}},
+      {"logit_bias", {{"5", 101}}},
+      {"logit_bias", {{"99999999", 1}}},
+      {"stop", {""}},
   };
   for (const auto& [name, value] : cases) {
     json body = base;
@@ -218,8 +264,8 @@ TEST(OpenAiRequest, Bounds) {
 TEST(OpenAiRequest, BodyBounds) {
   RequestLimits limits;
   limits.max_body_bytes = 100;
-  ApiError big = expect_error(
-      [&] { parse_completion_request(std::string(200, ' '), model_ctx(), limits); });
+  ApiError big =
+      expect_error([&] { parse_completion_request(std::string(200, ' '), model_ctx(), limits); });
   EXPECT_EQ(big.status(), 413);
   std::string deep = "{\"prompt\": ";
   deep.append(100, '[');
@@ -246,7 +292,8 @@ TEST(OpenAiRequest, Chat) {
                {"messages",
                 {{{"role", "system"}, {"content", "Be brief."}},
                  {{"role", "user"},
-                  {"content", {{{"type", "text"}, {"text", "Hi"}}, {{"type", "text"}, {"text", "there"}}}}}}},
+                  {"content",
+                   {{{"type", "text"}, {"text", "Hi"}}, {{"type", "text"}, {"text", "there"}}}}}}},
                {"max_completion_tokens", 9},
                {"max_tokens", 100},
                {"logprobs", true},
@@ -289,8 +336,24 @@ TEST(OpenAiRequest, ChatKeepsKeyOrderForTojson) {
   EXPECT_LT(text.find("\"id\"", calls), text.find("\"function\": {", calls)) << text;
   const auto tools = text.rfind("[{\"type\"");
   EXPECT_LT(text.find("\"name\"", tools), text.find("\"parameters\"", tools)) << text;
-  EXPECT_LT(text.find("\"type\": \"object\"", tools), text.find("\"required\"", tools))
-      << text;
+  EXPECT_LT(text.find("\"type\": \"object\"", tools), text.find("\"required\"", tools)) << text;
+}
+
+// A tool-call marker that is a special token (Mistral's [TOOL_CALLS]) stays in
+// the output text the parser reads; an ordinary one changes nothing.
+TEST(OpenAiRequest, SpecialToolCallMarkerKeepsSpecialTokens) {
+  const std::string body = R"({"tools": [{"type": "function", "function": {"name": "get"}}],
+    "messages": [{"role": "user", "content": "x"}]})";
+  ModelContext m = model_ctx();
+  EXPECT_TRUE(parse_chat_request(body, m, {}).params.skip_special_tokens);  // <tool_call>: text
+  ASSERT_TRUE(tokenizer().token_id("<|im_start|>").has_value());
+  m.tool_format = *tool_call_format("mistral");
+  m.tool_format.start = "<|im_start|>";  // a special token of this vocabulary
+  const auto r = parse_chat_request(body, m, {});
+  ASSERT_TRUE(r.tool_parser.has_value());
+  EXPECT_FALSE(r.params.skip_special_tokens);
+  const std::string no_tools = R"({"messages": [{"role": "user", "content": "x"}]})";
+  EXPECT_TRUE(parse_chat_request(no_tools, m, {}).params.skip_special_tokens);
 }
 
 TEST(OpenAiRequest, ChatErrors) {

@@ -203,6 +203,14 @@ HOSTILE = [
     ("unsatisfiable", {"type": "json_schema", "json_schema": {"name": "x", "schema": {
         "type": "integer", "minimum": 3, "maximum": 1}}}),
     ("remote_ref", {"type": "json_schema", "json_schema": {"name": "x", "schema": {"$ref": "http://x/y"}}}),
+    ("recursive_required", {"type": "json_schema", "json_schema": {"name": "x", "schema": {
+        "type": "object", "properties": {"a": {"$ref": "#"}}, "required": ["a"], "additionalProperties": False}}}),
+    ("huge_enum", {"type": "json_schema", "json_schema": {"name": "x", "schema": {
+        "enum": [f"v{i}" for i in range(5000)]}}}),
+    ("long_string", {"type": "json_schema", "json_schema": {"name": "x", "schema": {
+        "type": "string", "maxLength": 100000}}}),
+    ("pattern_repetition", {"type": "json_schema", "json_schema": {"name": "x", "schema": {
+        "type": "string", "pattern": "^(a|b){1,5000}$"}}}),
     ("bad_type", {"type": "yaml"}),
 ]
 
@@ -218,6 +226,7 @@ def test_hostile_requests_are_clear_400s(server):
         assert (err["param"] or "").startswith("response_format") or "nest" in err["message"], (name, err)
         assert time.monotonic() - start < 3.0, name
     for body in ({"messages": ASK, "extra": 1, "guided_regex": "(a"},
+                 {"messages": ASK, "guided_regex": "[a-z]{1,20000}"},
                  {"messages": ASK, "tools": TOOLS, "tool_choice": "bogus"},
                  {"messages": ASK, "tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "nope"}}}):
         r = requests.post(url, json=body, timeout=60)
@@ -227,3 +236,35 @@ def test_hostile_requests_are_clear_400s(server):
     while server.metrics().get("loom_kv_cache_used_blocks", 0) != 0 and time.time() < deadline:
         time.sleep(0.2)
     assert server.metrics()["loom_kv_cache_used_blocks"] == 0
+
+
+@pytest.mark.parametrize("fmt", ["llama3_json", "mistral"])
+def test_tool_call_parser_override(fmt):
+    """--tool-call-parser makes the model write forced calls in another format
+    (its grammar) and the parser read them back, streamed and not; pythonic
+    cannot force calls and says so."""
+    openai = pytest.importorskip("openai")
+    s = Server("--tool-call-parser", fmt, "--max-grammar-compile-ms", "30000")
+    try:
+        client = openai.OpenAI(base_url=s.url + "/v1", api_key="unused", max_retries=0, timeout=600)
+        r = chat(client, messages=ASK, tools=TOOLS, tool_choice="required", temperature=0)
+        c = r.choices[0]
+        assert c.finish_reason == "tool_calls" and c.message.tool_calls, c
+        assert not (c.message.content or "").strip(), c.message.content
+        for call in c.message.tool_calls:
+            check_call(call)
+        calls, content, finish = collect_stream(chat(
+            client, messages=ASK, tools=TOOLS, stream=True, temperature=0,
+            tool_choice={"type": "function", "function": {"name": "get_weather"}}))
+        assert finish == "tool_calls" and [c["name"] for c in calls.values()] == ["get_weather"]
+        assert not content.strip(), content
+        jsonschema.validate(json.loads(calls[0]["arguments"]), WEATHER["function"]["parameters"])
+    finally:
+        s.stop()
+    s = Server("--tool-call-parser", "pythonic")
+    try:
+        r = requests.post(s.url + "/v1/chat/completions", timeout=60,
+                          json={"messages": ASK, "tools": TOOLS, "tool_choice": "required"})
+        assert r.status_code == 400 and "pythonic" in r.json()["error"]["message"], r.text
+    finally:
+        s.stop()

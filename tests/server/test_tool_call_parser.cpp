@@ -106,6 +106,19 @@ TEST(ToolCallParser, Mistral) {
         "[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {\"q\": \"a,b]\"}}, {\"name\": \"g\", "
         "\"arguments\": {}}]",
         "", {{"f", {{"q", "a,b]"}}}, {"g", json::object()}});
+  // Text first; the marker as the special token's text (kept in the output).
+  check("mistral", "Let me check. [TOOL_CALLS] [{\"name\": \"f\", \"arguments\": {}}]",
+        "Let me check. ", {{"f", json::object()}});
+  check("mistral", "No [TOOL_CALLS here", "No [TOOL_CALLS here", {});
+}
+
+TEST(ToolCallParser, GemmaToolCode) {
+  check("gemma_tool_code",
+        "I'll look.\n```tool_code\nget_weather(city=\"Paris\", days=2)\n```\nand\n```tool_code\n"
+        "now()\n```",
+        "I'll look.\n\nand\n",
+        {{"get_weather", {{"city", "Paris"}, {"days", 2}}}, {"now", json::object()}});
+  check("gemma_tool_code", "```python\nprint(1)\n```", "```python\nprint(1)\n```", {});
 }
 
 TEST(ToolCallParser, Pythonic) {
@@ -125,6 +138,7 @@ TEST(ToolCallParser, DetectsFormatFromTemplate) {
   EXPECT_EQ(detect_tool_call_format("[TOOL_CALLS] {{ x }}").name, "mistral");
   EXPECT_EQ(detect_tool_call_format("<|python_tag|>").name, "llama3_json");
   EXPECT_EQ(detect_tool_call_format("<start_of_turn>user").name, "pythonic");
+  EXPECT_EQ(detect_tool_call_format("<start_of_turn>```tool_code").name, "gemma_tool_code");
   EXPECT_EQ(detect_tool_call_format("").name, "hermes");
 }
 

@@ -92,7 +92,7 @@ TEST(GrammarCompiler, BadSpecsAreGrammarErrors) {
 TEST(SchemaCheck, NamesWhatCannotBeEnforced) {
   auto message = [](const char* schema) -> std::string {
     try {
-      prepare_json_schema(json::parse(schema), 32);
+      prepare_json_schema(json::parse(schema), {});
     } catch (const GrammarError& e) {
       return e.what();
     }
@@ -120,7 +120,58 @@ TEST(SchemaCheck, NamesWhatCannotBeEnforced) {
   EXPECT_EQ(message(R"({"oneOf": [{"type": "string"}, {"type": "integer"}]})"), "");
   EXPECT_NE(message(R"({"type": "object", "required": ["z"]})").find("'z'"), std::string::npos);
   // ipv4 becomes an exact pattern.
-  const json p = prepare_json_schema(json::parse(R"({"type": "string", "format": "ipv4"})"), 32);
+  const json p = prepare_json_schema(json::parse(R"({"type": "string", "format": "ipv4"})"), {});
   EXPECT_FALSE(p.contains("format"));
   EXPECT_TRUE(p.contains("pattern"));
+}
+
+TEST(SchemaCheck, BoundsWhatMakesCompilesSlowAndRefusesInfiniteSchemas) {
+  auto message = [](const json& schema) -> std::string {
+    try {
+      prepare_json_schema(schema, {});
+    } catch (const GrammarError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  json many = json::array();
+  for (int i = 0; i < 1025; ++i) many.push_back(std::to_string(i) + "v");
+  EXPECT_NE(message({{"enum", many}}).find("enum/const values"), std::string::npos);
+  many.erase(many.begin());
+  EXPECT_EQ(message({{"enum", many}}), "");
+  // Values count across the schema.
+  EXPECT_NE(message({{"type", "object"},
+                     {"properties", {{"a", {{"enum", many}}}, {"b", {{"const", "x"}}}}}})
+                .find("enum/const values"),
+            std::string::npos);
+  EXPECT_NE(message({{"type", "string"}, {"maxLength", 100000}}).find("'maxLength'"),
+            std::string::npos);
+  EXPECT_EQ(message({{"type", "string"}, {"maxLength", 4096}}), "");
+  EXPECT_NE(message({{"type", "string"}, {"pattern", "^(a|b){1,5000}$"}}).find("5000 times"),
+            std::string::npos);
+  // Recursion with a way out is fine; a required self-reference is not.
+  EXPECT_EQ(message(json::parse(R"({"type": "object", "properties": {"next": {"$ref": "#"}},
+                                    "additionalProperties": false})")),
+            "");
+  EXPECT_NE(message(json::parse(R"({"type": "object", "properties": {"next": {"$ref": "#"}},
+                                    "required": ["next"], "additionalProperties": false})"))
+                .find("no finite value"),
+            std::string::npos);
+  EXPECT_NE(message(json::parse(R"({"$defs": {"n": {"type": "array", "minItems": 1,
+                                    "items": {"$ref": "#/$defs/n"}}}, "$ref": "#/$defs/n"})"))
+                .find("no finite value"),
+            std::string::npos);
+  EXPECT_EQ(message(json::parse(R"({"$defs": {"t": {"anyOf": [{"type": "integer"},
+                                    {"type": "array", "minItems": 1, "items": {"$ref": "#/$defs/t"}}]}},
+                                    "$ref": "#/$defs/t"})")),
+            "");
+}
+
+TEST(GrammarSpec, CountedRepetitionsAreBounded) {
+  EXPECT_EQ(max_counted_repetition("a{3}b{2,17}c{4,}"), 17);
+  EXPECT_EQ(max_counted_repetition("[{]999}\\{999}"), 0);  // a class and an escape: literals
+  EXPECT_EQ(max_counted_repetition("x{1, 300}"), 300);
+  EXPECT_THROW(regex_spec("[a-z]{1,20000}"), GrammarError);
+  EXPECT_THROW(ebnf_spec("root ::= \"a\"{1,9999}"), GrammarError);
+  EXPECT_NO_THROW(regex_spec("[a-z]{1,256}"));
 }
