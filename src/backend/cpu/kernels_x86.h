@@ -11,6 +11,7 @@
 #include <cmath>
 
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/simd_x86.h"
 
 #ifndef LOOM_X86_VNNI
 #error "define LOOM_X86_VNNI before including kernels_x86.h"
@@ -19,14 +20,7 @@
 namespace loom::cpu {
 namespace {
 
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-inline float f16(uint16_t h) { return _cvtsh_ss(h); }
+using namespace simd;  // NOLINT: this header is included once per ISA translation unit
 
 // int32 x 8: sums of 4 products of unsigned bytes u and signed bytes s.
 inline __m256i dot_us(__m256i u, __m256i s) {
@@ -37,7 +31,9 @@ inline __m256i dot_us(__m256i u, __m256i s) {
 #endif
 }
 // The same for two signed operands (|a| <= 128, |b| <= 127).
-inline __m256i dot_ss(__m256i a, __m256i b) { return dot_us(_mm256_sign_epi8(a, a), _mm256_sign_epi8(b, a)); }
+inline __m256i dot_ss(__m256i a, __m256i b) {
+  return dot_us(_mm256_sign_epi8(a, a), _mm256_sign_epi8(b, a));
+}
 
 // int32 x 8 of u*s (u <= 63 unsigned, s signed) where products of bytes 0..15
 // are multiplied by sa and those of bytes 16..31 by sb (int16 scales).
@@ -45,38 +41,6 @@ inline __m256i dot_us_scaled(__m256i u, __m256i s, int sa, int sb) {
   return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s),
                            _mm256_setr_m128i(_mm_set1_epi16(static_cast<int16_t>(sa)),
                                              _mm_set1_epi16(static_cast<int16_t>(sb))));
-}
-
-inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
-
-// 32 floats scaled by id, rounded to nearest-even, as 32 int8 in order.
-inline __m256i round_pack32(const float* x, __m256 id) {
-  constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
-  __m256i i0 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x), id), kRound));
-  __m256i i1 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x + 8), id), kRound));
-  __m256i i2 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x + 16), id), kRound));
-  __m256i i3 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x + 24), id), kRound));
-  i0 = _mm256_packs_epi32(i0, i1);
-  i2 = _mm256_packs_epi32(i2, i3);
-  i0 = _mm256_packs_epi16(i0, i2);
-  return _mm256_permutevar8x32_epi32(i0, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-}
-
-inline float max_abs(const float* x, int n) {
-  const __m256 sign = _mm256_set1_ps(-0.0f);
-  __m256 m = _mm256_setzero_ps();
-  for (int i = 0; i < n; i += 8) m = _mm256_max_ps(m, _mm256_andnot_ps(sign, _mm256_loadu_ps(x + i)));
-  __m128 s = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_max_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-inline int hsum_i32(__m256i v) {
-  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
-  return _mm_cvtsi128_si32(s);
 }
 
 void x86_quantize_q8_1(const float* x, ActQ8_1* dst, int64_t k) {
@@ -111,7 +75,8 @@ void x86_quantize_q8_k(const float* x, ActQ8_K* dst, int64_t k) {
 }
 
 [[maybe_unused]] float x86_dot_f32(const float* w, const float* x, int64_t k) {
-  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
+  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(),
+         a3 = _mm256_setzero_ps();
   int64_t i = 0;
   for (; i + 32 <= k; i += 32) {
     a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i), _mm256_loadu_ps(x + i), a0);
@@ -119,7 +84,8 @@ void x86_quantize_q8_k(const float* x, ActQ8_K* dst, int64_t k) {
     a2 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 16), _mm256_loadu_ps(x + i + 16), a2);
     a3 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 24), _mm256_loadu_ps(x + i + 24), a3);
   }
-  for (; i + 8 <= k; i += 8) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i), _mm256_loadu_ps(x + i), a0);
+  for (; i + 8 <= k; i += 8)
+    a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i), _mm256_loadu_ps(x + i), a0);
   float s = hsum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
   for (; i < k; ++i) s += w[i] * x[i];
   return s;
@@ -153,28 +119,6 @@ template <__m256 (*Load)(const uint16_t*), float (*One)(uint16_t)>
   return s;
 }
 
-inline __m256i unpack_nibbles(const uint8_t* qs) {  // 16 bytes to 32 values 0..15, in order
-  const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
-  const __m128i m = _mm_set1_epi8(0x0F);
-  return _mm256_setr_m128i(_mm_and_si128(q, m), _mm_and_si128(_mm_srli_epi16(q, 4), m));
-}
-
-// Byte i = 0x10 where bit i of the 32 high bits is set, else 0.
-inline __m256i unpack_fifth_bits(const uint8_t* qh_bytes) {
-  uint32_t qh;
-  __builtin_memcpy(&qh, qh_bytes, 4);
-#if LOOM_X86_VNNI  // AVX-512BW/VL: the bits are a byte mask
-  return _mm256_maskz_set1_epi8(qh, 0x10);
-#else
-  // Byte i gets byte i/8 of qh, then tests its bit i%8.
-  const __m256i bytes = _mm256_shuffle_epi8(
-      _mm256_set1_epi32(static_cast<int>(qh)),
-      _mm256_setr_epi64x(0, 0x0101010101010101, 0x0202020202020202, 0x0303030303030303));
-  const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
-  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit), _mm256_set1_epi8(0x10));
-#endif
-}
-
 // ---- Quantised dot products of one weight row with NX (1..4) activation rows.
 // Each weight block is unpacked once and multiplied with the NX rows, so
 // prefill (M > 1) pays the unpacking once per 4 rows; y[r * ys] gets row r.
@@ -189,7 +133,9 @@ struct UnpackQ4_0 {
 };
 struct UnpackQ5_0 {
   static constexpr int kOffset = 16;
-  static __m256i u(const BlockQ5_0& b) { return _mm256_or_si256(unpack_nibbles(b.qs), unpack_fifth_bits(b.qh)); }
+  static __m256i u(const BlockQ5_0& b) {
+    return _mm256_or_si256(unpack_nibbles(b.qs), unpack_fifth_bits(b.qh));
+  }
 };
 struct UnpackQ4_1 {
   static constexpr int kOffset = 0;
@@ -197,12 +143,16 @@ struct UnpackQ4_1 {
 };
 struct UnpackQ5_1 {
   static constexpr int kOffset = 0;
-  static __m256i u(const BlockQ5_1& b) { return _mm256_or_si256(unpack_nibbles(b.qs), unpack_fifth_bits(b.qh)); }
+  static __m256i u(const BlockQ5_1& b) {
+    return _mm256_or_si256(unpack_nibbles(b.qs), unpack_fifth_bits(b.qh));
+  }
 };
 #if LOOM_X86_VNNI
 struct UnpackQ8_0 {  // q + 128 as unsigned bytes (vpdpbusd keeps 32-bit sums; no saturation)
   static constexpr int kOffset = 128;
-  static __m256i u(const BlockQ8_0& b) { return _mm256_xor_si256(load256(b.qs), _mm256_set1_epi8(-128)); }
+  static __m256i u(const BlockQ8_0& b) {
+    return _mm256_xor_si256(load256(b.qs), _mm256_set1_epi8(-128));
+  }
 };
 #endif
 
@@ -220,14 +170,16 @@ struct Mdot32 {
         const ActQ8_1& a = x[r * xs + b];
         __m256i p;
 #if LOOM_X86_VNNI
-        p = _mm256_dpbusd_epi32(_mm256_set1_epi32(-(Unpack::kOffset / 8) * a.sum), u, load256(a.qs));
+        p = _mm256_dpbusd_epi32(_mm256_set1_epi32(-(Unpack::kOffset / 8) * a.sum), u,
+                                load256(a.qs));
 #else
         p = _mm256_madd_epi16(_mm256_maddubs_epi16(u, load256(a.qs)), _mm256_set1_epi16(1));
         if constexpr (Unpack::kOffset != 0)
           p = _mm256_add_epi32(p, _mm256_set1_epi32(-(Unpack::kOffset / 8) * a.sum));
 #endif
         acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a.d), _mm256_cvtepi32_ps(p), acc[r]);
-        if constexpr (Unpack::kOffset == 0) acc_m[r] += f16(w[b].m) * a.d * static_cast<float>(a.sum);
+        if constexpr (Unpack::kOffset == 0)
+          acc_m[r] += f16(w[b].m) * a.d * static_cast<float>(a.sum);
       }
     }
     for (int r = 0; r < NX; ++r) y[r * ys] = hsum(acc[r]) + acc_m[r];
@@ -238,7 +190,8 @@ struct Mdot32 {
 // Q8_0 without VNNI: q + 128 would saturate maddubs, so use the sign trick.
 struct Mdot32Q8Signed {
   template <int NX>
-  static void run(const BlockQ8_0* w, int64_t nb, const ActQ8_1* x, int64_t xs, float* y, int64_t ys) {
+  static void run(const BlockQ8_0* w, int64_t nb, const ActQ8_1* x, int64_t xs, float* y,
+                  int64_t ys) {
     __m256 acc[NX];
     for (int r = 0; r < NX; ++r) acc[r] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
@@ -256,19 +209,6 @@ struct Mdot32Q8Signed {
 };
 #endif
 
-// The 8 six-bit scales (bytes 0..7 of the result) and mins (bytes 8..15) of a
-// Q4_K / Q5_K super-block, unpacked from their 12-byte packing (see k_scale_min).
-inline __m128i unpack_k_scales(const uint8_t* s) {
-  uint32_t u[3];
-  __builtin_memcpy(u, s, 12);
-  constexpr uint32_t k6 = 0x3f3f3f3f, k4 = 0x0f0f0f0f, k2 = 0x03030303;
-  const uint32_t sc_lo = u[0] & k6, m_lo = u[1] & k6;
-  const uint32_t sc_hi = (u[2] & k4) | (((u[0] >> 6) & k2) << 4);
-  const uint32_t m_hi = ((u[2] >> 4) & k4) | (((u[1] >> 6) & k2) << 4);
-  return _mm_setr_epi32(static_cast<int>(sc_lo), static_cast<int>(sc_hi), static_cast<int>(m_lo),
-                        static_cast<int>(m_hi));
-}
-
 // Q4_K / Q5_K: integer sum of sc_j * q.x over the 8 sub-blocks, minus the mins
 // term m_j * sum(x) from the activation block sums.
 template <bool kFive, class Block>
@@ -282,7 +222,8 @@ struct MdotK45 {
       const __m128i scm = unpack_k_scales(w[b].scales);
       // mins: m_j duplicated into int16 pairs against the 16 bsums.
       const __m128i m16 = _mm_cvtepu8_epi16(_mm_unpackhi_epi64(scm, scm));
-      const __m256i m_pairs = _mm256_setr_m128i(_mm_unpacklo_epi16(m16, m16), _mm_unpackhi_epi16(m16, m16));
+      const __m256i m_pairs =
+          _mm256_setr_m128i(_mm_unpacklo_epi16(m16, m16), _mm_unpackhi_epi16(m16, m16));
       const float d = f16(w[b].d), dmin = f16(w[b].dmin);
       // scales as int16 x 8, each broadcast to a whole register when used.
       alignas(16) int16_t sc[8];
@@ -302,8 +243,10 @@ struct MdotK45 {
         __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
         if constexpr (kFive) {
           const __m256i one = _mm256_set1_epi8(1);
-          lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hbits, 2 * g), one), 4));
-          hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hbits, 2 * g + 1), one), 4));
+          lo = _mm256_or_si256(
+              lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hbits, 2 * g), one), 4));
+          hi = _mm256_or_si256(
+              hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hbits, 2 * g + 1), one), 4));
         }
         const __m256i s_lo = _mm256_set1_epi16(sc[2 * g]), s_hi = _mm256_set1_epi16(sc[2 * g + 1]);
         for (int r = 0; r < NX; ++r) {
@@ -315,7 +258,8 @@ struct MdotK45 {
         }
       }
       for (int r = 0; r < NX; ++r)
-        acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d * x[r * xs + b].d), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+        acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d * x[r * xs + b].d), _mm256_cvtepi32_ps(sumi[r]),
+                                 acc[r]);
     }
     for (int r = 0; r < NX; ++r) y[r * ys] = hsum(acc[r]);
   }
@@ -323,7 +267,8 @@ struct MdotK45 {
 
 struct MdotQ6K {
   template <int NX>
-  static void run(const BlockQ6_K* w, int64_t nb, const ActQ8_K* x, int64_t xs, float* y, int64_t ys) {
+  static void run(const BlockQ6_K* w, int64_t nb, const ActQ8_K* x, int64_t xs, float* y,
+                  int64_t ys) {
     const __m256i low4 = _mm256_set1_epi8(0x0F), two = _mm256_set1_epi8(3);
     __m256 acc[NX];
     for (int r = 0; r < NX; ++r) acc[r] = _mm256_setzero_ps();
@@ -331,21 +276,25 @@ struct MdotQ6K {
       const int8_t* sc = w[b].scales;
       // offset = sum_j sc_j * sum(x in sub-block j): 32 * offset is the share of
       // the -32 in every q.
-      const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
+      const __m256i sc16 =
+          _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
       __m256i sumi[NX];
       for (int r = 0; r < NX; ++r)
         sumi[r] = _mm256_slli_epi32(_mm256_madd_epi16(sc16, load256(x[r * xs + b].bsums)), 5);
       for (int h = 0; h < 2; ++h) {
         const __m256i l0 = load256(w[b].ql + 64 * h), l1 = load256(w[b].ql + 64 * h + 32);
         const __m256i qh = load256(w[b].qh + 32 * h);
-        const __m256i q1 =
-            _mm256_or_si256(_mm256_and_si256(l0, low4), _mm256_slli_epi16(_mm256_and_si256(qh, two), 4));
-        const __m256i q2 = _mm256_or_si256(_mm256_and_si256(l1, low4),
-                                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), two), 4));
-        const __m256i q3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4),
-                                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), two), 4));
-        const __m256i q4 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4),
-                                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), two), 4));
+        const __m256i q1 = _mm256_or_si256(_mm256_and_si256(l0, low4),
+                                           _mm256_slli_epi16(_mm256_and_si256(qh, two), 4));
+        const __m256i q2 =
+            _mm256_or_si256(_mm256_and_si256(l1, low4),
+                            _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), two), 4));
+        const __m256i q3 =
+            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4),
+                            _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), two), 4));
+        const __m256i q4 =
+            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4),
+                            _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), two), 4));
         const int8_t* s = sc + 8 * h;
         for (int r = 0; r < NX; ++r) {
           const int8_t* xq = x[r * xs + b].qs + 128 * h;
@@ -359,7 +308,8 @@ struct MdotQ6K {
       // sumi = 32 * offset - sum_j sc_j * q.x: the sign flips back in the scale.
       const float dw = f16(w[b].d);
       for (int r = 0; r < NX; ++r)
-        acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(-dw * x[r * xs + b].d), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+        acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(-dw * x[r * xs + b].d), _mm256_cvtepi32_ps(sumi[r]),
+                                 acc[r]);
     }
     for (int r = 0; r < NX; ++r) y[r * ys] = hsum(acc[r]);
   }
@@ -369,10 +319,14 @@ struct MdotQ6K {
 template <class Impl, class W, class X>
 void x86_mdot(const W* w, int64_t nb, const X* x, int64_t xs, int nx, float* y, int64_t ys) {
   switch (nx) {
-    case 1: return Impl::template run<1>(w, nb, x, xs, y, ys);
-    case 2: return Impl::template run<2>(w, nb, x, xs, y, ys);
-    case 3: return Impl::template run<3>(w, nb, x, xs, y, ys);
-    default: return Impl::template run<4>(w, nb, x, xs, y, ys);
+    case 1:
+      return Impl::template run<1>(w, nb, x, xs, y, ys);
+    case 2:
+      return Impl::template run<2>(w, nb, x, xs, y, ys);
+    case 3:
+      return Impl::template run<3>(w, nb, x, xs, y, ys);
+    default:
+      return Impl::template run<4>(w, nb, x, xs, y, ys);
   }
 }
 
@@ -382,31 +336,38 @@ using MdotQ8_0 = Mdot32<UnpackQ8_0, BlockQ8_0>;
 using MdotQ8_0 = Mdot32Q8Signed;
 #endif
 
-void x86_mdot_q8_0(const BlockQ8_0* w, int64_t nb, const ActQ8_1* x, int64_t xs, int nx, float* y, int64_t ys) {
+void x86_mdot_q8_0(const BlockQ8_0* w, int64_t nb, const ActQ8_1* x, int64_t xs, int nx, float* y,
+                   int64_t ys) {
   x86_mdot<MdotQ8_0>(w, nb, x, xs, nx, y, ys);
 }
-void x86_mdot_q4_0(const BlockQ4_0* w, int64_t nb, const ActQ8_1* x, int64_t xs, int nx, float* y, int64_t ys) {
+void x86_mdot_q4_0(const BlockQ4_0* w, int64_t nb, const ActQ8_1* x, int64_t xs, int nx, float* y,
+                   int64_t ys) {
   x86_mdot<Mdot32<UnpackQ4_0, BlockQ4_0>>(w, nb, x, xs, nx, y, ys);
 }
-void x86_mdot_q4_1(const BlockQ4_1* w, int64_t nb, const ActQ8_1* x, int64_t xs, int nx, float* y, int64_t ys) {
+void x86_mdot_q4_1(const BlockQ4_1* w, int64_t nb, const ActQ8_1* x, int64_t xs, int nx, float* y,
+                   int64_t ys) {
   x86_mdot<Mdot32<UnpackQ4_1, BlockQ4_1>>(w, nb, x, xs, nx, y, ys);
 }
-void x86_mdot_q5_0(const BlockQ5_0* w, int64_t nb, const ActQ8_1* x, int64_t xs, int nx, float* y, int64_t ys) {
+void x86_mdot_q5_0(const BlockQ5_0* w, int64_t nb, const ActQ8_1* x, int64_t xs, int nx, float* y,
+                   int64_t ys) {
   x86_mdot<Mdot32<UnpackQ5_0, BlockQ5_0>>(w, nb, x, xs, nx, y, ys);
 }
-void x86_mdot_q5_1(const BlockQ5_1* w, int64_t nb, const ActQ8_1* x, int64_t xs, int nx, float* y, int64_t ys) {
+void x86_mdot_q5_1(const BlockQ5_1* w, int64_t nb, const ActQ8_1* x, int64_t xs, int nx, float* y,
+                   int64_t ys) {
   x86_mdot<Mdot32<UnpackQ5_1, BlockQ5_1>>(w, nb, x, xs, nx, y, ys);
 }
-void x86_mdot_q4_k(const BlockQ4_K* w, int64_t nb, const ActQ8_K* x, int64_t xs, int nx, float* y, int64_t ys) {
+void x86_mdot_q4_k(const BlockQ4_K* w, int64_t nb, const ActQ8_K* x, int64_t xs, int nx, float* y,
+                   int64_t ys) {
   x86_mdot<MdotK45<false, BlockQ4_K>>(w, nb, x, xs, nx, y, ys);
 }
-void x86_mdot_q5_k(const BlockQ5_K* w, int64_t nb, const ActQ8_K* x, int64_t xs, int nx, float* y, int64_t ys) {
+void x86_mdot_q5_k(const BlockQ5_K* w, int64_t nb, const ActQ8_K* x, int64_t xs, int nx, float* y,
+                   int64_t ys) {
   x86_mdot<MdotK45<true, BlockQ5_K>>(w, nb, x, xs, nx, y, ys);
 }
-void x86_mdot_q6_k(const BlockQ6_K* w, int64_t nb, const ActQ8_K* x, int64_t xs, int nx, float* y, int64_t ys) {
+void x86_mdot_q6_k(const BlockQ6_K* w, int64_t nb, const ActQ8_K* x, int64_t xs, int nx, float* y,
+                   int64_t ys) {
   x86_mdot<MdotQ6K>(w, nb, x, xs, nx, y, ys);
 }
-
 
 void x86_axpy(float a, const float* x, float* y, int64_t n) {
   const __m256 av = _mm256_set1_ps(a);

@@ -1,24 +1,32 @@
-// matmul: out[M, N] = x[M, K] . w[N, K]^T (+ bias). Float weights multiply the
-// f32 activations directly; quantised weights multiply activations quantised
-// once per call to 8-bit blocks (Q8_1-like blocks of 32 with their sums for the
-// 32-value types, Q8_K-like blocks of 256 for K-quants) with integer dot
-// products, as llama.cpp does. Threads split the output columns in tiles of
-// kColTile; each weight row is read from memory once per call and unpacked once
-// per group of kRows activation rows.
+// matmul: out[M, N] = x[M, K] . w[N, K]^T (+ bias). Two paths:
+//  * few rows (decode, M < kGemmMinRows): row dot products straight from the
+//    weights as stored. Quantised weights multiply activations quantised once
+//    per call to 8-bit blocks (Q8_1-like blocks of 32 with their sums for the
+//    32-value types, Q8_K-like blocks of 256 for K-quants) with integer dot
+//    products, as llama.cpp does. Threads split the output columns in tiles of
+//    kColTile; each weight row is read once and unpacked once per kRows rows.
+//  * more rows (prefill, batched decode): the cache-blocked GEMM of gemm.h.
+//    Work items are (panel of nr columns, block of rows); each unpacks its
+//    panel once per kc values of K and runs every row of its block over it.
+//    Items own whole panels of the output, so threads never share a line.
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
 #include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/gemm.h"
 #include "backend/cpu/kernels.h"
 #include "core/error.h"
 
 namespace loom::cpu {
 namespace {
 
-constexpr int64_t kColTile = 16;  // output columns per work item (64 bytes of f32 per row)
+constexpr int64_t kColTile = 16;          // output columns per work item (64 bytes of f32 per row)
 constexpr int64_t kPrefetchBytes = 4096;  // software prefetch distance into the weights
-constexpr int64_t kRows = 4;      // activation rows per pass over a weight row (kernels take 1..4)
+constexpr int64_t kRows = 4;  // activation rows per pass over a weight row (kernels take 1..4)
+// From this many rows on, unpacking each weight panel once and reusing it for
+// every row beats unpacking every weight block in registers once per kRows rows.
+constexpr int64_t kGemmMinRows = 4;
 
 // The activations in the form the weight type's dot product wants.
 struct Activations {
@@ -36,8 +44,10 @@ void quantize_rows(ThreadPool& pool, const Tensor& x, int64_t m, int64_t k, int6
   auto* dst = act.storage.data();
   const int64_t rb = act.row_bytes;
   pool.parallel_for(
-      m, [&](int64_t b, int64_t e) {
-        for (int64_t r = b; r < e; ++r) quant(xs + r * k, reinterpret_cast<Block*>(dst + r * rb), k);
+      m,
+      [&](int64_t b, int64_t e) {
+        for (int64_t r = b; r < e; ++r)
+          quant(xs + r * k, reinterpret_cast<Block*>(dst + r * rb), k);
       },
       std::max<int64_t>(1, 65536 / std::max<int64_t>(k, 1)));
   act.data = act.storage.data();
@@ -45,21 +55,22 @@ void quantize_rows(ThreadPool& pool, const Tensor& x, int64_t m, int64_t k, int6
 
 // One weight row against nx (1..4) activation rows: y[r * ys] = w . x_r, with x
 // rows xs bytes apart; k is the row length in elements.
-using RowsDot = void (*)(const CpuKernels&, const uint8_t* w, const uint8_t* x, int64_t xs, int nx, float* y,
-                         int64_t ys, int64_t k);
+using RowsDot = void (*)(const CpuKernels&, const uint8_t* w, const uint8_t* x, int64_t xs, int nx,
+                         float* y, int64_t ys, int64_t k);
 
 // Adapters from the typed kernel table to RowsDot.
 template <auto Member, class W, class X, int64_t kBlock>
-void quant_rows(const CpuKernels& kern, const uint8_t* w, const uint8_t* x, int64_t xs, int nx, float* y,
-                int64_t ys, int64_t k) {
+void quant_rows(const CpuKernels& kern, const uint8_t* w, const uint8_t* x, int64_t xs, int nx,
+                float* y, int64_t ys, int64_t k) {
   (kern.*Member)(reinterpret_cast<const W*>(w), k / kBlock, reinterpret_cast<const X*>(x),
                  xs / static_cast<int64_t>(sizeof(X)), nx, y, ys);
 }
 template <auto Member, class W>
-void float_rows(const CpuKernels& kern, const uint8_t* w, const uint8_t* x, int64_t xs, int nx, float* y,
-                int64_t ys, int64_t k) {
+void float_rows(const CpuKernels& kern, const uint8_t* w, const uint8_t* x, int64_t xs, int nx,
+                float* y, int64_t ys, int64_t k) {
   for (int r = 0; r < nx; ++r)
-    y[r * ys] = (kern.*Member)(reinterpret_cast<const W*>(w), reinterpret_cast<const float*>(x + r * xs), k);
+    y[r * ys] = (kern.*Member)(reinterpret_cast<const W*>(w),
+                               reinterpret_cast<const float*>(x + r * xs), k);
 }
 
 }  // namespace
@@ -67,31 +78,60 @@ void float_rows(const CpuKernels& kern, const uint8_t* w, const uint8_t* x, int6
 void matmul(ThreadPool& pool, const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out) {
   LOOM_CHECK(w.ndim() == 2, "matmul weight must be 2-D [N, K], got {}", shape_str(w.shape()));
   const int64_t n = w.dim(0), k = w.dim(1), m = x.rows();
-  LOOM_CHECK(x.dtype() == DType::F32 && out.dtype() == DType::F32, "matmul activations must be f32");
+  LOOM_CHECK(x.dtype() == DType::F32 && out.dtype() == DType::F32,
+             "matmul activations must be f32");
   LOOM_CHECK(x.cols() == k, "matmul x {} does not match weight {}", shape_str(x.shape()),
              shape_str(w.shape()));
   LOOM_CHECK(out.rows() == m && out.cols() == n, "matmul out {} must be [{}, {}]",
              shape_str(out.shape()), m, n);
   if (bias)
-    LOOM_CHECK(bias->dtype() == DType::F32 && bias->numel() == n, "matmul bias must be f32 [{}]", n);
+    LOOM_CHECK(bias->dtype() == DType::F32 && bias->numel() == n, "matmul bias must be f32 [{}]",
+               n);
   LOOM_CHECK(x.data() != out.data(), "matmul cannot run in place");
   if (m == 0 || n == 0) return;
+  if (m >= kGemmMinRows && gemm_supports(w.dtype())) {
+    gemm_matmul(pool, x, w, bias ? bias->data_as<const float>() : nullptr, out);
+    return;
+  }
 
   const CpuKernels& kern = kernels_for(active_isa());
   RowsDot dot = nullptr;
   switch (w.dtype()) {
-    case DType::F32: dot = float_rows<&CpuKernels::dot_f32, float>; break;
-    case DType::F16: dot = float_rows<&CpuKernels::dot_f16, uint16_t>; break;
-    case DType::BF16: dot = float_rows<&CpuKernels::dot_bf16, uint16_t>; break;
-    case DType::Q8_0: dot = quant_rows<&CpuKernels::mdot_q8_0, BlockQ8_0, ActQ8_1, kQK>; break;
-    case DType::Q4_0: dot = quant_rows<&CpuKernels::mdot_q4_0, BlockQ4_0, ActQ8_1, kQK>; break;
-    case DType::Q4_1: dot = quant_rows<&CpuKernels::mdot_q4_1, BlockQ4_1, ActQ8_1, kQK>; break;
-    case DType::Q5_0: dot = quant_rows<&CpuKernels::mdot_q5_0, BlockQ5_0, ActQ8_1, kQK>; break;
-    case DType::Q5_1: dot = quant_rows<&CpuKernels::mdot_q5_1, BlockQ5_1, ActQ8_1, kQK>; break;
-    case DType::Q4_K: dot = quant_rows<&CpuKernels::mdot_q4_k, BlockQ4_K, ActQ8_K, kQKK>; break;
-    case DType::Q5_K: dot = quant_rows<&CpuKernels::mdot_q5_k, BlockQ5_K, ActQ8_K, kQKK>; break;
-    case DType::Q6_K: dot = quant_rows<&CpuKernels::mdot_q6_k, BlockQ6_K, ActQ8_K, kQKK>; break;
-    default: LOOM_THROW("matmul does not support {} weights", dtype_name(w.dtype()));
+    case DType::F32:
+      dot = float_rows<&CpuKernels::dot_f32, float>;
+      break;
+    case DType::F16:
+      dot = float_rows<&CpuKernels::dot_f16, uint16_t>;
+      break;
+    case DType::BF16:
+      dot = float_rows<&CpuKernels::dot_bf16, uint16_t>;
+      break;
+    case DType::Q8_0:
+      dot = quant_rows<&CpuKernels::mdot_q8_0, BlockQ8_0, ActQ8_1, kQK>;
+      break;
+    case DType::Q4_0:
+      dot = quant_rows<&CpuKernels::mdot_q4_0, BlockQ4_0, ActQ8_1, kQK>;
+      break;
+    case DType::Q4_1:
+      dot = quant_rows<&CpuKernels::mdot_q4_1, BlockQ4_1, ActQ8_1, kQK>;
+      break;
+    case DType::Q5_0:
+      dot = quant_rows<&CpuKernels::mdot_q5_0, BlockQ5_0, ActQ8_1, kQK>;
+      break;
+    case DType::Q5_1:
+      dot = quant_rows<&CpuKernels::mdot_q5_1, BlockQ5_1, ActQ8_1, kQK>;
+      break;
+    case DType::Q4_K:
+      dot = quant_rows<&CpuKernels::mdot_q4_k, BlockQ4_K, ActQ8_K, kQKK>;
+      break;
+    case DType::Q5_K:
+      dot = quant_rows<&CpuKernels::mdot_q5_k, BlockQ5_K, ActQ8_K, kQKK>;
+      break;
+    case DType::Q6_K:
+      dot = quant_rows<&CpuKernels::mdot_q6_k, BlockQ6_K, ActQ8_K, kQKK>;
+      break;
+    default:
+      LOOM_THROW("matmul does not support {} weights", dtype_name(w.dtype()));
   }
   Activations act;
   switch (w.dtype()) {
@@ -138,7 +178,8 @@ void matmul(ThreadPool& pool, const Tensor& x, const Tensor& w, const Tensor* bi
             const uint8_t* p = wdata + (c + ahead) * w_row_bytes;
             for (int64_t l = 0; l < w_row_bytes; l += 64) __builtin_prefetch(p + l);
           }
-          dot(kern, wdata + c * w_row_bytes, xdata + r * x_row_bytes, x_row_bytes, nx, o + r * n + c, n, k);
+          dot(kern, wdata + c * w_row_bytes, xdata + r * x_row_bytes, x_row_bytes, nx,
+              o + r * n + c, n, k);
         }
       }
       if (b)
