@@ -2,9 +2,12 @@
 // Cache layout: K and V [num_blocks, block_size, kv_heads, head_dim] in f32, f16
 // or bf16. Query token j of sequence s sits at position
 // context_lens[s] - new_tokens(s) + j and sees keys at positions <= its own
-// (and > pos - sliding_window when the window is set). Softmax is online, in
-// f32, one key block at a time. Work items are (sequence, kv head, tile of
-// query tokens), balanced over the threads by estimated cost.
+// (and > pos - sliding_window when the window is set). Blocked like flash
+// attention: a work item is (sequence, kv head, tile of query tokens), whose
+// query rows (the tile's tokens x the heads sharing the kv head) meet the keys
+// in chunks of kKeyChunk: one small GEMM for the scores, an online softmax in
+// f32 per row, one small GEMM for P.V. Items are balanced over the threads by
+// estimated cost.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -32,7 +35,9 @@ void check_cache(const KvLayerCache& cache) {
 
 void store_row(DType t, const float* src, void* dst, int64_t n) {
   switch (t) {
-    case DType::F32: std::memcpy(dst, src, static_cast<size_t>(n) * 4); break;
+    case DType::F32:
+      std::memcpy(dst, src, static_cast<size_t>(n) * 4);
+      break;
     case DType::F16:
       for (int64_t i = 0; i < n; ++i) static_cast<uint16_t*>(dst)[i] = f32_to_f16(src[i]);
       break;
@@ -40,6 +45,9 @@ void store_row(DType t, const float* src, void* dst, int64_t n) {
       for (int64_t i = 0; i < n; ++i) static_cast<uint16_t*>(dst)[i] = f32_to_bf16(src[i]);
   }
 }
+
+constexpr int64_t kKeyChunk = 64;  // keys per chunk (a multiple of 16)
+constexpr int64_t kTileRows = 64;  // query rows (tokens x grouped heads) per work item
 
 struct WorkItem {
   int seq;
@@ -58,9 +66,10 @@ void write_kv(ThreadPool& pool, const Tensor& k, const Tensor& v, KvLayerCache& 
   LOOM_CHECK(k.dtype() == DType::F32 && v.dtype() == DType::F32, "write_kv k and v must be f32");
   const int64_t t = k.numel() / std::max<int64_t>(1, row);
   LOOM_CHECK(k.numel() == t * row && v.numel() == k.numel() && k.dim(0) == t,
-             "write_kv k {} and v {} must be [T, {}, {}]", shape_str(k.shape()), shape_str(v.shape()),
-             cache.k.dim(2), cache.k.dim(3));
-  LOOM_CHECK(meta.slot_mapping.size() == static_cast<size_t>(t), "slot_mapping must have {} entries", t);
+             "write_kv k {} and v {} must be [T, {}, {}]", shape_str(k.shape()),
+             shape_str(v.shape()), cache.k.dim(2), cache.k.dim(3));
+  LOOM_CHECK(meta.slot_mapping.size() == static_cast<size_t>(t),
+             "slot_mapping must have {} entries", t);
   const DType dt = cache.k.dtype();
   const int64_t row_bytes_c = row * dtype_info(dt).block_bytes;
   auto* kc = static_cast<uint8_t*>(cache.k.data());
@@ -84,14 +93,15 @@ void write_kv(ThreadPool& pool, const Tensor& k, const Tensor& v, KvLayerCache& 
 void paged_attention(ThreadPool& pool, const Tensor& q, const KvLayerCache& cache,
                      const AttentionMetadata& meta, const AttentionParams& params, Tensor& out) {
   check_cache(cache);
-  LOOM_CHECK(q.dtype() == DType::F32 && q.ndim() == 3, "attention q must be f32 [T, heads, head_dim], got {}",
-             shape_str(q.shape()));
+  LOOM_CHECK(q.dtype() == DType::F32 && q.ndim() == 3,
+             "attention q must be f32 [T, heads, head_dim], got {}", shape_str(q.shape()));
   const int64_t t = q.dim(0), heads = q.dim(1), hd = q.dim(2);
   const int64_t num_blocks = cache.k.dim(0), bs = cache.k.dim(1), kvh = cache.k.dim(2);
   LOOM_CHECK(cache.k.dim(3) == hd, "cache head_dim {} != q head_dim {}", cache.k.dim(3), hd);
   LOOM_CHECK(kvh > 0 && heads % kvh == 0, "heads {} must be a multiple of kv heads {}", heads, kvh);
   LOOM_CHECK(out.dtype() == DType::F32 && out.numel() == q.numel() && out.dim(0) == t,
-             "attention out {} must be f32 like q {}", shape_str(out.shape()), shape_str(q.shape()));
+             "attention out {} must be f32 like q {}", shape_str(out.shape()),
+             shape_str(q.shape()));
   LOOM_CHECK(out.data() != q.data(), "attention cannot run in place");
   LOOM_CHECK(bs > 0, "block size must be > 0");
   check_attention_metadata(meta, t, bs, num_blocks);
@@ -101,7 +111,7 @@ void paged_attention(ThreadPool& pool, const Tensor& q, const KvLayerCache& cach
   const int64_t slot_stride = kvh * hd;  // elements between consecutive slots
 
   // Work items: query tiles small enough that the accumulators stay in cache.
-  const int64_t tile = std::max<int64_t>(1, 32 / group);
+  const int64_t tile = std::max<int64_t>(1, kTileRows / group);
   std::vector<WorkItem> items;
   for (int s = 0; s < meta.num_seqs; ++s) {
     const int64_t n_new = meta.query_start[s + 1] - meta.query_start[s];
@@ -109,18 +119,21 @@ void paged_attention(ThreadPool& pool, const Tensor& q, const KvLayerCache& cach
     for (int64_t b = 0; b < n_new; b += tile) {
       const int64_t e = std::min(n_new, b + tile);
       int64_t keys = ctx - n_new + e;
-      if (params.sliding_window > 0) keys = std::min<int64_t>(keys, params.sliding_window + (e - b));
+      if (params.sliding_window > 0)
+        keys = std::min<int64_t>(keys, params.sliding_window + (e - b));
       for (int h = 0; h < kvh; ++h)
         items.push_back({s, h, b, e, static_cast<double>(keys) * static_cast<double>(e - b + 1)});
     }
   }
   // Longest-first greedy assignment to threads (the pool splits work statically).
-  const int nthreads = std::max(1, std::min<int>(pool.num_threads(), static_cast<int>(items.size())));
+  const int nthreads =
+      std::max(1, std::min<int>(pool.num_threads(), static_cast<int>(items.size())));
   std::vector<std::vector<int>> bins(static_cast<size_t>(nthreads));
   {
     std::vector<int> order(items.size());
     std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return items[a].cost > items[b].cost; });
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int a, int b) { return items[a].cost > items[b].cost; });
     std::vector<double> load(static_cast<size_t>(nthreads), 0.0);
     for (int i : order) {
       const auto it = std::min_element(load.begin(), load.end()) - load.begin();
@@ -137,20 +150,36 @@ void paged_attention(ThreadPool& pool, const Tensor& q, const KvLayerCache& cach
   const float cap = params.logit_softcap;
   const float scale = params.scale;
 
+  // One item: its R = nq * group query rows (token-major, pre-scaled) against
+  // chunks of up to kKeyChunk keys. Per chunk: S = Q.K^T into a tile, masks,
+  // online softmax per row, O += P.V; the chunk's K is transposed to [hd][ldk]
+  // so the score kernel runs along keys, V stays [keys][hd].
+  const int64_t ldk = kKeyChunk;
   auto run_item = [&](const WorkItem& it, std::vector<float>& buf) {
     const int64_t n_new = meta.query_start[it.seq + 1] - meta.query_start[it.seq];
     const int64_t ctx = meta.context_lens[it.seq];
     const int64_t first_pos = ctx - n_new;  // position of the sequence's first new token
     const int64_t nq = it.tok_end - it.tok_begin;
-    const int64_t rows = nq * group;  // (token, head) pairs of this item
-    // Layout of buf: acc[rows*hd] | m[rows] | l[rows] | kf[bs*hd] | vf[bs*hd] | p[bs]
-    buf.resize(static_cast<size_t>(rows * hd + 2 * rows + 2 * bs * hd + bs));
-    float* acc = buf.data();
+    const int64_t rows = nq * group;
+    // buf: qt[rows*hd] | acc[rows*hd] | m[rows] | l[rows] | kt[hd*ldk] | vb[ldk*hd] | s[rows*ldk] |
+    // conv[hd]
+    buf.resize(static_cast<size_t>(2 * rows * hd + 2 * rows + 2 * hd * ldk + rows * ldk + hd));
+    float* qt = buf.data();
+    float* acc = qt + rows * hd;
     float* mx = acc + rows * hd;
     float* sum = mx + rows;
-    float* kf = sum + rows;
-    float* vf = kf + bs * hd;
-    float* p = vf + bs * hd;
+    float* kt = sum + rows;
+    float* vb = kt + hd * ldk;
+    float* sc = vb + ldk * hd;
+    float* conv = sc + rows * ldk;
+    for (int64_t j = 0; j < nq; ++j) {
+      const int64_t tok = meta.query_start[it.seq] + it.tok_begin + j;
+      for (int64_t g = 0; g < group; ++g) {
+        const float* src = qs + (tok * heads + it.kv_head * group + g) * hd;
+        float* dst = qt + (j * group + g) * hd;
+        for (int64_t d = 0; d < hd; ++d) dst[d] = src[d] * scale;
+      }
+    }
     std::fill(acc, acc + rows * hd, 0.0f);
     std::fill(mx, mx + rows, -std::numeric_limits<float>::infinity());
     std::fill(sum, sum + rows, 0.0f);
@@ -158,59 +187,53 @@ void paged_attention(ThreadPool& pool, const Tensor& q, const KvLayerCache& cach
     const int64_t pos_lo = first_pos + it.tok_begin, pos_hi = first_pos + it.tok_end - 1;
     const int64_t win = params.sliding_window;
     const int64_t key_lo = win > 0 ? std::max<int64_t>(0, pos_lo - win + 1) : 0;
-    const int32_t* table = meta.block_tables.data() + static_cast<size_t>(it.seq) * meta.max_blocks_per_seq;
-    for (int64_t blk = key_lo / bs; blk * bs <= pos_hi; ++blk) {
-      const int64_t k0 = blk * bs, k1 = std::min(pos_hi + 1, k0 + bs);
+    const int32_t* table =
+        meta.block_tables.data() + static_cast<size_t>(it.seq) * meta.max_blocks_per_seq;
+    // Key row `key` of this kv head as f32 (converted into conv unless the cache is f32).
+    auto key_row = [&](const uint8_t* base, int64_t key) -> const float* {
+      const int64_t at =
+          (static_cast<int64_t>(table[key / bs]) * bs + key % bs) * slot_stride + it.kv_head * hd;
+      if (dt == DType::F32) return reinterpret_cast<const float*>(base) + at;
+      (dt == DType::F16 ? kern.f16_to_f32 : kern.bf16_to_f32)(
+          reinterpret_cast<const uint16_t*>(base + at * elem), conv, hd);
+      return conv;
+    };
+    for (int64_t k0 = key_lo; k0 <= pos_hi; k0 += ldk) {
+      const int64_t k1 = std::min(pos_hi + 1, k0 + ldk);
       const int64_t nk = k1 - k0;
-      // This kv head's rows of the block as f32: read in place from an f32
-      // cache (rows kstride apart), converted into kf/vf otherwise.
-      const int64_t base = (static_cast<int64_t>(table[blk]) * bs * slot_stride + it.kv_head * hd);
-      const float* kr = kf;
-      const float* vr = vf;
-      int64_t kstride = hd;
-      if (dt == DType::F32) {
-        kr = reinterpret_cast<const float*>(kbase) + base;
-        vr = reinterpret_cast<const float*>(vbase) + base;
-        kstride = slot_stride;
-      } else {
-        auto convert = dt == DType::F16 ? kern.f16_to_f32 : kern.bf16_to_f32;
-        for (int64_t i = 0; i < nk; ++i) {
-          const int64_t at = (base + i * slot_stride) * elem;
-          convert(reinterpret_cast<const uint16_t*>(kbase + at), kf + i * hd, hd);
-          convert(reinterpret_cast<const uint16_t*>(vbase + at), vf + i * hd, hd);
-        }
+      for (int64_t i = 0; i < nk; ++i) {
+        const float* kr = key_row(kbase, k0 + i);
+        for (int64_t d = 0; d < hd; ++d) kt[d * ldk + i] = kr[d];
+        std::memcpy(vb + i * hd, key_row(vbase, k0 + i), static_cast<size_t>(hd) * 4);
       }
+      for (int64_t i = nk; i < ldk; ++i)
+        for (int64_t d = 0; d < hd; ++d) kt[d * ldk + i] = 0;
+      kern.attn_scores(qt, rows, hd, kt, ldk, sc);
       for (int64_t j = 0; j < nq; ++j) {
-        const int64_t pos = first_pos + it.tok_begin + j;
-        const int64_t lo = std::max(k0, win > 0 ? pos - win + 1 : 0);
-        const int64_t hi = std::min(k1, pos + 1);  // keys [lo, hi)
-        if (lo >= hi) continue;
-        const int64_t tok = meta.query_start[it.seq] + it.tok_begin + j;
+        const int64_t pos = pos_lo + j;
+        // Keys [lo, hi) of this chunk are visible to this token.
+        const int64_t lo = std::max(k0, win > 0 ? pos - win + 1 : 0), hi = std::min(k1, pos + 1);
         for (int64_t g = 0; g < group; ++g) {
-          const int64_t head = it.kv_head * group + g;
-          const float* qv = qs + (tok * heads + head) * hd;
           const int64_t r = j * group + g;
-          float bmax = -std::numeric_limits<float>::infinity();
-          for (int64_t key = lo; key < hi; ++key) {
-            float s = kern.dot_f32(kr + (key - k0) * kstride, qv, hd) * scale;
-            if (cap > 0) s = cap * std::tanh(s / cap);
-            p[key - lo] = s;
-            bmax = std::max(bmax, s);
+          float* srow = sc + r * ldk;
+          if (lo >= hi) {
+            std::fill(srow, srow + nk, 0.0f);
+            continue;
           }
+          if (cap > 0)
+            for (int64_t i = lo - k0; i < hi - k0; ++i) srow[i] = cap * std::tanh(srow[i] / cap);
+          for (int64_t i = 0; i < lo - k0; ++i) srow[i] = -std::numeric_limits<float>::infinity();
+          for (int64_t i = hi - k0; i < nk; ++i) srow[i] = -std::numeric_limits<float>::infinity();
+          float bmax = srow[lo - k0];
+          for (int64_t i = lo - k0 + 1; i < hi - k0; ++i) bmax = std::max(bmax, srow[i]);
           const float m_new = std::max(mx[r], bmax);
-          const float correction = std::exp(mx[r] - m_new);  // exp(-inf) = 0 on the first block
-          float* a = acc + r * hd;
-          if (correction != 1.0f) kern.scale(correction, a, hd);
-          float l = sum[r] * correction;
-          for (int64_t key = lo; key < hi; ++key) {
-            const float e = std::exp(p[key - lo] - m_new);
-            l += e;
-            kern.axpy(e, vr + (key - k0) * kstride, a, hd);
-          }
-          sum[r] = l;
+          const float correction = std::exp(mx[r] - m_new);  // exp(-inf) = 0 on the first chunk
+          if (correction != 1.0f) kern.scale(correction, acc + r * hd, hd);
+          sum[r] = sum[r] * correction + kern.attn_exp_sum(srow, nk, m_new);
           mx[r] = m_new;
         }
       }
+      kern.attn_pv(sc, rows, ldk, nk, vb, hd, acc);
     }
     for (int64_t j = 0; j < nq; ++j) {
       const int64_t tok = meta.query_start[it.seq] + it.tok_begin + j;

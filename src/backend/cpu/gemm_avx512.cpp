@@ -5,38 +5,12 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include "backend/cpu/gemm_x86.h"
+#include "backend/cpu/simd_vec_x86.h"
 
 namespace loom::cpu {
 namespace {
 
-struct V512Vnni {
-  using I = __m512i;
-  using F = __m512;
-  static constexpr int kLanes = 16;
-  static I zero() { return _mm512_setzero_si512(); }
-  static I set1(int32_t v) { return _mm512_set1_epi32(v); }
-  static I load(const uint8_t* p) { return _mm512_loadu_si512(p); }
-  static I dot(I acc, I u, I s) { return _mm512_dpbusd_epi32(acc, u, s); }
-  // Signed bytes on both sides: |w| against x with w's sign.
-  static I dot_signed(I acc, I w, I x) {
-    const I sx = _mm512_mask_sub_epi8(x, _mm512_movepi8_mask(w), _mm512_setzero_si512(), x);
-    return _mm512_dpbusd_epi32(acc, _mm512_abs_epi8(w), sx);
-  }
-  static F zerof() { return _mm512_setzero_ps(); }
-  static F set1f(float v) { return _mm512_set1_ps(v); }
-  static F loadf(const float* p) { return _mm512_loadu_ps(p); }
-  static F cvt(I v) { return _mm512_cvtepi32_ps(v); }
-  static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
-  static F fmadd(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
-  // The first n (<= 16, may be <= 0) lanes to c, added to what is there when accumulate.
-  static void store(float* c, F v, int n, bool accumulate) {
-    if (n <= 0) return;
-    const __mmask16 m = n >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << n) - 1);
-    if (accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, c));
-    _mm512_mask_storeu_ps(c, m, v);
-  }
-};
-
+using simd::V512Vnni;
 constexpr int kNr = 2 * V512Vnni::kLanes;
 constexpr int kMr = 4;
 

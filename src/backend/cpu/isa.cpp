@@ -23,7 +23,9 @@ Isa detect() {
   return Isa::Portable;
 }
 
-Isa clamp(Isa isa) { return static_cast<int>(isa) > static_cast<int>(detected_isa()) ? detected_isa() : isa; }
+Isa clamp(Isa isa) {
+  return static_cast<int>(isa) > static_cast<int>(detected_isa()) ? detected_isa() : isa;
+}
 
 Isa from_env() {
   const char* env = std::getenv("LOOM_CPU_ISA");
@@ -44,9 +46,12 @@ std::atomic<int>& selected() {
 
 std::string_view isa_name(Isa isa) {
   switch (isa) {
-    case Isa::Portable: return "portable";
-    case Isa::Avx2: return "avx2";
-    case Isa::Avx512: return "avx512";
+    case Isa::Portable:
+      return "portable";
+    case Isa::Avx2:
+      return "avx2";
+    case Isa::Avx512:
+      return "avx512";
   }
   return "?";
 }
@@ -56,7 +61,9 @@ Isa detected_isa() {
   return isa;
 }
 
-Isa active_isa() { return static_cast<Isa>(selected().load(std::memory_order_relaxed)); }
+Isa active_isa() {
+  return static_cast<Isa>(selected().load(std::memory_order_relaxed));
+}
 
 Isa set_cpu_isa(Isa isa) {
   const Isa chosen = clamp(isa);

@@ -24,19 +24,39 @@ struct CpuKernels {
   // Quantised weights: one weight row of nb blocks against nx (1..4)
   // activation rows x + r * xs (xs in blocks): y[r * ys] = w . x_r. Each weight
   // block is unpacked once for all nx rows.
-  void (*mdot_q8_0)(const BlockQ8_0* w, int64_t nb, const ActQ8_1* x, int64_t xs, int nx, float* y, int64_t ys);
-  void (*mdot_q4_0)(const BlockQ4_0* w, int64_t nb, const ActQ8_1* x, int64_t xs, int nx, float* y, int64_t ys);
-  void (*mdot_q4_1)(const BlockQ4_1* w, int64_t nb, const ActQ8_1* x, int64_t xs, int nx, float* y, int64_t ys);
-  void (*mdot_q5_0)(const BlockQ5_0* w, int64_t nb, const ActQ8_1* x, int64_t xs, int nx, float* y, int64_t ys);
-  void (*mdot_q5_1)(const BlockQ5_1* w, int64_t nb, const ActQ8_1* x, int64_t xs, int nx, float* y, int64_t ys);
-  void (*mdot_q4_k)(const BlockQ4_K* w, int64_t nb, const ActQ8_K* x, int64_t xs, int nx, float* y, int64_t ys);
-  void (*mdot_q5_k)(const BlockQ5_K* w, int64_t nb, const ActQ8_K* x, int64_t xs, int nx, float* y, int64_t ys);
-  void (*mdot_q6_k)(const BlockQ6_K* w, int64_t nb, const ActQ8_K* x, int64_t xs, int nx, float* y, int64_t ys);
+  void (*mdot_q8_0)(const BlockQ8_0* w, int64_t nb, const ActQ8_1* x, int64_t xs, int nx, float* y,
+                    int64_t ys);
+  void (*mdot_q4_0)(const BlockQ4_0* w, int64_t nb, const ActQ8_1* x, int64_t xs, int nx, float* y,
+                    int64_t ys);
+  void (*mdot_q4_1)(const BlockQ4_1* w, int64_t nb, const ActQ8_1* x, int64_t xs, int nx, float* y,
+                    int64_t ys);
+  void (*mdot_q5_0)(const BlockQ5_0* w, int64_t nb, const ActQ8_1* x, int64_t xs, int nx, float* y,
+                    int64_t ys);
+  void (*mdot_q5_1)(const BlockQ5_1* w, int64_t nb, const ActQ8_1* x, int64_t xs, int nx, float* y,
+                    int64_t ys);
+  void (*mdot_q4_k)(const BlockQ4_K* w, int64_t nb, const ActQ8_K* x, int64_t xs, int nx, float* y,
+                    int64_t ys);
+  void (*mdot_q5_k)(const BlockQ5_K* w, int64_t nb, const ActQ8_K* x, int64_t xs, int nx, float* y,
+                    int64_t ys);
+  void (*mdot_q6_k)(const BlockQ6_K* w, int64_t nb, const ActQ8_K* x, int64_t xs, int nx, float* y,
+                    int64_t ys);
   // y[i] += a * x[i];  y[i] *= a;  f16 / bf16 rows to f32.
   void (*axpy)(float a, const float* x, float* y, int64_t n);
   void (*scale)(float a, float* y, int64_t n);
   void (*f16_to_f32)(const uint16_t* x, float* y, int64_t n);
   void (*bf16_to_f32)(const uint16_t* x, float* y, int64_t n);
+  // Blocked attention (attention.cpp). Scores: s[r * ldk + j] = q_r . kt[:, j]
+  // for rows r < rows (q rows hd apart) and keys j < ldk (kt is [hd][ldk], ldk
+  // a multiple of 16, zero past the keys). exp_sum: x[j] = e^(x[j] - m), j < n,
+  // returning the sum. pv: o[r * hd + d] += sum_{j < nk} p[r * ldp + j] * v[j * hd + d].
+  void (*attn_scores)(const float* q, int64_t rows, int64_t hd, const float* kt, int64_t ldk,
+                      float* s);
+  float (*attn_exp_sum)(float* x, int64_t n, float m);
+  void (*attn_pv)(const float* p, int64_t rows, int64_t ldp, int64_t nk, const float* v, int64_t hd,
+                  float* o);
+  // out[i] = act(g[i]) * u[i] for SiLU and GELU (tanh approximation).
+  void (*silu_mul)(const float* g, const float* u, float* out, int64_t n);
+  void (*gelu_mul)(const float* g, const float* u, float* out, int64_t n);
 };
 
 const CpuKernels& kernels_portable();

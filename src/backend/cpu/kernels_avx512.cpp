@@ -6,7 +6,24 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #define LOOM_X86_VNNI 1
+#include "backend/cpu/attention_x86.h"
 #include "backend/cpu/kernels_x86.h"
+#include "backend/cpu/simd_vec_x86.h"
+
+namespace loom::cpu {
+namespace {
+
+using Vec = simd::V512Vnni;
+
+void avx512_attn_pv(const float* p, int64_t rows, int64_t ldp, int64_t nk, const float* v,
+                    int64_t hd, float* o) {
+  if (hd % Vec::kLanes == 0) return attn::pv<Vec>(p, rows, ldp, nk, v, hd, o);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < nk; ++j) x86_axpy(p[r * ldp + j], v + j * hd, o + r * hd, hd);
+}
+
+}  // namespace
+}  // namespace loom::cpu
 
 namespace loom::cpu {
 namespace {
@@ -33,7 +50,8 @@ inline __m512 load_f16x16(const uint16_t* p, __mmask16 m) {
   return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
 }
 inline __m512 load_bf16x16(const uint16_t* p, __mmask16 m) {
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
+  return _mm512_castsi512_ps(
+      _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
 }
 
 template <__m512 (*Load)(const uint16_t*, __mmask16)>
@@ -45,7 +63,8 @@ float avx512_dot_half(const uint16_t* w, const float* x, int64_t k) {
     a1 = _mm512_fmadd_ps(Load(w + i + 16, 0xFFFF), _mm512_loadu_ps(x + i + 16), a1);
   }
   for (; i < k; i += 16) {
-    const __mmask16 m = k - i >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << (k - i)) - 1);
+    const __mmask16 m =
+        k - i >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << (k - i)) - 1);
     a0 = _mm512_fmadd_ps(Load(w + i, m), _mm512_maskz_loadu_ps(m, x + i), a0);
   }
   return _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
@@ -71,7 +90,12 @@ const CpuKernels& kernels_avx512() {
                             x86_axpy,
                             x86_scale,
                             x86_f16_row,
-                            x86_bf16_row};
+                            x86_bf16_row,
+                            attn::scores<Vec>,
+                            attn::exp_sum<Vec>,
+                            avx512_attn_pv,
+                            attn::gated<Vec, false>,
+                            attn::gated<Vec, true>};
   return k;
 }
 

@@ -16,7 +16,8 @@ void quantize_q8_1(const float* x, ActQ8_1* dst, int64_t k) {
     const float d = amax / 127.0f, id = amax > 0 ? 127.0f / amax : 0.0f;
     dst[b].d = d;
     int sum = 0;
-    for (int l = 0; l < kQK; ++l) sum += dst[b].qs[l] = static_cast<int8_t>(std::nearbyint(x[l] * id));
+    for (int l = 0; l < kQK; ++l)
+      sum += dst[b].qs[l] = static_cast<int8_t>(std::nearbyint(x[l] * id));
     dst[b].sum = sum;
   }
 }
@@ -101,7 +102,8 @@ float dot_q4_1(const BlockQ4_1* w, const ActQ8_1* x, int64_t nb) {
 // The five-bit values 0..31 of a Q5_0 / Q5_1 block.
 template <class Block>
 void unpack_q5(const Block& w, int* q) {
-  const uint32_t qh = w.qh[0] | (uint32_t{w.qh[1]} << 8) | (uint32_t{w.qh[2]} << 16) | (uint32_t{w.qh[3]} << 24);
+  const uint32_t qh =
+      w.qh[0] | (uint32_t{w.qh[1]} << 8) | (uint32_t{w.qh[2]} << 16) | (uint32_t{w.qh[3]} << 24);
   for (int l = 0; l < kQK / 2; ++l) {
     q[l] = (w.qs[l] & 0xF) | static_cast<int>(((qh >> l) & 1) << 4);
     q[l + 16] = (w.qs[l] >> 4) | static_cast<int>(((qh >> (l + 16)) & 1) << 4);
@@ -159,8 +161,12 @@ float dot_k45(const Block* w, const ActQ8_K* x, int64_t nb) {
   return s;
 }
 
-float dot_q4_k(const BlockQ4_K* w, const ActQ8_K* x, int64_t nb) { return dot_k45<false>(w, x, nb); }
-float dot_q5_k(const BlockQ5_K* w, const ActQ8_K* x, int64_t nb) { return dot_k45<true>(w, x, nb); }
+float dot_q4_k(const BlockQ4_K* w, const ActQ8_K* x, int64_t nb) {
+  return dot_k45<false>(w, x, nb);
+}
+float dot_q5_k(const BlockQ5_K* w, const ActQ8_K* x, int64_t nb) {
+  return dot_k45<true>(w, x, nb);
+}
 
 float dot_q6_k(const BlockQ6_K* w, const ActQ8_K* x, int64_t nb) {
   float s = 0;
@@ -207,6 +213,44 @@ void bf16_row(const uint16_t* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = bf16_to_f32(x[i]);
 }
 
+void attn_scores(const float* q, int64_t rows, int64_t hd, const float* kt, int64_t ldk, float* s) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* sr = s + r * ldk;
+    for (int64_t j = 0; j < ldk; ++j) sr[j] = 0;
+    for (int64_t d = 0; d < hd; ++d) {
+      const float qv = q[r * hd + d];
+      for (int64_t j = 0; j < ldk; ++j) sr[j] += qv * kt[d * ldk + j];
+    }
+  }
+}
+
+float attn_exp_sum(float* x, int64_t n, float m) {
+  float sum = 0;
+  for (int64_t j = 0; j < n; ++j) sum += x[j] = std::exp(x[j] - m);
+  return sum;
+}
+
+void attn_pv(const float* p, int64_t rows, int64_t ldp, int64_t nk, const float* v, int64_t hd,
+             float* o) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < nk; ++j) {
+      const float pj = p[r * ldp + j];
+      for (int64_t d = 0; d < hd; ++d) o[r * hd + d] += pj * v[j * hd + d];
+    }
+}
+
+void silu_mul(const float* g, const float* u, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+}
+
+void gelu_mul(const float* g, const float* u, float* out, int64_t n) {
+  constexpr float kSqrt2OverPi = 0.7978845608028654f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = g[i];
+    out[i] = 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * (x + 0.044715f * x * x * x))) * u[i];
+  }
+}
+
 }  // namespace
 
 const CpuKernels& kernels_portable() {
@@ -227,15 +271,23 @@ const CpuKernels& kernels_portable() {
                             axpy,
                             scale,
                             f16_row,
-                            bf16_row};
+                            bf16_row,
+                            attn_scores,
+                            attn_exp_sum,
+                            attn_pv,
+                            silu_mul,
+                            gelu_mul};
   return k;
 }
 
 const CpuKernels& kernels_for(Isa isa) {
   switch (isa) {
-    case Isa::Avx512: return kernels_avx512();
-    case Isa::Avx2: return kernels_avx2();
-    case Isa::Portable: break;
+    case Isa::Avx512:
+      return kernels_avx512();
+    case Isa::Avx2:
+      return kernels_avx2();
+    case Isa::Portable:
+      break;
   }
   return kernels_portable();
 }
