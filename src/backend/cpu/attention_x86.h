@@ -5,6 +5,7 @@
 // kernels.h (attn_scores, attn_exp_sum, attn_pv).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 namespace loom::cpu::attn {
