@@ -6,16 +6,16 @@
 //   offline   N requests straight into the engine (no HTTP), all at once
 //   serve     streamed requests to an OpenAI-compatible server (bench/serve_cli.h)
 #include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
-
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
 
 #include "cli.h"
 #include "core/error.h"
+#include "core/thread_pool.h"
 #include "driver.h"
 #include "report.h"
 #include "runtime.h"
@@ -53,7 +53,7 @@ Request fixed_request(std::vector<int32_t> prompt, int32_t output_len) {
 nlohmann::json run_info(const RuntimeOptions& ro, const ModelRuntime& rt) {
   return {{"model", ro.model},
           {"device", rt.device_name},
-          {"threads", ro.threads > 0 ? ro.threads : static_cast<int>(std::thread::hardware_concurrency())},
+          {"threads", ro.threads > 0 ? ro.threads : ThreadPool::default_threads()},
           {"kv_blocks", rt.engine->num_kv_blocks()},
           {"block_size", rt.engine->block_size()}};
 }
@@ -88,15 +88,16 @@ double steady_decode_rate(const bench::RunResult& run) {
   return double(n) / (end - start);
 }
 
-nlohmann::json run_llamacpp_peer(const std::string& model, int threads, const std::vector<int32_t>& prompt,
-                                 int decode_tokens) {
+nlohmann::json run_llamacpp_peer(const std::string& model, int threads,
+                                 const std::vector<int32_t>& prompt, int decode_tokens) {
   std::ostringstream ids;
   for (size_t i = 0; i < prompt.size(); ++i) ids << (i ? "," : "") << prompt[i];
   const std::string script =
       (std::filesystem::path(LOOM_SOURCE_DIR) / "bench/peers/llamacpp_latency.py").string();
   const std::string cmd = "python3 '" + script + "' --model '" + model + "' --threads " +
-                          std::to_string(threads) + " --decode-tokens " + std::to_string(decode_tokens) +
-                          " --prompt-ids " + ids.str() + " 2>/dev/null";
+                          std::to_string(threads) + " --decode-tokens " +
+                          std::to_string(decode_tokens) + " --prompt-ids " + ids.str() +
+                          " 2>/dev/null";
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return {{"engine", "llama.cpp"}, {"error", "cannot start python3"}};
   std::string out;
@@ -148,7 +149,8 @@ int bench_latency(int argc, char** argv) {
   bool json = false;
   uint64_t seed = 1;
   app.add_option("--input-len", input_len, "prompt tokens")->check(CLI::Range(1, 1 << 20));
-  app.add_option("--output-len", output_len, "generated tokens per request")->check(CLI::Range(2, 1 << 20));
+  app.add_option("--output-len", output_len, "generated tokens per request")
+      ->check(CLI::Range(2, 1 << 20));
   app.add_option("--batch-sizes", batch_sizes, "concurrent sequences to measure, e.g. 1,4,16,64")
       ->delimiter(',');
   app.add_option("--peer", peer, "also measure llama.cpp (CPU, GGUF) in this run")
@@ -191,7 +193,8 @@ int bench_latency(int argc, char** argv) {
       spec.num_requests = b;
       spec.seed = seed + static_cast<uint64_t>(b);
       std::vector<Request> reqs;
-      for (auto& w : bench::make_workload(spec, ids)) reqs.push_back(fixed_request(std::move(w.prompt_ids), output_len));
+      for (auto& w : bench::make_workload(spec, ids))
+        reqs.push_back(fixed_request(std::move(w.prompt_ids), output_len));
       auto run = bench::run_all(*rt->engine, std::move(reqs));
       auto lat = bench::latency_report(run);
       const double rate = steady_decode_rate(run);
@@ -201,11 +204,12 @@ int bench_latency(int argc, char** argv) {
                           {"tpot_ms", lat["tpot_ms"]}});
     }
     report["decode"] = by_batch;
-    if (!by_batch.empty()) report["decode_tokens_per_s_batch1"] = by_batch[0]["decode_tokens_per_s"];
+    if (!by_batch.empty())
+      report["decode_tokens_per_s_batch1"] = by_batch[0]["decode_tokens_per_s"];
     report["peak_rss_mib"] = bench::peak_rss_bytes() >> 20;
     rt->engine->stop();
     if (peer == "llama.cpp") {
-      const int threads = ro.threads > 0 ? ro.threads : static_cast<int>(std::thread::hardware_concurrency());
+      const int threads = ro.threads > 0 ? ro.threads : ThreadPool::default_threads();
       auto p = run_llamacpp_peer(ro.model, threads, single_prompt, output_len);
       report["peer"] = p;
       if (p.contains("decode_tokens_per_s") && !by_batch.empty()) {
@@ -213,7 +217,8 @@ int bench_latency(int argc, char** argv) {
         report["ratio_decode_loom_over_peer"] =
             std::round(loom_decode / p["decode_tokens_per_s"].get<double>() * 1000) / 1000;
         report["ratio_prefill_loom_over_peer"] =
-            std::round(report["prefill_tokens_per_s"].get<double>() / p["prefill_tokens_per_s"].get<double>() * 1000) /
+            std::round(report["prefill_tokens_per_s"].get<double>() /
+                       p["prefill_tokens_per_s"].get<double>() * 1000) /
             1000;
       }
     }
@@ -237,7 +242,8 @@ int bench_offline(int argc, char** argv) {
   app.add_option("--workload", workload_file, "read the workload from this JSONL instead");
   float temperature = 0.0f, top_p = 1.0f;
   int32_t top_k = 0;
-  app.add_option("--temperature", temperature, "sampling temperature (0: greedy)")->check(CLI::Range(0.0, 100.0));
+  app.add_option("--temperature", temperature, "sampling temperature (0: greedy)")
+      ->check(CLI::Range(0.0, 100.0));
   app.add_option("--top-p", top_p, "nucleus sampling")->check(CLI::Range(0.0, 1.0));
   app.add_option("--top-k", top_k, "top-k sampling (0: off)")->check(CLI::Range(0, 1 << 20));
   app.add_flag("--json", json, "print only the JSON line");
@@ -279,7 +285,8 @@ int bench_offline(int argc, char** argv) {
     report["output_tokens_per_s"] = std::round(double(output_tokens) / run.duration_s * 10) / 10;
     report.update(bench::latency_report(run));
     report["peak_rss_mib"] = bench::peak_rss_bytes() >> 20;
-    if (temperature > 0) report["sampling"] = {{"temperature", temperature}, {"top_p", top_p}, {"top_k", top_k}};
+    if (temperature > 0)
+      report["sampling"] = {{"temperature", temperature}, {"top_p", top_p}, {"top_k", top_k}};
     add_device_report(*rt, a, report);
     report["kv"] = {{"peak_used_blocks", run.peak_used_blocks},
                     {"peak_usage", double(run.peak_used_blocks) / std::max(1, a.kv.num_blocks)},
@@ -303,7 +310,8 @@ int cmd_bench(int argc, char** argv) {
   if (sub == "offline") return bench_offline(argc - 1, argv + 1);
   if (sub == "workload") return bench_workload(argc - 1, argv + 1);
   if (sub == "serve") return bench::bench_serve_main(argc - 1, argv + 1);
-  std::fprintf(stderr, "loom bench: unknown benchmark '%s' (latency, offline, workload, serve)\n", sub.c_str());
+  std::fprintf(stderr, "loom bench: unknown benchmark '%s' (latency, offline, workload, serve)\n",
+               sub.c_str());
   return 2;
 }
 

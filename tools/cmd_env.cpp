@@ -1,14 +1,15 @@
 // loom env: what this machine and this build offer.
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 
 #include "cli.h"
+#include "core/thread_pool.h"
 #include "model/loader/weights.h"
 #include "model/model.h"
 #ifdef LOOM_HAVE_CUDA
@@ -29,7 +30,6 @@ std::string cpu_model() {
     }
   return "unknown";
 }
-
 
 // CUDA versions are 1000 * major + 10 * minor; cuBLASLt and NCCL (2.9+) ones
 // 10000 * major + 100 * minor + patch.
@@ -101,10 +101,12 @@ int cmd_env(int argc, char** argv) {
   double utilization = 0.9;
   int64_t context = 0;
   app.add_flag("--json", json, "print JSON");
-  app.add_option("--model", model, "also say whether this model's weights and a KV budget fit on GPU 0");
+  app.add_option("--model", model,
+                 "also say whether this model's weights and a KV budget fit on GPU 0");
   app.add_option("--gpu-memory-utilization", utilization, "fraction of GPU memory loom may use")
       ->check(CLI::Range(0.05, 1.0));
-  app.add_option("--max-model-len", context, "context the KV budget must hold at least once (0: the model's)");
+  app.add_option("--max-model-len", context,
+                 "context the KV budget must hold at least once (0: the model's)");
   CLI11_PARSE(app, argc, argv);
   return guarded("env", [&] {
     __builtin_cpu_init();
@@ -118,9 +120,11 @@ int cmd_env(int argc, char** argv) {
     features["avx512bf16"] = static_cast<bool>(__builtin_cpu_supports("avx512bf16"));
     const nlohmann::json gpu = gpu_section(model, utilization, context);
     nlohmann::json out = {
-        {"cpu", {{"model", cpu_model()},
-                 {"threads", std::thread::hardware_concurrency()},
-                 {"features", features}}},
+        {"cpu",
+         {{"model", cpu_model()},
+          {"threads", std::thread::hardware_concurrency()},
+          {"physical_cores", ThreadPool::default_threads()},
+          {"features", features}}},
         {"build", gpu["build"]},
         {"gpus", gpu["gpus"]},
     };
@@ -131,7 +135,8 @@ int cmd_env(int argc, char** argv) {
       std::printf("%s\n", out.dump(2).c_str());
       return 0;
     }
-    std::printf("cpu: %s, %u threads\n", cpu_model().c_str(), std::thread::hardware_concurrency());
+    std::printf("cpu: %s, %u threads, %d physical cores usable\n", cpu_model().c_str(),
+                std::thread::hardware_concurrency(), ThreadPool::default_threads());
     std::printf("cpu features:");
     for (auto& [k, v] : features.items())
       if (v.get<bool>()) std::printf(" %s", k.c_str());
@@ -140,27 +145,35 @@ int cmd_env(int argc, char** argv) {
       std::printf("build: CUDA off\ngpus: none\n");
       return 0;
     }
-    std::printf("build: CUDA on, architectures %s\n", out["build"]["archs"].get<std::string>().c_str());
-    std::printf("driver %s, CUDA runtime %s, cuBLASLt %s, NCCL %s\n", out["driver"].get<std::string>().c_str(),
-                out["cuda_runtime"].get<std::string>().c_str(), out["cublaslt"].get<std::string>().c_str(),
-                out["nccl"].get<std::string>().c_str());
+    std::printf("build: CUDA on, architectures %s\n",
+                out["build"]["archs"].get<std::string>().c_str());
+    std::printf("driver %s, CUDA runtime %s, cuBLASLt %s, NCCL %s\n",
+                out["driver"].get<std::string>().c_str(),
+                out["cuda_runtime"].get<std::string>().c_str(),
+                out["cublaslt"].get<std::string>().c_str(), out["nccl"].get<std::string>().c_str());
     if (out.contains("error")) std::printf("CUDA: %s\n", out["error"].get<std::string>().c_str());
     if (out["gpus"].empty()) std::printf("gpus: none\n");
     for (const auto& g : out["gpus"]) {
-      std::printf("gpu %d: %s, compute capability %s, %d SMs, %.1f GiB (%.1f GiB free)%s\n", g["index"].get<int>(),
-                  g["name"].get<std::string>().c_str(), g["compute_capability"].get<std::string>().c_str(),
-                  g["multiprocessors"].get<int>(), g["memory_total_bytes"].get<double>() / 1073741824.0,
-                  g["memory_free_bytes"].get<double>() / 1073741824.0, g["supported"].get<bool>() ? "" : " UNSUPPORTED");
+      std::printf("gpu %d: %s, compute capability %s, %d SMs, %.1f GiB (%.1f GiB free)%s\n",
+                  g["index"].get<int>(), g["name"].get<std::string>().c_str(),
+                  g["compute_capability"].get<std::string>().c_str(),
+                  g["multiprocessors"].get<int>(),
+                  g["memory_total_bytes"].get<double>() / 1073741824.0,
+                  g["memory_free_bytes"].get<double>() / 1073741824.0,
+                  g["supported"].get<bool>() ? "" : " UNSUPPORTED");
       if (g.contains("problem")) std::printf("  %s\n", g["problem"].get<std::string>().c_str());
     }
     if (out.contains("fit")) {
       const auto& f = out["fit"];
-      std::printf("model %s: weights %.2f GiB (bf16), KV %.0f KiB/token; at utilization %.2f the KV cache holds "
-                  "%lld tokens; a %lld-token context %s\n",
-                  f["model"].get<std::string>().c_str(), f["weights_bytes"].get<double>() / 1073741824.0,
-                  f["kv_bytes_per_token"].get<double>() / 1024.0, f["gpu_memory_utilization"].get<double>(),
-                  static_cast<long long>(f["max_tokens_in_kv"].get<int64_t>()),
-                  static_cast<long long>(f["context"].get<int64_t>()), f["fits"].get<bool>() ? "fits" : "does NOT fit");
+      std::printf(
+          "model %s: weights %.2f GiB (bf16), KV %.0f KiB/token; at utilization %.2f the KV cache "
+          "holds "
+          "%lld tokens; a %lld-token context %s\n",
+          f["model"].get<std::string>().c_str(), f["weights_bytes"].get<double>() / 1073741824.0,
+          f["kv_bytes_per_token"].get<double>() / 1024.0, f["gpu_memory_utilization"].get<double>(),
+          static_cast<long long>(f["max_tokens_in_kv"].get<int64_t>()),
+          static_cast<long long>(f["context"].get<int64_t>()),
+          f["fits"].get<bool>() ? "fits" : "does NOT fit");
     }
     return 0;
   });

@@ -24,7 +24,7 @@ namespace loom::cli {
 void add_runtime_options(CLI::App& app, RuntimeOptions& o) {
   app.add_option("--model", o.model, "a .gguf file or an HF model directory")->required();
   app.add_option("--device", o.device, "auto, cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
-  app.add_option("--threads", o.threads, "CPU threads (0: all cores)")->check(CLI::Range(0, 1024));
+  app.add_option("--threads", o.threads, "CPU threads (0: one per physical core)")->check(CLI::Range(0, 1024));
   app.add_option("--kv-cache-memory", o.kv_cache_memory, "CPU KV cache budget, e.g. 2GiB");
   app.add_option("--gpu-memory-utilization", o.gpu_memory_utilization,
                  "fraction of GPU memory for weights, activations and KV cache")
