@@ -97,8 +97,21 @@ void gemm_matmul(ThreadPool& pool, const Tensor& x, const Tensor& w, const float
       if (rows <= 0) continue;
       const uint8_t* wtile = wdata + c0 * row_bytes;
       float* c = o + r0 * n + c0;
+      // The next panel's weights are fetched while this one computes: a large
+      // weight (an output head) comes from DRAM, and the hardware prefetcher
+      // does not run ahead across rows.
+      const int64_t next_c0 = c0 + nr;
+      const bool prefetch_next = rb + 1 == split.row_blocks && next_c0 < n;
+      const int next_rows = static_cast<int>(std::min<int64_t>(nr, n - next_c0));
       for (int64_t k0 = 0; k0 < k; k0 += kc_max) {
         const int64_t kc = std::min(kc_max, k - k0);
+        if (prefetch_next) {
+          const int64_t lo = k0 / unit_of(wt) * dtype_info(wt).block_bytes;
+          const int64_t hi = (k0 + kc) / unit_of(wt) * dtype_info(wt).block_bytes;
+          for (int r = 0; r < next_rows; ++r)
+            for (int64_t b = lo; b < hi; b += 64)
+              __builtin_prefetch(wdata + (next_c0 + r) * row_bytes + b);
+        }
         if (quant) {
           buf.q.resize(static_cast<size_t>(nr * kc));
           buf.scale.resize(static_cast<size_t>(nr * kc / 16));

@@ -12,7 +12,7 @@ namespace {
 
 using simd::V512Vnni;
 constexpr int kNr = 2 * V512Vnni::kLanes;
-constexpr int kMr = 4;
+constexpr int kMr = 6;
 
 bool quant_layout(DType type, QuantLayout& layout) {
   return gemm::layout_of(type, false, layout);
