@@ -140,27 +140,45 @@ void x86_pack_quant(DType type, const uint8_t* w, int64_t row_bytes, int rows, i
   with_unpacker(type, [&](auto u) { x86_pack_typed<decltype(u)>(w, row_bytes, rows, k0, kc, p); });
 }
 
+// 8 values of a float weight row as f32.
+inline __m256 load8_as_f32(DType type, const uint8_t* row, int64_t k) {
+  if (type == DType::F32) return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + k);
+  const __m128i h =
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(reinterpret_cast<const uint16_t*>(row) + k));
+  if (type == DType::F16) return _mm256_cvtph_ps(h);
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+inline float load1_as_f32(DType type, const uint8_t* row, int64_t k) {
+  if (type == DType::F32) return reinterpret_cast<const float*>(row)[k];
+  const uint16_t h = reinterpret_cast<const uint16_t*>(row)[k];
+  if (type == DType::F16) return _cvtsh_ss(h);
+  const uint32_t u = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// Panel [kc][nr] f32: 8 rows x 8 values at a time, transposed in registers;
+// a tail of kc % 8 values one by one.
 void x86_pack_float(DType type, const uint8_t* w, int64_t row_bytes, int rows, int nr, int64_t k0,
                     int64_t kc, float* panel) {
-  for (int c = 0; c < nr; ++c) {
-    const uint8_t* row = w + c * row_bytes;
-    if (c >= rows) {
-      for (int64_t k = 0; k < kc; ++k) panel[k * nr + c] = 0;
-    } else if (type == DType::F32) {
-      const float* src = reinterpret_cast<const float*>(row) + k0;
-      for (int64_t k = 0; k < kc; ++k) panel[k * nr + c] = src[k];
-    } else if (type == DType::F16) {
-      const uint16_t* src = reinterpret_cast<const uint16_t*>(row) + k0;
-      for (int64_t k = 0; k < kc; ++k) panel[k * nr + c] = _cvtsh_ss(src[k]);
-    } else {
-      const uint16_t* src = reinterpret_cast<const uint16_t*>(row) + k0;
-      for (int64_t k = 0; k < kc; ++k) {
-        const uint32_t u = static_cast<uint32_t>(src[k]) << 16;
-        float f;
-        std::memcpy(&f, &u, 4);
-        panel[k * nr + c] = f;
-      }
+  const int64_t kv = kc / 8 * 8;
+  for (int c0 = 0; c0 < nr; c0 += 8) {
+    for (int64_t k = 0; k < kv; k += 8) {
+      __m256i v[8];
+      for (int i = 0; i < 8; ++i)
+        v[i] = c0 + i < rows
+                   ? _mm256_castps_si256(load8_as_f32(type, w + (c0 + i) * row_bytes, k0 + k))
+                   : _mm256_setzero_si256();
+      transpose8x8(v);
+      for (int g = 0; g < 8; ++g)
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(panel + (k + g) * nr + c0), v[g]);
     }
+    for (int64_t k = kv; k < kc; ++k)
+      for (int i = 0; i < 8; ++i)
+        panel[k * nr + c0 + i] =
+            c0 + i < rows ? load1_as_f32(type, w + (c0 + i) * row_bytes, k0 + k) : 0.0f;
   }
 }
 
