@@ -82,6 +82,7 @@ struct GemmKernels {
 const GemmKernels& gemm_kernels_portable();
 const GemmKernels& gemm_kernels_avx2();
 const GemmKernels& gemm_kernels_avx512();
+const GemmKernels& gemm_kernels_avx512vnni();
 const GemmKernels& gemm_kernels_for(Isa isa);
 
 // Whether gemm_matmul takes weights of this type under the active ISA.

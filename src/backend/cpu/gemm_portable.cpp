@@ -119,6 +119,8 @@ const GemmKernels& gemm_kernels_portable() {
 
 const GemmKernels& gemm_kernels_for(Isa isa) {
   switch (isa) {
+    case Isa::Avx512Vnni:
+      return gemm_kernels_avx512vnni();
     case Isa::Avx512:
       return gemm_kernels_avx512();
     case Isa::Avx2:

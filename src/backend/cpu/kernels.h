@@ -1,8 +1,8 @@
 // The per-ISA inner loops of the CPU backend: activation quantisers, dot
 // products of one weight row with one to four activation rows for every weight
 // type, and the f32 vector helpers attention uses. One table per instruction set
-// (kernels_portable.cpp, kernels_avx2.cpp, kernels_avx512.cpp); callers pick one
-// with kernels_for(active_isa()). All functions are pure and thread-safe.
+// (kernels_portable.cpp, kernels_avx2.cpp, kernels_avx512bw.cpp, kernels_avx512.cpp); callers pick
+// one with kernels_for(active_isa()). All functions are pure and thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -62,6 +62,7 @@ struct CpuKernels {
 const CpuKernels& kernels_portable();
 const CpuKernels& kernels_avx2();
 const CpuKernels& kernels_avx512();
+const CpuKernels& kernels_avx512vnni();
 const CpuKernels& kernels_for(Isa isa);
 
 }  // namespace loom::cpu

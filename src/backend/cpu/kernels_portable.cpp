@@ -282,6 +282,8 @@ const CpuKernels& kernels_portable() {
 
 const CpuKernels& kernels_for(Isa isa) {
   switch (isa) {
+    case Isa::Avx512Vnni:
+      return kernels_avx512vnni();
     case Isa::Avx512:
       return kernels_avx512();
     case Isa::Avx2:

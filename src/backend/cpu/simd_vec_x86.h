@@ -1,6 +1,6 @@
 // Vector policies for the templated x86 kernels (gemm_x86.h, attention_x86.h):
-// the same names over 256-bit AVX2 (V256) and 512-bit AVX-512 (V512Vnni, with
-// VNNI dot products), so each kernel is written once. Include only from files
+// the same names over 256-bit AVX2 (V256) and 512-bit AVX-512 (V512Vnni with
+// VNNI dot products, V512Bw without), so each kernel is written once. Include only from files
 // compiled with the matching ISA flags.
 #pragma once
 
@@ -84,27 +84,59 @@ struct V256 {
   }
 };
 
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__)
-struct V512Vnni {
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+// kVnni: vpdpbusd (AVX-512 VNNI); otherwise maddubs + madd, whose int16 pair
+// sums keep u <= 63 exact (Q8_0 is then taken signed).
+template <bool kVnni>
+struct V512 {
+#if !defined(__AVX512VNNI__)
+  static_assert(!kVnni, "V512<true> needs a file built with -mavx512vnni");
+#endif
   using I = __m512i;
   using F = __m512;
   static constexpr int kLanes = 16;
-  static I zero() { return _mm512_setzero_si512(); }
-  static I set1(int32_t v) { return _mm512_set1_epi32(v); }
-  static I load(const uint8_t* p) { return _mm512_loadu_si512(p); }
-  static I dot(I acc, I u, I s) { return _mm512_dpbusd_epi32(acc, u, s); }
+  static I zero() {
+    return _mm512_setzero_si512();
+  }
+  static I set1(int32_t v) {
+    return _mm512_set1_epi32(v);
+  }
+  static I load(const uint8_t* p) {
+    return _mm512_loadu_si512(p);
+  }
+  static I dot(I acc, I u, I s) {
+#if defined(__AVX512VNNI__)
+    if constexpr (kVnni) return _mm512_dpbusd_epi32(acc, u, s);
+#endif
+    return _mm512_add_epi32(acc,
+                            _mm512_madd_epi16(_mm512_maddubs_epi16(u, s), _mm512_set1_epi16(1)));
+  }
   // Signed bytes on both sides: |w| against x with w's sign.
   static I dot_signed(I acc, I w, I x) {
     const I sx = _mm512_mask_sub_epi8(x, _mm512_movepi8_mask(w), _mm512_setzero_si512(), x);
-    return _mm512_dpbusd_epi32(acc, _mm512_abs_epi8(w), sx);
+    return dot(acc, _mm512_abs_epi8(w), sx);
   }
-  static F add(F a, F b) { return _mm512_add_ps(a, b); }
-  static F sub(F a, F b) { return _mm512_sub_ps(a, b); }
-  static F max(F a, F b) { return _mm512_max_ps(a, b); }
-  static F div(F a, F b) { return _mm512_div_ps(a, b); }
-  static void storef(float* p, F v) { _mm512_storeu_ps(p, v); }
-  static float reduce_add(F v) { return _mm512_reduce_add_ps(v); }
-  static float reduce_max(F v) { return _mm512_reduce_max_ps(v); }
+  static F add(F a, F b) {
+    return _mm512_add_ps(a, b);
+  }
+  static F sub(F a, F b) {
+    return _mm512_sub_ps(a, b);
+  }
+  static F max(F a, F b) {
+    return _mm512_max_ps(a, b);
+  }
+  static F div(F a, F b) {
+    return _mm512_div_ps(a, b);
+  }
+  static void storef(float* p, F v) {
+    _mm512_storeu_ps(p, v);
+  }
+  static float reduce_add(F v) {
+    return _mm512_reduce_add_ps(v);
+  }
+  static float reduce_max(F v) {
+    return _mm512_reduce_max_ps(v);
+  }
   // e^x as V256::exp, with scalef for the 2^n (lanes below -87 give 0).
   static F exp(F x) {
     const __mmask16 keep = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.0f), _CMP_GE_OQ);
@@ -122,12 +154,24 @@ struct V512Vnni {
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
     return _mm512_maskz_scalef_ps(keep, p, n);
   }
-  static F zerof() { return _mm512_setzero_ps(); }
-  static F set1f(float v) { return _mm512_set1_ps(v); }
-  static F loadf(const float* p) { return _mm512_loadu_ps(p); }
-  static F cvt(I v) { return _mm512_cvtepi32_ps(v); }
-  static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
-  static F fmadd(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
+  static F zerof() {
+    return _mm512_setzero_ps();
+  }
+  static F set1f(float v) {
+    return _mm512_set1_ps(v);
+  }
+  static F loadf(const float* p) {
+    return _mm512_loadu_ps(p);
+  }
+  static F cvt(I v) {
+    return _mm512_cvtepi32_ps(v);
+  }
+  static F mul(F a, F b) {
+    return _mm512_mul_ps(a, b);
+  }
+  static F fmadd(F a, F b, F c) {
+    return _mm512_fmadd_ps(a, b, c);
+  }
   // The first n (<= 16, may be <= 0) lanes to c, added to what is there when accumulate.
   static void store(float* c, F v, int n, bool accumulate) {
     if (n <= 0) return;
@@ -136,6 +180,10 @@ struct V512Vnni {
     _mm512_mask_storeu_ps(c, m, v);
   }
 };
+using V512Bw = V512<false>;
+#if defined(__AVX512VNNI__)
+using V512Vnni = V512<true>;
+#endif
 
 #endif
 
