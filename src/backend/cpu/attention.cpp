@@ -162,8 +162,9 @@ void paged_attention(ThreadPool& pool, const Tensor& q, const KvLayerCache& cach
     const int64_t nq = it.tok_end - it.tok_begin;
     const int64_t rows = nq * group;
     // buf: qt[rows*hd] | acc[rows*hd] | m[rows] | l[rows] | kt[hd*ldk] | vb[ldk*hd] | s[rows*ldk] |
-    // conv[hd]
-    buf.resize(static_cast<size_t>(2 * rows * hd + 2 * rows + 2 * hd * ldk + rows * ldk + hd));
+    // conv[min(bs, ldk)*hd] (one paged block's keys of a chunk)
+    buf.resize(static_cast<size_t>(2 * rows * hd + 2 * rows + 2 * hd * ldk + rows * ldk +
+                                   std::min(bs, ldk) * hd));
     float* qt = buf.data();
     float* acc = qt + rows * hd;
     float* mx = acc + rows * hd;
@@ -189,25 +190,39 @@ void paged_attention(ThreadPool& pool, const Tensor& q, const KvLayerCache& cach
     const int64_t key_lo = win > 0 ? std::max<int64_t>(0, pos_lo - win + 1) : 0;
     const int32_t* table =
         meta.block_tables.data() + static_cast<size_t>(it.seq) * meta.max_blocks_per_seq;
-    // Key row `key` of this kv head as f32 (converted into conv unless the cache is f32).
-    auto key_row = [&](const uint8_t* base, int64_t key) -> const float* {
+    // Rows [i0, i0 + n) of a key chunk lie in one paged block, slot_stride
+    // apart; K goes transposed into kt, V into vb (converted via conv unless the
+    // cache is f32).
+    auto load_segment = [&](int64_t key, int64_t n, int64_t i0) {
       const int64_t at =
           (static_cast<int64_t>(table[key / bs]) * bs + key % bs) * slot_stride + it.kv_head * hd;
-      if (dt == DType::F32) return reinterpret_cast<const float*>(base) + at;
-      (dt == DType::F16 ? kern.f16_to_f32 : kern.bf16_to_f32)(
-          reinterpret_cast<const uint16_t*>(base + at * elem), conv, hd);
-      return conv;
+      if (dt == DType::F32) {
+        kern.transpose(reinterpret_cast<const float*>(kbase) + at, n, hd, slot_stride, kt + i0,
+                       ldk);
+        for (int64_t i = 0; i < n; ++i)
+          std::memcpy(vb + (i0 + i) * hd,
+                      reinterpret_cast<const float*>(vbase) + at + i * slot_stride,
+                      static_cast<size_t>(hd) * 4);
+        return;
+      }
+      const auto convert = dt == DType::F16 ? kern.f16_to_f32 : kern.bf16_to_f32;
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t src = (at + i * slot_stride) * elem;
+        convert(reinterpret_cast<const uint16_t*>(kbase + src), conv + i * hd, hd);
+        convert(reinterpret_cast<const uint16_t*>(vbase + src), vb + (i0 + i) * hd, hd);
+      }
+      kern.transpose(conv, n, hd, hd, kt + i0, ldk);
     };
     for (int64_t k0 = key_lo; k0 <= pos_hi; k0 += ldk) {
       const int64_t k1 = std::min(pos_hi + 1, k0 + ldk);
       const int64_t nk = k1 - k0;
-      for (int64_t i = 0; i < nk; ++i) {
-        const float* kr = key_row(kbase, k0 + i);
-        for (int64_t d = 0; d < hd; ++d) kt[d * ldk + i] = kr[d];
-        std::memcpy(vb + i * hd, key_row(vbase, k0 + i), static_cast<size_t>(hd) * 4);
+      for (int64_t key = k0; key < k1;) {
+        const int64_t n = std::min(k1, (key / bs + 1) * bs) - key;
+        load_segment(key, n, key - k0);
+        key += n;
       }
-      for (int64_t i = nk; i < ldk; ++i)
-        for (int64_t d = 0; d < hd; ++d) kt[d * ldk + i] = 0;
+      if (nk < ldk)
+        for (int64_t d = 0; d < hd; ++d) std::fill(kt + d * ldk + nk, kt + (d + 1) * ldk, 0.0f);
       kern.attn_scores(qt, rows, hd, kt, ldk, sc);
       for (int64_t j = 0; j < nq; ++j) {
         const int64_t pos = pos_lo + j;

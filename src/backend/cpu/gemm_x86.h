@@ -86,25 +86,6 @@ struct SimdValues<UnpackQ6_K> {
   }
 };
 
-// In-place transpose of an 8 x 8 matrix of int32 (row i in r[i]).
-inline void transpose8x8(__m256i* r) {
-  __m256i t[8], u[8];
-  for (int i = 0; i < 4; ++i) {
-    t[2 * i] = _mm256_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm256_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
-  }
-  for (int i = 0; i < 2; ++i) {
-    u[4 * i + 0] = _mm256_unpacklo_epi64(t[4 * i + 0], t[4 * i + 2]);
-    u[4 * i + 1] = _mm256_unpackhi_epi64(t[4 * i + 0], t[4 * i + 2]);
-    u[4 * i + 2] = _mm256_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
-    u[4 * i + 3] = _mm256_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
-  }
-  for (int i = 0; i < 4; ++i) {
-    r[i] = _mm256_permute2x128_si256(u[i], u[i + 4], 0x20);
-    r[i + 4] = _mm256_permute2x128_si256(u[i], u[i + 4], 0x31);
-  }
-}
-
 // Eight weight rows at a time: each row's 32 values (8 groups of 4) become one
 // register, and the transpose turns them into 8 groups of 8 rows x 4 bytes,
 // which is the panel's layout.
@@ -127,7 +108,7 @@ void x86_pack_typed(const uint8_t* w, int64_t row_bytes, int rows, int64_t k0, i
       for (int i = 0; i < 8; ++i)
         v[i] = blocks[i] ? SimdValues<U>::get(blocks[i][blk], j, p.layout.is_signed)
                          : _mm256_setzero_si256();
-      transpose8x8(v);
+      simd::transpose8x8(v);
       uint8_t* dst = p.q + (k / 4 * nr + c0) * 4;
       for (int g = 0; g < 8; ++g)
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + g * nr * 4), v[g]);
@@ -171,7 +152,7 @@ void x86_pack_float(DType type, const uint8_t* w, int64_t row_bytes, int rows, i
         v[i] = c0 + i < rows
                    ? _mm256_castps_si256(load8_as_f32(type, w + (c0 + i) * row_bytes, k0 + k))
                    : _mm256_setzero_si256();
-      transpose8x8(v);
+      simd::transpose8x8(v);
       for (int g = 0; g < 8; ++g)
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(panel + (k + g) * nr + c0), v[g]);
     }

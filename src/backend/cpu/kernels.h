@@ -49,6 +49,9 @@ struct CpuKernels {
   // for rows r < rows (q rows hd apart) and keys j < ldk (kt is [hd][ldk], ldk
   // a multiple of 16, zero past the keys). exp_sum: x[j] = e^(x[j] - m), j < n,
   // returning the sum. pv: o[r * hd + d] += sum_{j < nk} p[r * ldp + j] * v[j * hd + d].
+  // dst[c * ldd + r] = src[r * lds + c] for r < rows, c < cols.
+  void (*transpose)(const float* src, int64_t rows, int64_t cols, int64_t lds, float* dst,
+                    int64_t ldd);
   void (*attn_scores)(const float* q, int64_t rows, int64_t hd, const float* kt, int64_t ldk,
                       float* s);
   float (*attn_exp_sum)(float* x, int64_t n, float m);

@@ -40,6 +40,7 @@ const CpuKernels& kernels_avx2() {
                             x86_scale,
                             x86_f16_row,
                             x86_bf16_row,
+                            simd::transpose_f32,
                             attn::scores<Vec>,
                             attn::exp_sum<Vec>,
                             avx2_attn_pv,

@@ -89,6 +89,7 @@ CpuKernels make_avx512_table(Isa isa) {
                     x86_scale,
                     x86_f16_row,
                     x86_bf16_row,
+                    simd::transpose_f32,
                     attn::scores<Vec>,
                     attn::exp_sum<Vec>,
                     avx512_attn_pv,

@@ -213,6 +213,11 @@ void bf16_row(const uint16_t* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = bf16_to_f32(x[i]);
 }
 
+void transpose(const float* src, int64_t rows, int64_t cols, int64_t lds, float* dst, int64_t ldd) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) dst[c * ldd + r] = src[r * lds + c];
+}
+
 void attn_scores(const float* q, int64_t rows, int64_t hd, const float* kt, int64_t ldk, float* s) {
   for (int64_t r = 0; r < rows; ++r) {
     float* sr = s + r * ldk;
@@ -272,6 +277,7 @@ const CpuKernels& kernels_portable() {
                             scale,
                             f16_row,
                             bf16_row,
+                            transpose,
                             attn_scores,
                             attn_exp_sum,
                             attn_pv,

@@ -95,4 +95,40 @@ inline __m128i unpack_k_scales(const uint8_t* s) {
                         static_cast<int>(m_hi));
 }
 
+// In-place transpose of an 8 x 8 matrix of int32 (row i in r[i]).
+inline void transpose8x8(__m256i* r) {
+  __m256i t[8], u[8];
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm256_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 2; ++i) {
+    u[4 * i + 0] = _mm256_unpacklo_epi64(t[4 * i + 0], t[4 * i + 2]);
+    u[4 * i + 1] = _mm256_unpackhi_epi64(t[4 * i + 0], t[4 * i + 2]);
+    u[4 * i + 2] = _mm256_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+    u[4 * i + 3] = _mm256_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+  }
+  for (int i = 0; i < 4; ++i) {
+    r[i] = _mm256_permute2x128_si256(u[i], u[i + 4], 0x20);
+    r[i + 4] = _mm256_permute2x128_si256(u[i], u[i + 4], 0x31);
+  }
+}
+
+// dst[c * ldd + r] = src[r * lds + c] for r < rows, c < cols (f32), 8 x 8 at a time.
+inline void transpose_f32(const float* src, int64_t rows, int64_t cols, int64_t lds, float* dst,
+                          int64_t ldd) {
+  const int64_t r8 = rows / 8 * 8, c8 = cols / 8 * 8;
+  for (int64_t r = 0; r < r8; r += 8)
+    for (int64_t c = 0; c < c8; c += 8) {
+      __m256i v[8];
+      for (int i = 0; i < 8; ++i)
+        v[i] = _mm256_castps_si256(_mm256_loadu_ps(src + (r + i) * lds + c));
+      transpose8x8(v);
+      for (int i = 0; i < 8; ++i)
+        _mm256_storeu_ps(dst + (c + i) * ldd + r, _mm256_castsi256_ps(v[i]));
+    }
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = (r < r8 ? c8 : 0); c < cols; ++c) dst[c * ldd + r] = src[r * lds + c];
+}
+
 }  // namespace loom::cpu::simd
