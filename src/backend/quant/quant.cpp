@@ -1,17 +1,17 @@
 // Scalar dequantisers and round-to-nearest quantisers for the GGUF block formats.
 // Dequantisation follows ggml's layouts exactly; quantisation only needs to
 // produce valid blocks (it is used by tests, tools and KV caches).
-#include "backend/cpu/quant.h"
+#include "backend/quant/quant.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
-#include "backend/cpu/quant_blocks.h"
+#include "backend/quant/gguf_blocks.h"
 #include "core/error.h"
 #include "core/half.h"
 
-namespace loom::cpu {
+namespace loom::quant {
 namespace {
 
 void dequant_q8_0(const BlockQ8_0* b, float* y, int64_t nb) {
@@ -389,4 +389,4 @@ void quantize_row(DType type, const float* src, void* dst, int64_t n) {
   }
 }
 
-}  // namespace loom::cpu
+}  // namespace loom::quant

@@ -1,0 +1,172 @@
+// StepExecutor: a plan's model input, the forward pass, and the step left in
+// flight by async scheduling. Token choice on the logits: executor_tokens.cpp.
+#include "engine/executor_impl.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace loom {
+
+StepExecutor::StepExecutor(ModelRunner& runner, ExecutorConfig config)
+    : impl_(std::make_unique<Impl>(nullptr, runner, config)) {}
+
+StepExecutor::StepExecutor(Transformer& model, ExecutorConfig config) {
+  auto own = std::make_unique<ModelRunner>(model);
+  ModelRunner& runner = *own;
+  impl_ = std::make_unique<Impl>(std::move(own), runner, config);
+}
+
+StepExecutor::~StepExecutor() = default;
+
+int64_t StepExecutor::vocab_size() const { return impl_->model.config().vocab_size; }
+int64_t StepExecutor::max_position() const { return impl_->model.config().max_position; }
+
+int64_t StepExecutor::kv_cache_bytes_per_block(int64_t block_size, DType dtype) const {
+  return impl_->model.kv_cache_bytes_per_block(block_size, dtype);
+}
+
+void StepExecutor::allocate_kv_cache(int64_t num_blocks, int64_t block_size, DType dtype) {
+  impl_->cache = impl_->model.allocate_kv_cache(num_blocks, block_size, dtype);
+}
+
+bool StepExecutor::has_in_flight() const { return impl_->in_flight.download != nullptr; }
+const ExecutorStats& StepExecutor::stats() const { return impl_->stats; }
+std::optional<StepOutput> StepExecutor::finish_in_flight() { return impl_->finish_in_flight(); }
+
+StepInput StepExecutor::Impl::build_input(const StepPlan& plan, const Scheduler& seqs) const {
+  const int32_t bs = seqs.block_size();
+  StepInput step;
+  AttentionMetadata& m = step.attn;
+  m.num_seqs = int32_t(plan.seqs.size());
+  int32_t max_blocks = 0;
+  for (const auto& e : plan.seqs) max_blocks = std::max(max_blocks, seqs.get(e.seq).blocks.num_blocks());
+  m.max_blocks_per_seq = max_blocks;
+  step.tokens.reserve(size_t(plan.num_tokens));
+  step.positions.reserve(size_t(plan.num_tokens));
+  m.slot_mapping.reserve(size_t(plan.num_tokens));
+  m.block_tables.reserve(plan.seqs.size() * size_t(max_blocks));
+  m.query_start.push_back(0);
+  for (const auto& e : plan.seqs) {
+    const Sequence& s = seqs.get(e.seq);
+    const auto& blocks = s.blocks.blocks();
+    for (int32_t p = e.start; p < e.start + e.num_tokens; ++p) {
+      step.tokens.push_back(s.tokens[size_t(p)]);
+      step.positions.push_back(p);
+      m.slot_mapping.push_back(int64_t(blocks[size_t(p / bs)]) * bs + p % bs);
+    }
+    m.query_start.push_back(int32_t(step.tokens.size()));
+    m.context_lens.push_back(e.start + e.num_tokens);
+    for (int32_t b = 0; b < max_blocks; ++b)
+      m.block_tables.push_back(b < int32_t(blocks.size()) ? blocks[size_t(b)] : 0);
+    if (e.sample) step.logit_rows.push_back(int32_t(step.tokens.size()) - 1);
+  }
+  // The model always returns at least one row; a step of prefill chunks only
+  // asks for one and ignores it.
+  if (step.logit_rows.empty()) step.logit_rows.push_back(int32_t(step.tokens.size()) - 1);
+  // Placeholders name rows of the step in flight; every other token is known.
+  if (in_flight.download) step.token_source = &in_flight.ids;
+  return step;
+}
+
+std::vector<SeqId> StepExecutor::Impl::sampled_rows(const StepPlan& plan, const Scheduler& seqs) {
+  std::vector<SeqId> rows;
+  for (const auto& e : plan.seqs)
+    if (e.sample) rows.push_back(seqs.find(e.seq) != nullptr ? e.seq : 0);
+  return rows;
+}
+
+StepOutput StepExecutor::execute(const StepPlan& plan, const Scheduler& seqs, const Deliver& deliver_previous) {
+  Impl& x = *impl_;
+  LOOM_CHECK(!plan.empty(), "execute of an empty plan");
+  if (!plan.copies.empty()) {
+    std::vector<KvBlockCopy> blocks;
+    blocks.reserve(plan.copies.size());
+    for (const BlockCopy& c : plan.copies) blocks.push_back({c.src, c.dst});
+    x.model.copy_blocks(blocks, x.cache);
+  }
+  const StepInput step = x.build_input(plan, seqs);
+  Tensor logits = x.model.forward(step, x.cache);
+  // The device runs this step while the host delivers the previous one's
+  // tokens (which may end sequences of this plan: their rows are ignored).
+  if (auto previous = x.finish_in_flight()) deliver_previous(*previous);
+  const std::vector<SeqId> rows = Impl::sampled_rows(plan, seqs);
+  const bool any_row = std::any_of(rows.begin(), rows.end(), [](SeqId s) { return s != 0; });
+  if (rows.empty() || !any_row) return StepOutput{};
+  LOOM_CHECK(int64_t(rows.size()) == logits.dim(0), "{} logits rows for {} sampled sequences", logits.dim(0),
+             rows.size());
+  x.apply_constraints(rows, seqs, logits);
+  if (x.can_run_async(rows, seqs)) return x.launch_async(rows, seqs, logits);
+  return x.choose_tokens(rows, seqs, logits);
+}
+
+std::optional<StepOutput> StepExecutor::Impl::finish_in_flight() {
+  if (!in_flight.download) return std::nullopt;
+  InFlight f = std::move(in_flight);
+  in_flight = InFlight{};
+  // Until the ids are back, every row of the step counts as lost if it fails.
+  failed = f.rows;
+  const std::vector<int32_t>& ids = f.download->wait();
+  LOOM_CHECK(ids.size() == f.rows.size(), "{} tokens back for {} rows", ids.size(), f.rows.size());
+  failed.clear();
+  StepOutput out;
+  out.kind = StepOutput::Kind::Resolutions;
+  for (size_t r = 0; r < f.rows.size(); ++r) {
+    if (f.rows[r] == 0) continue;
+    SequenceTokens t;
+    t.seq = f.rows[r];
+    t.tokens.push_back(SampleResult{ids[r], 0.0f, {}});
+    out.rows.push_back(std::move(t));
+  }
+  return out;
+}
+
+std::vector<SeqId> StepExecutor::take_failed_in_flight() {
+  Impl& x = *impl_;
+  std::vector<SeqId> out = std::move(x.failed);
+  x.failed.clear();
+  for (SeqId s : x.in_flight.rows) out.push_back(s);
+  x.in_flight = Impl::InFlight{};
+  out.erase(std::remove(out.begin(), out.end(), SeqId{0}), out.end());
+  return out;
+}
+
+StepOutput StepExecutor::Impl::launch_async(const std::vector<SeqId>& rows, const Scheduler& seqs, const Tensor& logits) {
+  Backend& be = model.backend();
+  const int64_t vocab = logits.dim(1);
+  const auto n = static_cast<int64_t>(rows.size());
+  InFlight next;
+  next.rows = rows;
+  Tensor& buf = step_ids[step_ids_next];
+  step_ids_next ^= 1;
+  if (buf.data() == nullptr || buf.numel() < n) buf = be.alloc(DType::I32, {std::max<int64_t>(n, 2 * buf.numel())});
+  next.ids = buf.slice_rows(0, n);
+  be.argmax_rows_to(logits, next.ids);
+  sample_specs.clear();
+  logit_edits.clear();
+  const bool device_sampling = config.device_sampling && be.has_device_sampler();
+  StepOutput out;
+  out.kind = StepOutput::Kind::Placeholders;
+  for (size_t r = 0; r < rows.size(); ++r) {
+    if (rows[r] == 0) continue;
+    const Sequence& s = seqs.get(rows[r]);
+    if (device_sampling && !s.params().greedy()) {
+      add_device_specs(int32_t(r), s, vocab);
+      stats.device_sampled_tokens++;
+    } else {
+      stats.argmax_tokens++;
+    }
+    SequenceTokens t;
+    t.seq = rows[r];
+    t.tokens.push_back(SampleResult{-int32_t(r) - 1, 0.0f, {}});
+    out.rows.push_back(std::move(t));
+  }
+  if (!sample_specs.empty())
+    LOOM_CHECK(be.sample_rows_to(logits, sample_specs, logit_edits, next.ids), "the backend's device sampler failed");
+  next.download = be.download_tokens(next.ids, n);
+  stats.async_steps++;
+  in_flight = std::move(next);
+  return out;
+}
+
+}  // namespace loom
