@@ -81,7 +81,7 @@ def serve_ttft(args):
         if "error" in r:
             return r
         ttft = r.get("ttft_ms", {})
-        return {"ttft_ms": ttft, "input_tokens": r.get("total_input_tokens"), "requests": r.get("completed")}
+        return {"ttft_ms": ttft, "input_tokens": r.get("input_tokens"), "requests": r.get("completed")}
     finally:
         server.terminate()
         server.wait(timeout=30)
