@@ -28,11 +28,18 @@ def run_json(cmd, env=None):
     out = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if out.returncode != 0:
         return {"error": f"exit {out.returncode}: {out.stderr.strip()[-400:]}"}
+    try:
+        return json.loads(out.stdout)
+    except json.JSONDecodeError:
+        pass
     for line in out.stdout.splitlines():
         line = line.strip()
         if line.startswith("{"):
-            return json.loads(line)
-    return {"error": "no JSON line in the output"}
+            try:
+                return json.loads(line)
+            except json.JSONDecodeError:
+                continue
+    return {"error": "no JSON in the output"}
 
 
 def spread(values):

@@ -140,6 +140,31 @@ TEST_F(OpsTest, GatedActivation) {
   }
 }
 
+TEST_F(OpsTest, GatedActivationExtremeGates) {
+  // The vector exp clamps its argument: gates far beyond it in both directions,
+  // at every lane position (33 values: two full 16-lane vectors and a tail).
+  const std::vector<float> edges = {-1000, -100, -88.5f, -87.5f, -44,   -30, -1e-3f, 0,
+                                    1e-3f, 30,   44,     87,     88.5f, 100, 1000};
+  std::vector<float> gv, uv;
+  for (int i = 0; i < 33; ++i) {
+    gv.push_back(edges[static_cast<size_t>(i) % edges.size()]);
+    uv.push_back(0.5f + 0.25f * static_cast<float>(i % 3));
+  }
+  const int64_t n = static_cast<int64_t>(gv.size());
+  for (GatedActivation act : {GatedActivation::Silu, GatedActivation::GeluTanh}) {
+    std::vector<float> want(gv.size());
+    for (size_t i = 0; i < want.size(); ++i)
+      want[i] = (act == GatedActivation::Silu ? ref::silu(gv[i]) : ref::gelu_tanh(gv[i])) * uv[i];
+    ref::for_each_isa([&](cpu::Isa) {
+      Tensor out = Tensor::cpu(DType::F32, {1, n});
+      be_->gated_activation(ref::f32_tensor(gv, {1, n}), ref::f32_tensor(uv, {1, n}), act, out);
+      const auto got = ref::to_vector(out);
+      for (float v : got) EXPECT_TRUE(std::isfinite(v));
+      expect_close(got, want, 1e-5, 1e-6);
+    });
+  }
+}
+
 TEST_F(OpsTest, Softcap) {
   const auto xv = ref::random_floats(1000, 51, -100, 100);
   std::vector<float> want(xv.size());
