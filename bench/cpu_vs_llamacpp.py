@@ -94,6 +94,43 @@ def serve_ttft(args):
         server.wait(timeout=30)
 
 
+def summarise(report, lens):
+    """min / median / max of every figure over the samples so far."""
+    summary = {}
+    lat = [s for s in report["samples"] if s["stage"] == "latency"]
+    for n in lens:
+        rows = [s for s in lat if s["input_len"] == n]
+        summary[f"prefill_{n}"] = {k: spread([s[k] for s in rows]) for k in
+                                   ("loom_prefill_tok_s", "peer_prefill_tok_s", "ratio_prefill")}
+        summary[f"decode_after_{n}"] = {k: spread([s[k] for s in rows]) for k in
+                                        ("loom_decode_tok_s", "peer_decode_tok_s", "ratio_decode")}
+    bat = [s for s in report["samples"] if s["stage"] == "batch"]
+    if bat:
+        sizes = sorted({int(b) for s in bat for b in s["decode_tok_s"]})
+        summary["batch_decode_tok_s"] = {b: spread([s["decode_tok_s"].get(str(b), s["decode_tok_s"].get(b))
+                                                    for s in bat]) for b in sizes}
+        summary["batch_scaling"] = {b: spread([s["scaling"].get(str(b), s["scaling"].get(b)) for s in bat])
+                                    for b in sizes}
+    srv = [s for s in report["samples"] if s["stage"] == "serve" and "ttft_ms" in s]
+    if srv:
+        summary["serve_ttft_ms_p50"] = spread([s["ttft_ms"].get("p50") for s in srv])
+        summary["serve_prompt_tokens"] = spread([s["input_tokens"] / s["requests"] for s in srv
+                                                 if s.get("input_tokens") and s.get("requests")])
+    return summary
+
+
+def write(report, lens, path, final=False):
+    """Rewrites the report (after every sample, so an interrupted run keeps what it measured)."""
+    report["load_now"] = os.getloadavg()
+    report["complete"] = final
+    report["summary"] = summarise(report, lens)
+    if path:
+        with open(path, "w") as f:
+            f.write(json.dumps(report, indent=1) + "\n")
+    if final:
+        print(json.dumps(report["summary"], indent=1))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--loom", default="build/cpu/loom")
@@ -108,12 +145,19 @@ def main():
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--skip", default="", help="comma-separated stages to skip: latency,batch,serve")
     ap.add_argument("--output")
+    ap.add_argument("--from-samples", help="rebuild the report from a run's stderr sample lines (JSON per line)")
     args = ap.parse_args()
     skip = set(filter(None, args.skip.split(",")))
     lens = [int(x) for x in args.input_lens.split(",") if x]
 
     report = {"machine": machine(args.loom), "threads": args.threads, "model": args.model,
               "output_len": args.output_len, "load_before": os.getloadavg(), "samples": []}
+    if args.from_samples:
+        with open(args.from_samples) as f:
+            report["samples"] = [json.loads(l) for l in f if l.strip().startswith("{")]
+        report["load_before"] = None
+        write(report, lens, args.output, final=True)
+        return 0
     for rep in range(args.repeats):
         if "latency" not in skip:
             for n in lens:
@@ -131,6 +175,7 @@ def main():
                     "ratio_prefill": r.get("ratio_prefill_loom_over_peer"),
                     "ratio_decode": r.get("ratio_decode_loom_over_peer")})
                 print(json.dumps(report["samples"][-1]), file=sys.stderr)
+                write(report, lens, args.output)
         if "batch" not in skip:
             r = run_json([args.loom, "bench", "latency", "--model", args.model, "--threads", str(args.threads),
                           "--input-len", str(args.batch_input_len), "--output-len", str(args.output_len),
@@ -140,34 +185,13 @@ def main():
                                       "decode_tok_s": by, "error": r.get("error"),
                                       "scaling": {b: round(v / by[1], 2) for b, v in by.items() if by.get(1)}})
             print(json.dumps(report["samples"][-1]), file=sys.stderr)
+            write(report, lens, args.output)
         if "serve" not in skip:
             r = serve_ttft(args)
             report["samples"].append({"stage": "serve", "repeat": rep, "load": os.getloadavg()[0], **r})
             print(json.dumps(report["samples"][-1]), file=sys.stderr)
-    report["load_after"] = os.getloadavg()
-
-    summary = {}
-    lat = [s for s in report["samples"] if s["stage"] == "latency"]
-    for n in lens:
-        rows = [s for s in lat if s["input_len"] == n]
-        summary[f"prefill_{n}"] = {k: spread([s[k] for s in rows]) for k in
-                                   ("loom_prefill_tok_s", "peer_prefill_tok_s", "ratio_prefill")}
-        summary[f"decode_after_{n}"] = {k: spread([s[k] for s in rows]) for k in
-                                        ("loom_decode_tok_s", "peer_decode_tok_s", "ratio_decode")}
-    bat = [s for s in report["samples"] if s["stage"] == "batch"]
-    if bat:
-        sizes = sorted({int(b) for s in bat for b in s["decode_tok_s"]})
-        summary["batch_decode_tok_s"] = {b: spread([s["decode_tok_s"].get(b) for s in bat]) for b in sizes}
-        summary["batch_scaling"] = {b: spread([s["scaling"].get(b) for s in bat]) for b in sizes}
-    srv = [s for s in report["samples"] if s["stage"] == "serve" and "ttft_ms" in s]
-    if srv:
-        summary["serve_ttft_ms_p50"] = spread([s["ttft_ms"].get("p50") for s in srv])
-    report["summary"] = summary
-    text = json.dumps(report, indent=1)
-    print(json.dumps(summary, indent=1))
-    if args.output:
-        with open(args.output, "w") as f:
-            f.write(text + "\n")
+            write(report, lens, args.output)
+    write(report, lens, args.output, final=True)
     return 0
 
 
