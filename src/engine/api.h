@@ -41,6 +41,10 @@ struct StreamEvent {
   std::vector<int32_t> token_ids;      // new tokens (usually one per step; none on errors)
   std::string text;                    // new text that became safe to stream
   std::vector<SampleResult> logprobs;  // per new token, when the request asked
+  // SamplingParams::prompt_logprobs: the logprobs of prompt tokens
+  // [prompt_logprobs_first, + size) (token 0 has none), as the prompt is computed.
+  std::vector<SampleResult> prompt_logprobs;
+  int32_t prompt_logprobs_first = 0;
   FinishReason finish = FinishReason::None;  // set on the sequence's last event
   EngineErrorKind error = EngineErrorKind::None;
   std::string error_message;

@@ -66,6 +66,8 @@ struct SequenceResult {
   std::string text;
   FinishReason finish_reason = FinishReason::None;
   std::vector<SampleResult> logprobs;
+  // SamplingParams::prompt_logprobs: prompt tokens 1.. (token 0 has none).
+  std::vector<SampleResult> prompt_logprobs;
 };
 
 struct Result {

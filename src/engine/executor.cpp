@@ -34,7 +34,7 @@ bool StepExecutor::has_in_flight() const { return impl_->in_flight.download != n
 const ExecutorStats& StepExecutor::stats() const { return impl_->stats; }
 std::optional<StepOutput> StepExecutor::finish_in_flight() { return impl_->finish_in_flight(); }
 
-StepInput StepExecutor::Impl::build_input(const StepPlan& plan, const Scheduler& seqs) const {
+StepInput StepExecutor::Impl::build_input(const StepPlan& plan, const Scheduler& seqs) {
   const int32_t bs = seqs.block_size();
   StepInput step;
   AttentionMetadata& m = step.attn;
@@ -47,9 +47,12 @@ StepInput StepExecutor::Impl::build_input(const StepPlan& plan, const Scheduler&
   m.slot_mapping.reserve(size_t(plan.num_tokens));
   m.block_tables.reserve(plan.seqs.size() * size_t(max_blocks));
   m.query_start.push_back(0);
+  layout.clear();
+  extra_rows = false;
   for (const auto& e : plan.seqs) {
     const Sequence& s = seqs.get(e.seq);
     const auto& blocks = s.blocks.blocks();
+    const int32_t first = int32_t(step.tokens.size());
     for (int32_t p = e.start; p < e.start + e.num_tokens; ++p) {
       step.tokens.push_back(s.tokens[size_t(p)]);
       step.positions.push_back(p);
@@ -59,7 +62,24 @@ StepInput StepExecutor::Impl::build_input(const StepPlan& plan, const Scheduler&
     m.context_lens.push_back(e.start + e.num_tokens);
     for (int32_t b = 0; b < max_blocks; ++b)
       m.block_tables.push_back(b < int32_t(blocks.size()) ? blocks[size_t(b)] : 0);
-    if (e.sample) step.logit_rows.push_back(int32_t(step.tokens.size()) - 1);
+    RowLayout row;
+    row.seq = e.seq;
+    row.prompt_row = int32_t(step.logit_rows.size());
+    if (s.params().prompt_logprobs) {
+      // Position p's logits score prompt token p + 1; the owed ones only (a
+      // preempted sequence recomputes positions it already scored).
+      const int32_t from = std::max(e.start, s.prompt_logprobs_next - 1);
+      const int32_t to = std::min(e.start + e.num_tokens, s.prompt_len - 1);
+      row.prompt_pos = from;
+      for (int32_t p = from; p < to; ++p) step.logit_rows.push_back(first + (p - e.start));
+      row.prompt_rows = std::max(0, to - from);
+      extra_rows = extra_rows || row.prompt_rows > 0;
+    }
+    if (e.sample) {
+      row.sample_row = int32_t(step.logit_rows.size());
+      step.logit_rows.push_back(int32_t(step.tokens.size()) - 1);
+    }
+    layout.push_back(row);
   }
   // The model always returns at least one row; a step of prefill chunks only
   // asks for one and ignores it.
@@ -69,10 +89,57 @@ StepInput StepExecutor::Impl::build_input(const StepPlan& plan, const Scheduler&
   return step;
 }
 
+void StepExecutor::Impl::score_prompts(const Tensor& logits, const Scheduler& seqs, StepOutput& out) {
+  std::vector<int32_t> rows;
+  for (const RowLayout& r : layout)
+    for (int32_t i = 0; i < r.prompt_rows; ++i) rows.push_back(r.prompt_row + i);
+  if (rows.empty()) return;
+  Backend& be = model.backend();
+  const int64_t vocab = logits.dim(1);
+  Tensor dst = be.alloc(logits.dtype(), {int64_t(rows.size()), vocab});
+  be.gather_rows(logits, rows, dst);
+  copy_to_host_f32(be, dst, prompt_host);
+  size_t at = 0;
+  for (const RowLayout& r : layout) {
+    if (r.prompt_rows == 0) continue;
+    const Sequence* s = seqs.find(r.seq);
+    PromptLogprobs p;
+    p.seq = r.seq;
+    p.first = r.prompt_pos + 1;
+    for (int32_t i = 0; i < r.prompt_rows; ++i, ++at) {
+      if (s == nullptr) continue;
+      std::span<const float> row(prompt_host.data() + at * size_t(vocab), size_t(vocab));
+      const int32_t token = s->tokens[size_t(r.prompt_pos + i + 1)];
+      p.entries.push_back(sampler.logprobs_of(row, token, *s->params().prompt_logprobs));
+    }
+    if (s != nullptr) out.prompt_logprobs.push_back(std::move(p));
+  }
+}
+
+Tensor StepExecutor::Impl::sample_rows_only(const Tensor& logits, int64_t num_sampled) {
+  std::vector<int32_t> rows;
+  for (const RowLayout& r : layout)
+    if (r.sample_row >= 0) rows.push_back(r.sample_row);
+  LOOM_CHECK(int64_t(rows.size()) == num_sampled, "{} sample rows for {} sampled sequences", rows.size(),
+             num_sampled);
+  Backend& be = model.backend();
+  const int64_t vocab = logits.dim(1);
+  if (compact_logits.data() == nullptr || compact_logits.dtype() != logits.dtype() || compact_logits.cols() != vocab ||
+      compact_logits.rows() < num_sampled)
+    compact_logits = be.alloc(logits.dtype(), {std::max<int64_t>(num_sampled, 2 * compact_logits.rows()), vocab});
+  Tensor dst = compact_logits.slice_rows(0, num_sampled);
+  be.gather_rows(logits, rows, dst);
+  return dst;
+}
+
 std::vector<SeqId> StepExecutor::Impl::sampled_rows(const StepPlan& plan, const Scheduler& seqs) {
   std::vector<SeqId> rows;
-  for (const auto& e : plan.seqs)
-    if (e.sample) rows.push_back(seqs.find(e.seq) != nullptr ? e.seq : 0);
+  for (const auto& e : plan.seqs) {
+    if (!e.sample) continue;
+    const Sequence* s = seqs.find(e.seq);
+    // Gone meanwhile, or scoring its prompt only (max_tokens 0): no token.
+    rows.push_back(s != nullptr && s->max_tokens > 0 ? e.seq : 0);
+  }
   return rows;
 }
 
@@ -92,12 +159,24 @@ StepOutput StepExecutor::execute(const StepPlan& plan, const Scheduler& seqs, co
   if (auto previous = x.finish_in_flight()) deliver_previous(*previous);
   const std::vector<SeqId> rows = Impl::sampled_rows(plan, seqs);
   const bool any_row = std::any_of(rows.begin(), rows.end(), [](SeqId s) { return s != 0; });
-  if (rows.empty() || !any_row) return StepOutput{};
-  LOOM_CHECK(int64_t(rows.size()) == logits.dim(0), "{} logits rows for {} sampled sequences", logits.dim(0),
-             rows.size());
-  x.apply_constraints(rows, seqs, logits);
-  if (x.can_run_async(rows, seqs)) return x.launch_async(rows, seqs, logits);
-  return x.choose_tokens(rows, seqs, logits);
+  if (!x.extra_rows) {
+    if (rows.empty() || !any_row) return StepOutput{};
+    LOOM_CHECK(int64_t(rows.size()) == logits.dim(0), "{} logits rows for {} sampled sequences", logits.dim(0),
+               rows.size());
+    x.apply_constraints(rows, seqs, logits);
+    if (x.can_run_async(rows, seqs)) return x.launch_async(rows, seqs, logits);
+    return x.choose_tokens(rows, seqs, logits);
+  }
+  // Rows beyond the sample rows (prompt logprobs): scored on the host, and
+  // the sample rows go on alone, synchronously.
+  StepOutput scored;
+  x.score_prompts(logits, seqs, scored);
+  if (!any_row) return scored;
+  Tensor sampled = x.sample_rows_only(logits, int64_t(rows.size()));
+  x.apply_constraints(rows, seqs, sampled);
+  StepOutput out = x.choose_tokens(rows, seqs, sampled);
+  out.prompt_logprobs = std::move(scored.prompt_logprobs);
+  return out;
 }
 
 std::optional<StepOutput> StepExecutor::Impl::finish_in_flight() {

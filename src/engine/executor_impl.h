@@ -31,7 +31,23 @@ struct StepExecutor::Impl {
     std::vector<int32_t> device_tokens;
   };
 
-  StepInput build_input(const StepPlan& plan, const Scheduler& seqs) const;
+  // Where each scheduled sequence's logits rows are in the step's logits:
+  // its prompt-logprob rows (prompt positions prompt_pos, ...), then its
+  // sample row (when the step computes its last known token).
+  struct RowLayout {
+    SeqId seq = 0;
+    int32_t prompt_row = 0;   // first prompt-logprob row
+    int32_t prompt_rows = 0;  // they give prompt tokens prompt_pos + 1, ...
+    int32_t prompt_pos = 0;
+    int32_t sample_row = -1;  // -1: none
+  };
+
+  // The step's model input; fills `layout` (and `extra_rows`).
+  StepInput build_input(const StepPlan& plan, const Scheduler& seqs);
+  // Prompt logprobs of the layout's prompt rows (host), into out.
+  void score_prompts(const Tensor& logits, const Scheduler& seqs, StepOutput& out);
+  // The sample rows of `logits` gathered into a tensor of their own, in layout order.
+  Tensor sample_rows_only(const Tensor& logits, int64_t num_sampled);
   // The sequences of the plan's sampled rows (0: ended meanwhile).
   static std::vector<SeqId> sampled_rows(const StepPlan& plan, const Scheduler& seqs);
   // Applies the constraints' allowed-token masks of the live rows to `logits`.
@@ -56,6 +72,10 @@ struct StepExecutor::Impl {
   Tensor sample_logits;  // device rows gathered for the host sampler (grown on demand)
   std::vector<SampleSpec> sample_specs;
   std::vector<LogitEdit> logit_edits;
+  std::vector<RowLayout> layout;
+  bool extra_rows = false;  // rows other than sample rows (prompt logprobs)
+  Tensor compact_logits;    // sample rows gathered when extra_rows (grown on demand)
+  std::vector<float> prompt_host;
   std::vector<int32_t> mask_rows;
   std::vector<uint32_t> mask_words;
   // The step in flight (async scheduling): the sequence of each sampled row

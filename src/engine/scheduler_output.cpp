@@ -81,6 +81,25 @@ void Scheduler::update_from_output(const StepPlan& plan, const StepOutput& outpu
   LOOM_CHECK(output.kind != StepOutput::Kind::Resolutions, "resolutions applied as step {}'s output",
              plan.step);
   complete_step(plan);
+  for (const PromptLogprobs& p : output.prompt_logprobs) {
+    Sequence* s = find(p.seq) ? &at(p.seq) : nullptr;
+    if (s == nullptr || p.entries.empty()) continue;
+    LOOM_CHECK(p.first == s->prompt_logprobs_next, "prompt logprobs of sequence {} from token {}, {} owed",
+               p.seq, p.first, s->prompt_logprobs_next);
+    s->prompt_logprobs_next += int32_t(p.entries.size());
+    StreamEvent e;
+    e.request_id = s->request_id;
+    e.seq_index = s->index;
+    e.prompt_logprobs = p.entries;
+    e.prompt_logprobs_first = p.first;
+    events_.push_back(SequenceEvent{s->request, std::move(e)});
+  }
+  // Prompt scoring only (max_tokens 0): done once the prompt is computed.
+  for (const ScheduledSeq& e : plan.seqs) {
+    const Sequence* s = find(e.seq);
+    if (s != nullptr && s->max_tokens == 0 && s->num_computed >= s->prompt_len)
+      end_sequence(e.seq, FinishReason::Length, EngineErrorKind::None, "");
+  }
   const bool placeholders = output.kind == StepOutput::Kind::Placeholders;
   for (const SequenceTokens& row : output.rows) {
     Sequence* s = find(row.seq) ? &at(row.seq) : nullptr;

@@ -65,6 +65,7 @@ class CudaBackend final : public Backend {
   void copy_to_host(void* dst, const Tensor& src, size_t bytes) override;
   void synchronize() override { LOOM_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
   void copy(Tensor& dst, const Tensor& src) override;
+  std::optional<DeviceMemory> device_memory() const override;
 
   // --- step preparation and CUDA graphs (cuda_backend.cpp) ---
   void prepare_attention(const AttentionMetadata& meta, int64_t num_tokens, int64_t block_size,
