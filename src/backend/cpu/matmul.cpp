@@ -89,7 +89,11 @@ void matmul(ThreadPool& pool, const Tensor& x, const Tensor& w, const Tensor* bi
                n);
   LOOM_CHECK(x.data() != out.data(), "matmul cannot run in place");
   if (m == 0 || n == 0) return;
-  if (m >= kGemmMinRows && gemm_supports(w.dtype())) {
+  // Float weights always take the GEMM: each output is then one FMA chain over
+  // K whatever M is, so a row's result does not depend on the rows batched with
+  // it (seeded sampling gives the same tokens alone and in a batch).
+  const bool float_weight = !is_quantized(w.dtype());
+  if ((m >= kGemmMinRows || float_weight) && gemm_supports(w.dtype())) {
     gemm_matmul(pool, x, w, bias ? bias->data_as<const float>() : nullptr, out);
     return;
   }
