@@ -4,7 +4,7 @@
 //             tokens/s at several batch sizes; --peer llama.cpp runs llama.cpp
 //             on the same GGUF, prompt and threads in the same run
 //   offline   N requests straight into the engine (no HTTP), all at once
-//   serve     streamed requests to an OpenAI-compatible server (bench/serve_cli.h)
+//   serve     streamed requests to an OpenAI-compatible server (cmd_bench_serve.cpp)
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <filesystem>
@@ -14,12 +14,12 @@
 #include <thread>
 
 #include "cli.h"
+#include "cli_app.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "driver.h"
 #include "report.h"
 #include "runtime.h"
-#include "serve_cli.h"
 #include "tokenizer/tokenizer.h"
 #include "workload.h"
 
@@ -55,7 +55,25 @@ nlohmann::json run_info(const RuntimeOptions& ro, const ModelRuntime& rt) {
           {"device", rt.device_name},
           {"threads", ro.threads > 0 ? ro.threads : ThreadPool::default_threads()},
           {"kv_blocks", rt.engine->num_kv_blocks()},
-          {"block_size", rt.engine->block_size()}};
+          {"block_size", rt.engine->block_size()},
+          {"kv_cache_dtype", dtype_name(rt.kv_dtype)},
+          {"quantization", rt.model.config.quantization.describe()}};
+}
+
+// Speculative decoding over the stats' interval (after - before): drafts
+// verified, accepted, the acceptance rate and the tokens a verify step gave.
+nlohmann::json speculative_report(const EngineStats& before, const EngineStats& after) {
+  const uint64_t drafted = after.spec_draft_tokens - before.spec_draft_tokens;
+  const uint64_t accepted = after.spec_accepted_tokens - before.spec_accepted_tokens;
+  uint64_t steps = 0;
+  for (size_t a = 0; a < after.spec_accepted_lengths.size(); ++a)
+    steps += after.spec_accepted_lengths[a] -
+             (a < before.spec_accepted_lengths.size() ? before.spec_accepted_lengths[a] : 0);
+  return {{"draft_tokens", drafted},
+          {"accepted_tokens", accepted},
+          {"acceptance_rate", drafted ? double(accepted) / double(drafted) : 0.0},
+          {"verify_steps", steps},
+          {"mean_accepted_length", steps ? 1.0 + double(accepted) / double(steps) : 0.0}};
 }
 
 // GPU memory (the process's device footprint: weights, KV pool, workspaces),
@@ -65,6 +83,7 @@ void add_device_report(const ModelRuntime& rt, const EngineStats& stats, nlohman
                               {"sampled_on_device", stats.device_sampled_tokens},
                               {"generated", stats.generated_tokens}};
   report["steps"] = {{"total", stats.steps}, {"async", stats.async_steps}};
+  report["speculative"] = speculative_report(EngineStats{}, stats);
   report["graphs"] = {{"replayed_steps", rt.transformer->graph_stats().replayed},
                       {"recordings", rt.transformer->graph_stats().recorded},
                       {"eager_steps", rt.transformer->graph_stats().eager}};
@@ -110,7 +129,9 @@ nlohmann::json run_llamacpp_peer(const std::string& model, int threads,
 }
 
 int bench_workload(int argc, char** argv) {
-  CLI::App app{"Write a benchmark workload as JSONL ({prompt_ids, output_len} per line)"};
+  CLI::App app{"Write a benchmark workload as JSONL ({prompt_ids, output_len} per line)",
+               "bench workload"};
+  show_defaults(app);
   std::string model, output;
   bench::WorkloadSpec spec;
   app.add_option("--model", model, "model whose vocabulary prompts draw from")->required();
@@ -120,7 +141,7 @@ int bench_workload(int argc, char** argv) {
   app.add_option("--output-len", spec.output_len, "fixed: output tokens");
   app.add_option("--seed", spec.seed, "workload seed");
   app.add_option("--output", output, "JSONL file to write")->required();
-  CLI11_PARSE(app, argc, argv);
+  LOOM_PARSE(app, argc, argv);
   return guarded("bench workload", [&] {
     RuntimeOptions ro;
     ro.model = model;
@@ -140,7 +161,9 @@ int bench_workload(int argc, char** argv) {
 }
 
 int bench_latency(int argc, char** argv) {
-  CLI::App app{"Single-stream prefill and decode speed, and decode tokens/s by batch size"};
+  CLI::App app{"Single-stream prefill and decode speed, and decode tokens/s by batch size",
+               "bench latency"};
+  show_defaults(app);
   RuntimeOptions ro;
   add_runtime_options(app, ro);
   int32_t input_len = 128, output_len = 64;
@@ -157,7 +180,7 @@ int bench_latency(int argc, char** argv) {
       ->check(CLI::IsMember({"", "llama.cpp"}));
   app.add_option("--seed", seed, "prompt seed");
   app.add_flag("--json", json, "print only the JSON line");
-  CLI11_PARSE(app, argc, argv);
+  LOOM_PARSE(app, argc, argv);
   return guarded("bench latency", [&] {
     auto rt = build_runtime(ro);
     const auto ids = allowed_ids(*rt);
@@ -201,7 +224,8 @@ int bench_latency(int argc, char** argv) {
       by_batch.push_back({{"batch", b},
                           {"decode_tokens_per_s", std::round(rate * 10) / 10},
                           {"itl_ms", lat["itl_ms"]},
-                          {"tpot_ms", lat["tpot_ms"]}});
+                          {"tpot_ms", lat["tpot_ms"]},
+                          {"speculative", speculative_report(run.stats_before, run.stats_after)}});
     }
     report["decode"] = by_batch;
     if (!by_batch.empty())
@@ -228,7 +252,9 @@ int bench_latency(int argc, char** argv) {
 }
 
 int bench_offline(int argc, char** argv) {
-  CLI::App app{"Offline throughput: N requests submitted at once straight into the engine"};
+  CLI::App app{"Offline throughput: N requests submitted at once straight into the engine",
+               "bench offline"};
+  show_defaults(app);
   RuntimeOptions ro;
   add_runtime_options(app, ro);
   bench::WorkloadSpec spec;
@@ -246,8 +272,12 @@ int bench_offline(int argc, char** argv) {
       ->check(CLI::Range(0.0, 100.0));
   app.add_option("--top-p", top_p, "nucleus sampling")->check(CLI::Range(0.0, 1.0));
   app.add_option("--top-k", top_k, "top-k sampling (0: off)")->check(CLI::Range(0, 1 << 20));
+  bool stop_at_eos = false;
+  app.add_flag("--stop-at-eos", stop_at_eos,
+               "requests end at the model's end-of-sequence token (output_len is then a cap); "
+               "default: exactly output_len tokens each");
   app.add_flag("--json", json, "print only the JSON line");
-  CLI11_PARSE(app, argc, argv);
+  LOOM_PARSE(app, argc, argv);
   return guarded("bench offline", [&] {
     auto rt = build_runtime(ro);
     auto work = workload_file.empty() ? bench::make_workload(spec, allowed_ids(*rt))
@@ -261,6 +291,10 @@ int bench_offline(int argc, char** argv) {
       reqs.back().params.top_p = top_p;
       reqs.back().params.top_k = top_k;
       reqs.back().params.seed = static_cast<uint64_t>(reqs.size());
+      if (stop_at_eos) {
+        reqs.back().params.min_tokens = 0;
+        reqs.back().params.ignore_eos = false;
+      }
     }
     const size_t n = reqs.size();
     rt->engine->start();
@@ -300,18 +334,46 @@ int bench_offline(int argc, char** argv) {
 
 }  // namespace
 
+namespace {
+
+struct Benchmark {
+  const char* name;
+  int (*run)(int, char**);
+  const char* help;
+};
+
+constexpr Benchmark kBenchmarks[] = {
+    {"latency", bench_latency,
+     "single-stream prefill/decode speed and decode tokens/s by batch size"},
+    {"offline", bench_offline, "N requests straight into the engine (no HTTP), all at once"},
+    {"serve", cmd_bench_serve,
+     "streamed requests to an OpenAI-compatible server (loom serve, vLLM...)"},
+    {"workload", bench_workload, "write a benchmark workload as JSONL (peers read the same one)"},
+};
+
+void bench_usage(FILE* out) {
+  std::fprintf(
+      out,
+      "usage: loom bench <benchmark> [flags]   (loom bench <benchmark> --help for its flags)\n\n");
+  for (const auto& b : kBenchmarks) std::fprintf(out, "  %-9s %s\n", b.name, b.help);
+}
+
+}  // namespace
+
 int cmd_bench(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: loom bench <latency|offline|workload|serve> [flags]\n");
+    bench_usage(stderr);
     return 2;
   }
   const std::string sub = argv[1];
-  if (sub == "latency") return bench_latency(argc - 1, argv + 1);
-  if (sub == "offline") return bench_offline(argc - 1, argv + 1);
-  if (sub == "workload") return bench_workload(argc - 1, argv + 1);
-  if (sub == "serve") return bench::bench_serve_main(argc - 1, argv + 1);
-  std::fprintf(stderr, "loom bench: unknown benchmark '%s' (latency, offline, workload, serve)\n",
-               sub.c_str());
+  if (sub == "--help" || sub == "-h") {
+    bench_usage(stdout);
+    return 0;
+  }
+  for (const auto& b : kBenchmarks)
+    if (sub == b.name) return b.run(argc - 1, argv + 1);
+  std::fprintf(stderr, "loom bench: unknown benchmark '%s'\n\n", sub.c_str());
+  bench_usage(stderr);
   return 2;
 }
 

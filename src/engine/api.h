@@ -32,6 +32,7 @@ struct SampleResult {
   int32_t token = 0;
   float logprob = 0.0f;           // raw log-softmax of the chosen token (when logprobs asked)
   std::vector<TokenLogprob> top;  // params.logprobs best raw alternatives, best first
+  int32_t rank = 0;               // 1 + tokens with a larger raw logit (when logprobs asked)
 };
 
 // One update of one sequence.
@@ -41,14 +42,17 @@ struct StreamEvent {
   std::vector<int32_t> token_ids;      // new tokens (usually one per step; none on errors)
   std::string text;                    // new text that became safe to stream
   std::vector<SampleResult> logprobs;  // per new token, when the request asked
-  // SamplingParams::prompt_logprobs: the logprobs of prompt tokens
-  // [prompt_logprobs_first, + size) (token 0 has none), as the prompt is computed.
+  // SamplingParams::prompt_logprobs: the logprobs of prompt tokens 1, 2, ...
+  // (token 0 has none), all on sequence 0's first event.
   std::vector<SampleResult> prompt_logprobs;
-  int32_t prompt_logprobs_first = 0;
   FinishReason finish = FinishReason::None;  // set on the sequence's last event
   EngineErrorKind error = EngineErrorKind::None;
   std::string error_message;
   bool request_done = false;           // the request's last event
+  // Speculative decoding, on the request's last event: draft tokens
+  // verified for it and how many were accepted.
+  int32_t spec_draft_tokens = 0;
+  int32_t spec_accepted_tokens = 0;
   // When the sequence was first scheduled (token events; for queue time).
   std::optional<Clock::time_point> first_scheduled;
 };
@@ -102,6 +106,9 @@ struct EngineStats {
   uint64_t device_sampled_tokens = 0;  // of generated_tokens: drawn by the backend's sampler
   uint64_t async_steps = 0;            // steps whose tokens the next step took on the device
   uint64_t masked_rows = 0;            // logits rows restricted by a TokenConstraint
+  uint64_t spec_draft_tokens = 0;      // speculative tokens verified
+  uint64_t spec_accepted_tokens = 0;   // of those, accepted
+  std::vector<uint64_t> spec_accepted_lengths;  // [a]: verify steps that accepted a tokens
   uint64_t cached_prompt_tokens = 0;
   uint64_t preemptions = 0;
   uint64_t finished_requests = 0;

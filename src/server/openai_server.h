@@ -1,6 +1,8 @@
 // OpenAiServer: the routes of `loom serve` over a GenerationService —
-// /v1/completions, /v1/chat/completions (JSON or SSE), /v1/models, /tokenize,
-// /detokenize, /health, /ready, /metrics — with API keys, per-tenant limits,
+// /v1/completions, /v1/chat/completions (JSON or SSE), /v1/messages and
+// /v1/responses (through the chat path: anthropic_api.h, responses_api.h),
+// /v1/models[/{id}], /tokenize, /detokenize, /health, /ready, /metrics,
+// /version — with API keys (Authorization or x-api-key), per-tenant limits,
 // the request filter, metrics and one access-log line per request. Transport
 // free: HttpServer calls handle() on its worker threads. Thread-safe.
 #pragma once
@@ -24,6 +26,7 @@
 #include "server/openai_request.h"
 #include "server/request_filter.h"
 #include "server/tenants.h"
+#include "structured/grammar_compiler.h"
 
 namespace loom::server {
 
@@ -35,6 +38,15 @@ struct OpenAiServerConfig {
   std::shared_ptr<GpuMetricsSource> gpu_metrics;  // null: no loom_gpu_* series
   // The watchdog's clock; null: steady_clock::now. Tests step it by hand.
   std::function<std::chrono::steady_clock::time_point()> watchdog_clock;
+  bool log_requests = true;     // one access-log line per request (info level)
+  bool metrics_public = false;  // /metrics answers without an API key (Prometheus scrapes)
+  // {"version", "commit", "build": {...}}: GET /version and the loom_build_info
+  // series (labels version, commit). Null: /version answers 404.
+  nlohmann::json build_info;
+  // Compiles response_format / guided_* / forced tool-call grammars over the
+  // model's vocabulary (on its own pool; the HTTP worker waits, bounded).
+  // Null: such requests get a 400.
+  std::shared_ptr<structured::GrammarCompiler> grammars;
 };
 
 class OpenAiServer {
@@ -59,6 +71,7 @@ class OpenAiServer {
   void start_generation(Endpoint endpoint, const HttpRequest& req,
                         const std::shared_ptr<ResponseSink>& sink, const Tenant* tenant);
   HttpResponse models() const;
+  HttpResponse model(const std::string& id) const;
   HttpResponse tokenize(const HttpRequest& req) const;
   HttpResponse detokenize(const HttpRequest& req) const;
   HttpResponse ready();

@@ -4,7 +4,8 @@
 // against one direct forward pass of the whole prompt; the same whatever the
 // prefill chunking, with a warm prefix cache (scoring never takes cache
 // hits), under preemption (nothing scored twice), batched with other
-// requests, with max_tokens 0 (scoring only), and with top alternatives.
+// requests, with max_tokens 0 (scoring only), with ranks and top
+// alternatives; all of them on the sequence's first event.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -67,6 +68,8 @@ class PromptLogprobsTest : public ::testing::TestWithParam<std::string> {
       SampleResult r;
       r.token = prompt[size_t(p + 1)];
       r.logprob = float(row[r.token] - lse);
+      r.rank = 1;
+      for (int32_t t = 0; t < vocab_; ++t) r.rank += row[t] > row[r.token];
       std::vector<int32_t> ids(static_cast<size_t>(vocab_));
       for (int32_t t = 0; t < vocab_; ++t) ids[size_t(t)] = t;
       std::stable_sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) { return row[a] > row[b]; });
@@ -82,6 +85,7 @@ class PromptLogprobsTest : public ::testing::TestWithParam<std::string> {
     for (size_t i = 0; i < want.size(); ++i) {
       EXPECT_EQ(got[i].token, want[i].token) << what << " position " << i;
       EXPECT_NEAR(got[i].logprob, want[i].logprob, 1e-4) << what << " position " << i;
+      EXPECT_EQ(got[i].rank, want[i].rank) << what << " position " << i;
       ASSERT_EQ(got[i].top.size(), want[i].top.size()) << what;
       for (size_t k = 0; k < want[i].top.size(); ++k) {
         EXPECT_EQ(got[i].top[k].token, want[i].top[k].token) << what << " position " << i << " top " << k;
