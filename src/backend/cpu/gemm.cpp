@@ -1,6 +1,8 @@
 // The GEMM driver: activation quantisation once per call, work items of
-// (panel of nr output columns, block of rows), K in chunks of at most kKc
-// values so a panel stays in L1/L2 while every row of the block passes over it.
+// (panel of nr output columns, block of rows), K in chunks of at most
+// kGemmKcQuant values so a panel stays in L1/L2 while every row of the block
+// passes over it. Below kGemmMinRows rows, the row path: work items of
+// kColTile output columns, eight weight rows per kernel call.
 #include "backend/cpu/gemm.h"
 
 #include <algorithm>
@@ -11,8 +13,12 @@
 namespace loom::cpu {
 namespace {
 
-constexpr int64_t kKc = 1024;         // K values per panel (a multiple of 256)
 constexpr int64_t kMinRowBlock = 16;  // rows per item when rows are split over threads
+constexpr int64_t kColTile = 16;      // row path: output columns per work item
+constexpr int64_t kRowGroup = 8;      // row path: weight rows per kernel call
+// Row path: the next group's weight rows are prefetched while one computes
+// when they are this short (longer rows stream well on their own).
+constexpr int64_t kPrefetchGroupBytes = 16384;
 
 // Per-thread panel buffers, grown on demand and reused across calls.
 struct PanelBuffers {
@@ -47,6 +53,60 @@ int64_t unit_of(DType t) {
   return dtype_info(t).block_elems;
 }
 
+// The activations as the kernels take them: 8-bit blocks of 32 for quantised
+// weights (the same for every M, so the row path and the GEMM see the same
+// blocks), none for float weights.
+std::vector<ActQ8_G> quantize_activations(ThreadPool& pool, const GemmKernels& gk, const Tensor& x,
+                                          bool quant) {
+  std::vector<ActQ8_G> act;
+  if (!quant) return act;
+  const int64_t m = x.rows(), k = x.cols(), xs = k / kQK;
+  const float* xf = x.data_as<const float>();
+  act.resize(static_cast<size_t>(m * xs));
+  pool.parallel_for(
+      m,
+      [&](int64_t b, int64_t e) {
+        for (int64_t r = b; r < e; ++r) gk.quantize(xf + r * k, act.data() + r * xs, k);
+      },
+      std::max<int64_t>(1, 16384 / k));
+  return act;
+}
+
+// The row path for m < kGemmMinRows rows (gk has rows_quant / rows_float).
+void row_matmul(ThreadPool& pool, const GemmKernels& gk, const Tensor& x, const Tensor& w,
+                bool quant, const std::vector<ActQ8_G>& act, const float* bias, Tensor& out) {
+  const int64_t n = w.dim(0), k = w.dim(1), m = x.rows(), xs = k / kQK;
+  const DType wt = w.dtype();
+  const auto* wdata = static_cast<const uint8_t*>(w.data());
+  const int64_t row_bytes = w.row_stride_bytes();
+  const float* xf = x.data_as<const float>();
+  float* o = out.data_as<float>();
+  const bool prefetch = kRowGroup * row_bytes <= kPrefetchGroupBytes;
+  pool.parallel_for((n + kColTile - 1) / kColTile, [&](int64_t t0, int64_t t1) {
+    const int64_t end = std::min(n, t1 * kColTile);
+    for (int64_t c0 = t0 * kColTile; c0 < end; c0 += kRowGroup) {
+      const int rows = static_cast<int>(std::min<int64_t>(kRowGroup, n - c0));
+      const uint8_t* wg = wdata + c0 * row_bytes;
+      if (quant) {
+        // A whole next group to prefetch (its last rows may lie past the end).
+        const uint8_t* next = c0 + 2 * kRowGroup <= end ? wg + kRowGroup * row_bytes : nullptr;
+        gk.rows_quant(wt, wg, row_bytes, rows, k, act.data(), xs, static_cast<int>(m), o + c0, n,
+                      next);
+      } else {
+        if (prefetch && c0 + kRowGroup < end) {
+          const uint8_t* next = wg + kRowGroup * row_bytes;
+          const int64_t bytes = std::min<int64_t>(kRowGroup, end - c0 - kRowGroup) * row_bytes;
+          for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(next + b);
+        }
+        gk.rows_float(wt, wg, row_bytes, rows, k, xf, k, static_cast<int>(m), o + c0, n);
+      }
+      if (bias)
+        for (int64_t r = 0; r < m; ++r)
+          for (int j = 0; j < rows; ++j) o[r * n + c0 + j] += bias[c0 + j];
+    }
+  });
+}
+
 }  // namespace
 
 bool gemm_supports(DType w) {
@@ -67,21 +127,15 @@ void gemm_matmul(ThreadPool& pool, const Tensor& x, const Tensor& w, const float
              "gemm does not support {}", dtype_name(wt));
   const int64_t unit = quant ? std::max<int64_t>(32, unit_of(wt)) : 1;
   LOOM_CHECK(k % unit == 0, "gemm: K {} is not a whole number of {} blocks", k, dtype_name(wt));
-  const int64_t kc_max = quant ? std::max(unit, kKc / unit * unit) : 256;
+  const int64_t kc_max = quant ? kGemmKcQuant : kGemmKcFloat;
+  const std::vector<ActQ8_G> act = quantize_activations(pool, gk, x, quant);
+  if (m < kGemmMinRows && gk.rows_quant) {
+    row_matmul(pool, gk, x, w, quant, act, bias, out);
+    return;
+  }
 
-  // Activations: 8-bit blocks of 32 for quantised weights, as they are otherwise.
-  std::vector<ActQ8_G> act;
   const int64_t xs = k / kQK;
   const float* xf = x.data_as<const float>();
-  if (quant) {
-    act.resize(static_cast<size_t>(m * xs));
-    pool.parallel_for(
-        m,
-        [&](int64_t b, int64_t e) {
-          for (int64_t r = b; r < e; ++r) gk.quantize(xf + r * k, act.data() + r * xs, k);
-        },
-        std::max<int64_t>(1, 16384 / k));
-  }
 
   const auto* wdata = static_cast<const uint8_t*>(w.data());
   const int64_t row_bytes = w.row_stride_bytes();

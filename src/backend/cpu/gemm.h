@@ -1,4 +1,6 @@
-// The CPU GEMM for M > 1 activation rows: out[M, N] = x[M, K] . w[N, K]^T.
+// The CPU matmul out[M, N] = x[M, K] . w[N, K]^T for every M: the GEMM for
+// M >= kGemmMinRows and the row path (decode) below that, which give each
+// output the same bits (see rows_quant).
 // Weights are unpacked once per panel (nr weight rows by kc values) into a
 // layout the micro-kernels stream from L1/L2, and every activation row passes
 // over the same panel. Quantised weights become unsigned bytes u with one f32
@@ -9,6 +11,10 @@
 // accumulator's start value, and scales are applied in f32 once per sub-block.
 // Float weights (f32/f16/bf16) are unpacked to f32 panels and multiplied with
 // the f32 activations by FMA. Internal to backend/cpu; all functions are pure.
+//
+// Batch invariance: every output is one chain of f32 operations per K chunk
+// that depends only on its activation row and weight row, never on the other
+// rows or on how work is split; the row path repeats that chain exactly.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +26,14 @@
 #include "core/thread_pool.h"
 
 namespace loom::cpu {
+
+// From this many activation rows on, the GEMM (weight panels unpacked once and
+// reused by every row); below, the row path.
+constexpr int64_t kGemmMinRows = 4;
+// K values per panel chunk: each output's f32 sum restarts at every chunk and
+// is added to the previous chunks' total (the row path chunks K alike).
+constexpr int64_t kGemmKcQuant = 1024;  // a multiple of 256 (every block size)
+constexpr int64_t kGemmKcFloat = 256;
 
 // One activation block of 32 values for the GEMM: x ~= d * qs, |qs| <= 127,
 // sum16[h] = sum of qs[16h, 16h + 16).
@@ -77,6 +91,17 @@ struct GemmKernels {
   // c[r * ldc + j] (+)= panel column j . x[r * ldx + (0..kc)].
   void (*gemm_float)(const float* panel, int64_t kc, const float* x, int64_t ldx, int64_t m,
                      float* c, int64_t ldc, int cols, bool accumulate);
+  // The row path: c[r * ldc + j] = weight row j . x row r for r < m (1..3) and
+  // j < rows (<= 8), straight from the weight as stored (rows row_bytes apart,
+  // all k values), every output computed with the same operations in the same
+  // order as gemm_quant / gemm_float give it. Null where the GEMM serves every
+  // M (portable). rows_quant prefetches the next group's rows at next (rows
+  // after w, or null) as it goes.
+  void (*rows_quant)(DType type, const uint8_t* w, int64_t row_bytes, int rows, int64_t k,
+                     const ActQ8_G* x, int64_t xs, int m, float* c, int64_t ldc,
+                     const uint8_t* next);
+  void (*rows_float)(DType type, const uint8_t* w, int64_t row_bytes, int rows, int64_t k,
+                     const float* x, int64_t ldx, int m, float* c, int64_t ldc);
 };
 
 const GemmKernels& gemm_kernels_portable();
@@ -87,8 +112,9 @@ const GemmKernels& gemm_kernels_for(Isa isa);
 
 // Whether gemm_matmul takes weights of this type under the active ISA.
 bool gemm_supports(DType w);
-// out[M, N] = x[M, K] . w[N, K]^T (+ bias[N]) through the panels; shapes are
-// checked by the caller (matmul), bias may be null. Runs on pool.
+// out[M, N] = x[M, K] . w[N, K]^T (+ bias[N]): through the panels for M >=
+// kGemmMinRows, the row path below (where the ISA has one); shapes are checked
+// by the caller (matmul), bias may be null. Runs on pool.
 void gemm_matmul(ThreadPool& pool, const Tensor& x, const Tensor& w, const float* bias,
                  Tensor& out);
 

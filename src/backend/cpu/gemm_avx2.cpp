@@ -1,6 +1,7 @@
 // AVX2 GEMM kernels (gemm_x86.h over 256-bit vectors): panels of 16 columns,
 // maddubs + madd for the int8 dot products; Q8_0 stays signed (its q + 128
 // would saturate maddubs' int16 pair sums).
+#include "backend/cpu/gemm_rows_x86.h"
 #include "backend/cpu/gemm_x86.h"
 #include "backend/cpu/simd_vec_x86.h"
 
@@ -35,7 +36,9 @@ const GemmKernels& gemm_kernels_avx2() {
                              gemm::x86_pack_quant,
                              gemm::x86_gemm_quant<V256, kMr>,
                              pack_float,
-                             gemm_float};
+                             gemm_float,
+                             gemm::x86_rows_quant<false, true>,
+                             gemm::x86_rows_float};
   return k;
 }
 

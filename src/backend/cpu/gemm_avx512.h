@@ -4,6 +4,7 @@
 // and includes this header once.
 #pragma once
 
+#include "backend/cpu/gemm_rows_x86.h"
 #include "backend/cpu/gemm_x86.h"
 #include "backend/cpu/simd_vec_x86.h"
 
@@ -37,7 +38,9 @@ GemmKernels make_gemm_avx512(Isa isa) {
                      gemm::x86_pack_quant,
                      gemm::x86_gemm_quant<Vec, kMr>,
                      pack_float,
-                     gemm_float};
+                     gemm_float,
+                     gemm::x86_rows_quant<LOOM_X86_VNNI != 0, LOOM_X86_VNNI == 0>,
+                     gemm::x86_rows_float};
 }
 
 }  // namespace

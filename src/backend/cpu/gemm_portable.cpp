@@ -112,8 +112,9 @@ void gemm_float(const float* panel, int64_t kc, const float* x, int64_t ldx, int
 }  // namespace
 
 const GemmKernels& gemm_kernels_portable() {
-  static const GemmKernels k{Isa::Portable, kNr,        quant_layout, quantize,
-                             pack_quant,    gemm_quant, pack_float,   gemm_float};
+  // No row path: the scalar GEMM serves every M.
+  static const GemmKernels k{Isa::Portable, kNr,        quant_layout, quantize, pack_quant,
+                             gemm_quant,    pack_float, gemm_float,   nullptr,  nullptr};
   return k;
 }
 
