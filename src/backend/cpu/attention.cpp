@@ -250,10 +250,19 @@ void paged_attention(ThreadPool& pool, const Tensor& q, const KvLayerCache& cach
       }
       kern.transpose(conv, n, hd, hd, kt + i0, ldk);
     };
-    for (int64_t k0 = key_lo; k0 <= pos_hi; k0 += ldk) {
+    // Chunks start at multiples of ldk whatever the tile: a key's place in its
+    // chunk (its lane in the softmax sums) and the online softmax's steps are
+    // then the same for a query alone (decode) and in any tile (prefill), so
+    // its output does not depend on the tokens it is computed with. Keys
+    // before key_lo (outside every row's window) are zero and masked.
+    for (int64_t k0 = key_lo / ldk * ldk; k0 <= pos_hi; k0 += ldk) {
       const int64_t k1 = std::min(pos_hi + 1, k0 + ldk);
       const int64_t nk = k1 - k0;
-      for (int64_t key = k0; key < k1;) {
+      for (int64_t key = k0; key < key_lo; ++key) {
+        for (int64_t d = 0; d < hd; ++d) kt[d * ldk + key - k0] = 0.0f;
+        std::fill(vb + (key - k0) * hd, vb + (key - k0 + 1) * hd, 0.0f);
+      }
+      for (int64_t key = std::max(k0, key_lo); key < k1;) {
         const int64_t n = std::min(k1, (key / bs + 1) * bs) - key;
         load_segment(key, n, key - k0);
         key += n;
