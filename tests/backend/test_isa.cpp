@@ -21,7 +21,7 @@ TEST(Isa, SelectionClampsAndSwitchesKernels) {
     EXPECT_EQ(kernels_for(active_isa()).isa, got);
   }
   if (detected_isa() != Isa::Portable) {
-    EXPECT_NE(kernels_for(Isa::Portable).mdot_q4_k, kernels_for(detected_isa()).mdot_q4_k);
+    EXPECT_NE(kernels_for(Isa::Portable).attn_scores, kernels_for(detected_isa()).attn_scores);
   }
   set_cpu_isa(saved);
 }

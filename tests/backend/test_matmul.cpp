@@ -2,8 +2,9 @@
 // set this CPU has, and odd shapes.
 // Tolerances, per output element y = sum_k x_k w_k (w as dequantised):
 //  * float weights (f32/f16/bf16): |err| <= 1e-5 * sum_k |x_k w_k|  (f32 accumulation).
-//  * quantised weights: activations are rounded to 8 bits per block of B values
-//    (B = 32 for Q8_0/Q4_0/Q4_1/Q5_0/Q5_1, 256 for K-quants) with step d_b = max|x in block| / 127,
+//  * quantised weights: activations are rounded to 8 bits per block of 32 values with step
+//    d_b = max|x in block| / 127 (the bound below uses blocks of 256 for K-quants, as llama.cpp
+//    rounds them: looser than 32, so it holds either way),
 //    so |x_k - x^_k| <= d_b / 2 and |err| <= sum_k |w_k| d_b / 2, plus the f32 term
 //    above. The test computes this bound per output and allows 1% slack on it.
 #include <cmath>
