@@ -191,7 +191,7 @@ std::vector<std::pair<SeqId, std::vector<int32_t>>> StepExecutor::propose(const 
       s.constraint->rollback(int32_t(ok));
       d.resize(ok);
     }
-    if (!d.empty()) out.emplace_back(s.id, std::move(d));
+    out.emplace_back(s.id, std::move(d));  // empty: nothing to propose (the policy counts it)
   }
   return out;
 }

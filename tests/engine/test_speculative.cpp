@@ -74,6 +74,21 @@ class OracleProposer final : public Proposer {
   int32_t vocab_;
 };
 
+// Always the same k tokens, or nothing: the policy's worst cases.
+class FixedProposer final : public Proposer {
+ public:
+  explicit FixedProposer(std::vector<int32_t> tokens) : tokens_(std::move(tokens)) {}
+  void propose(std::span<const Sequence* const> seqs, std::span<const int32_t> max_tokens,
+               std::vector<std::vector<int32_t>>& drafts) override {
+    drafts.assign(seqs.size(), {});
+    for (size_t i = 0; i < seqs.size(); ++i)
+      drafts[i].assign(tokens_.begin(), tokens_.begin() + std::min<int64_t>(max_tokens[i], int64_t(tokens_.size())));
+  }
+
+ private:
+  std::vector<int32_t> tokens_;
+};
+
 class SpeculativeTest : public ::testing::TestWithParam<std::string> {
  protected:
   static void SetUpTestSuite() { cpu_ = make_cpu_backend(2).release(); }
@@ -223,6 +238,38 @@ TEST_P(SpeculativeTest, NgramProposerAndPolicy) {
   ngram.max_batch = 0;
   for (const auto& r : reqs) alone.push_back(run(*cpu_, {r}, ngram)[0]);
   expect_same(plain, alone, "n-gram, alone");
+}
+
+TEST_P(SpeculativeTest, PolicyRestsLongerAndStepsGoAsync) {
+  // One greedy sequence of 200 tokens whose output never repeats a token
+  // pair of the fixed proposal, so every proposal is rejected.
+  Request r;
+  r.prompt_ids = {5, 9, 14, 3, 22};
+  r.params.temperature = 0.0f;
+  r.params.max_tokens = 200;
+  r.params.ignore_eos = true;
+  const auto plain = run(*cpu_, {r}, {});
+  const std::vector<int32_t>& out = plain[0].sequences[0].output_ids;
+  std::vector<int32_t> wrong(4);
+  for (int32_t t = 0; t < vocab_ && wrong[0] == 0; ++t)
+    if (std::find(out.begin(), out.end(), t) == out.end()) wrong.assign(4, t);
+  ASSERT_NE(wrong[0], 0) << "every token occurs in the output";
+  for (const bool empty : {false, true}) {
+    SpeculativeConfig sc;
+    sc.num_tokens = 4;
+    sc.custom = std::make_shared<FixedProposer>(empty ? std::vector<int32_t>{} : wrong);
+    const std::string what = empty ? "empty proposals" : "rejected proposals";
+    expect_same(plain, run(*cpu_, {r}, sc), what);
+    EXPECT_EQ(last_.spec_accepted_tokens, 0u) << what;
+    // Rests of 16, 32, 64, 128 steps: a handful of verify steps in 200
+    // tokens (a fixed 16-step rest would verify about 12 times).
+    EXPECT_LE(last_.spec_draft_tokens, 6u * 4u) << what;
+    // Resting, the steps run asynchronously (the CPU argmax is a device one).
+    EXPECT_GT(last_.async_steps, 100u) << what;
+    std::printf("[%s] %s: %llu drafted, %llu async steps of %llu\n", GetParam().c_str(), what.c_str(),
+                (unsigned long long)last_.spec_draft_tokens, (unsigned long long)last_.async_steps,
+                (unsigned long long)last_.steps);
+  }
 }
 
 TEST_P(SpeculativeTest, DraftModelProposer) {
