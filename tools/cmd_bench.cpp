@@ -16,6 +16,7 @@
 #include "cli.h"
 #include "cli_app.h"
 #include "core/error.h"
+#include "core/thread_pool.h"
 #include "driver.h"
 #include "report.h"
 #include "runtime.h"
@@ -52,8 +53,7 @@ Request fixed_request(std::vector<int32_t> prompt, int32_t output_len) {
 nlohmann::json run_info(const RuntimeOptions& ro, const ModelRuntime& rt) {
   return {{"model", ro.model},
           {"device", rt.device_name},
-          {"threads",
-           ro.threads > 0 ? ro.threads : static_cast<int>(std::thread::hardware_concurrency())},
+          {"threads", ro.threads > 0 ? ro.threads : ThreadPool::default_threads()},
           {"kv_blocks", rt.engine->num_kv_blocks()},
           {"block_size", rt.engine->block_size()},
           {"kv_cache_dtype", dtype_name(rt.kv_dtype)},
@@ -228,12 +228,12 @@ int bench_latency(int argc, char** argv) {
                           {"speculative", speculative_report(run.stats_before, run.stats_after)}});
     }
     report["decode"] = by_batch;
-    if (!by_batch.empty()) report["decode_tokens_per_s_batch1"] = by_batch[0]["decode_tokens_per_s"];
+    if (!by_batch.empty())
+      report["decode_tokens_per_s_batch1"] = by_batch[0]["decode_tokens_per_s"];
     report["peak_rss_mib"] = bench::peak_rss_bytes() >> 20;
     rt->engine->stop();
     if (peer == "llama.cpp") {
-      const int threads =
-          ro.threads > 0 ? ro.threads : static_cast<int>(std::thread::hardware_concurrency());
+      const int threads = ro.threads > 0 ? ro.threads : ThreadPool::default_threads();
       auto p = run_llamacpp_peer(ro.model, threads, single_prompt, output_len);
       report["peer"] = p;
       if (p.contains("decode_tokens_per_s") && !by_batch.empty()) {
@@ -241,7 +241,8 @@ int bench_latency(int argc, char** argv) {
         report["ratio_decode_loom_over_peer"] =
             std::round(loom_decode / p["decode_tokens_per_s"].get<double>() * 1000) / 1000;
         report["ratio_prefill_loom_over_peer"] =
-            std::round(report["prefill_tokens_per_s"].get<double>() / p["prefill_tokens_per_s"].get<double>() * 1000) /
+            std::round(report["prefill_tokens_per_s"].get<double>() /
+                       p["prefill_tokens_per_s"].get<double>() * 1000) /
             1000;
       }
     }

@@ -12,6 +12,7 @@
 #include "backend/registry/registry.h"
 #include "cli.h"
 #include "cli_app.h"
+#include "core/thread_pool.h"
 #include "model/loader/weights.h"
 #include "model/model.h"
 
@@ -29,7 +30,6 @@ std::string cpu_model() {
     }
   return "unknown";
 }
-
 
 // CUDA versions are 1000 * major + 10 * minor; cuBLASLt and NCCL (2.9+) ones
 // 10000 * major + 100 * minor + patch.
@@ -152,7 +152,8 @@ int cmd_env(int argc, char** argv) {
                  "GPU 0 (as stored and with FP8 weights / FP8 KV cache)");
   app.add_option("--gpu-memory-utilization", utilization, "fraction of GPU memory loom may use")
       ->check(CLI::Range(0.05, 1.0));
-  app.add_option("--max-model-len", context, "context the KV budget must hold at least once (0: the model's)");
+  app.add_option("--max-model-len", context,
+                 "context the KV budget must hold at least once (0: the model's)");
   LOOM_PARSE(app, argc, argv);
   return guarded("env", [&] {
     __builtin_cpu_init();
@@ -166,9 +167,11 @@ int cmd_env(int argc, char** argv) {
     features["avx512bf16"] = static_cast<bool>(__builtin_cpu_supports("avx512bf16"));
     const nlohmann::json gpu = gpu_section();
     nlohmann::json out = {
-        {"cpu", {{"model", cpu_model()},
-                 {"threads", std::thread::hardware_concurrency()},
-                 {"features", features}}},
+        {"cpu",
+         {{"model", cpu_model()},
+          {"threads", std::thread::hardware_concurrency()},
+          {"physical_cores", ThreadPool::default_threads()},
+          {"features", features}}},
         {"build", gpu["build"]},
         {"gpus", gpu["gpus"]},
     };
@@ -184,7 +187,8 @@ int cmd_env(int argc, char** argv) {
       std::printf("%s\n", out.dump(2).c_str());
       return 0;
     }
-    std::printf("cpu: %s, %u threads\n", cpu_model().c_str(), std::thread::hardware_concurrency());
+    std::printf("cpu: %s, %u threads, %d physical cores usable\n", cpu_model().c_str(),
+                std::thread::hardware_concurrency(), ThreadPool::default_threads());
     std::printf("cpu features:");
     for (auto& [k, v] : features.items())
       if (v.get<bool>()) std::printf(" %s", k.c_str());
@@ -218,17 +222,22 @@ int cmd_env(int argc, char** argv) {
       print_fit();
       return 0;
     }
-    std::printf("build: CUDA on, architectures %s\n", out["build"]["archs"].get<std::string>().c_str());
-    std::printf("driver %s, CUDA runtime %s, cuBLASLt %s, NCCL %s\n", out["driver"].get<std::string>().c_str(),
-                out["cuda_runtime"].get<std::string>().c_str(), out["cublaslt"].get<std::string>().c_str(),
-                out["nccl"].get<std::string>().c_str());
+    std::printf("build: CUDA on, architectures %s\n",
+                out["build"]["archs"].get<std::string>().c_str());
+    std::printf("driver %s, CUDA runtime %s, cuBLASLt %s, NCCL %s\n",
+                out["driver"].get<std::string>().c_str(),
+                out["cuda_runtime"].get<std::string>().c_str(),
+                out["cublaslt"].get<std::string>().c_str(), out["nccl"].get<std::string>().c_str());
     if (out.contains("error")) std::printf("CUDA: %s\n", out["error"].get<std::string>().c_str());
     if (out["gpus"].empty()) std::printf("gpus: none\n");
     for (const auto& g : out["gpus"]) {
-      std::printf("gpu %d: %s, compute capability %s, %d SMs, %.1f GiB (%.1f GiB free)%s\n", g["index"].get<int>(),
-                  g["name"].get<std::string>().c_str(), g["compute_capability"].get<std::string>().c_str(),
-                  g["multiprocessors"].get<int>(), g["memory_total_bytes"].get<double>() / 1073741824.0,
-                  g["memory_free_bytes"].get<double>() / 1073741824.0, g["supported"].get<bool>() ? "" : " UNSUPPORTED");
+      std::printf("gpu %d: %s, compute capability %s, %d SMs, %.1f GiB (%.1f GiB free)%s\n",
+                  g["index"].get<int>(), g["name"].get<std::string>().c_str(),
+                  g["compute_capability"].get<std::string>().c_str(),
+                  g["multiprocessors"].get<int>(),
+                  g["memory_total_bytes"].get<double>() / 1073741824.0,
+                  g["memory_free_bytes"].get<double>() / 1073741824.0,
+                  g["supported"].get<bool>() ? "" : " UNSUPPORTED");
       if (g.contains("problem")) std::printf("  %s\n", g["problem"].get<std::string>().c_str());
     }
     print_fit();

@@ -9,11 +9,10 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <thread>
-
-#include <nlohmann/json.hpp>
 
 #include "backend/registry/registry.h"
 #include "core/error.h"
@@ -30,7 +29,8 @@ void add_runtime_options(CLI::App& app, RuntimeOptions& o) {
   app.add_option("model,--model", o.model, "a .gguf file or an HF model directory")->required();
   app.add_option("--device", o.device, "auto, cpu or cuda")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
-  app.add_option("--threads", o.threads, "CPU threads (0: all cores)")->check(CLI::Range(0, 1024));
+  app.add_option("--threads", o.threads, "CPU threads (0: one per physical core)")
+      ->check(CLI::Range(0, 1024));
   app.add_option("--kv-cache-memory", o.kv_cache_memory, "CPU KV cache budget, e.g. 2GiB");
   app.add_option("--gpu-memory-utilization", o.gpu_memory_utilization,
                  "fraction of GPU memory for weights, activations and KV cache")
@@ -48,7 +48,8 @@ void add_runtime_options(CLI::App& app, RuntimeOptions& o) {
       ->check(CLI::Range(1, 65536));
   app.add_option("--max-num-batched-tokens", o.max_num_batched_tokens, "tokens computed per step")
       ->check(CLI::Range(1, 1 << 20));
-  app.add_option("--max-model-len", o.max_model_len, "prompt + output tokens limit (0: the model's)")
+  app.add_option("--max-model-len", o.max_model_len,
+                 "prompt + output tokens limit (0: the model's)")
       ->check(CLI::Range(0, 1 << 24));
   app.add_flag("--enable-prefix-caching,!--no-enable-prefix-caching,!--no-prefix-caching",
                o.enable_prefix_caching, "automatic prefix caching");
@@ -142,7 +143,8 @@ SpeculativeConfig speculative_config(const RuntimeOptions& o) {
     if (!j.is_object()) LOOM_THROW("--speculative-config must be a JSON object");
     for (const auto& [key, value] : j.items()) {
       auto as_int = [&](int32_t lo_v, int32_t hi_v) {
-        if (!value.is_number_integer() || value.get<int64_t>() < lo_v || value.get<int64_t>() > hi_v)
+        if (!value.is_number_integer() || value.get<int64_t>() < lo_v ||
+            value.get<int64_t>() > hi_v)
           LOOM_THROW("--speculative-config: {} must be an integer in [{}, {}]", key, lo_v, hi_v);
         return value.get<int32_t>();
       };
@@ -160,8 +162,10 @@ SpeculativeConfig speculative_config(const RuntimeOptions& o) {
         if (!value.is_string()) LOOM_THROW("--speculative-config: model must be a string");
         if (model.empty()) model = value.get<std::string>();
       } else {
-        LOOM_THROW("--speculative-config: unknown key '{}' (method, num_speculative_tokens, "
-                   "prompt_lookup_min, prompt_lookup_max, model)", key);
+        LOOM_THROW(
+            "--speculative-config: unknown key '{}' (method, num_speculative_tokens, "
+            "prompt_lookup_min, prompt_lookup_max, model)",
+            key);
       }
     }
   }
@@ -172,7 +176,8 @@ SpeculativeConfig speculative_config(const RuntimeOptions& o) {
     return sc;
   }
   if (method == "ngram") {
-    if (!model.empty()) LOOM_THROW("--speculative-model is for --speculative-method draft, not ngram");
+    if (!model.empty())
+      LOOM_THROW("--speculative-model is for --speculative-method draft, not ngram");
     sc.method = SpeculativeConfig::Method::Ngram;
   } else if (method == "draft" || method == "draft_model") {
     if (model.empty()) LOOM_THROW("--speculative-method draft needs --speculative-model PATH");
@@ -409,7 +414,8 @@ std::unique_ptr<ModelRuntime> build_runtime(const RuntimeOptions& o) {
     // The draft model: loaded beside the target on the same device, before
     // the KV budget is computed (its weights count as used memory; its cache
     // takes as many blocks as the target's from the same budget).
-    if (rt->comm) LOOM_THROW("--speculative-model needs a single rank (no tensor or pipeline parallelism)");
+    if (rt->comm)
+      LOOM_THROW("--speculative-model needs a single rank (no tensor or pipeline parallelism)");
     LOOM_LOG_INFO("loom: opening the draft model {}", ec.speculative.draft_model);
     rt->draft_model = open_model(ec.speculative.draft_model);
     {

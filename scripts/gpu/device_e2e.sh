@@ -13,6 +13,10 @@
 #   ops      bench_cuda_ops: per-op timings (GEMMs, attention decode/prefill, ...)
 #   small    0.5B-shaped model served over HTTP: 128 in / 32 out, Poisson arrivals
 #            at rising rates (loom bench serve), p99 TTFT per rate
+#   cpu      the host CPU as a second CPU data point: the 0.5B-shaped model (bf16
+#            weights: the GGUF cannot be carried) on --device cpu, prefill at
+#            32/128/512 prompt tokens and decode at 1/4/16/64 streams, at
+#            CPU_THREADS (default: one per physical core) and at 2 threads
 #   fp8test  FP8 op, model and engine tests (test_cuda_fp8, test_cuda_model, test_cuda_engine)
 #   fp8small a small Llama-3 shape end to end: FP8 checkpoints of both formats and
 #            --quantization fp8, FP8 KV cache, 16 prompts x 32 greedy tokens vs HF on
@@ -169,6 +173,24 @@ for stage in $stages; do
     kill -TERM $spid; wait $spid
     [ -f /tmp/small.json ] && cp /tmp/small.json "$OUT/bench_serve_small.json"
     [ -f /tmp/small.png ] && cp /tmp/small.png "$OUT/bench_serve_small.png"
+    ;;
+  cpu)
+    python3 scripts/gpu/make_random_model.py --shape 0.5b --out /tmp/qwen05 > /dev/null || exit 1
+    $L env --json | python3 -c "import json,sys; print(json.dumps(json.load(sys.stdin)['cpu']))"
+    rm -f /tmp/cpu.jsonl
+    for th in ${CPU_THREADS:-0} 2; do
+      for n in 32 128 512; do
+        timeout 300 $L bench latency --device cpu --threads $th --model /tmp/qwen05 --input-len $n --output-len 32 \
+          --batch-sizes 1,4,16,64 --json >> /tmp/cpu.jsonl 2> /tmp/cpu.err || tail -5 /tmp/cpu.err
+      done
+    done
+    python3 -c "
+import json
+for l in open('/tmp/cpu.jsonl'):
+    j = json.loads(l)
+    print(j['threads'], j['input_len'], 'prefill', j['prefill_tokens_per_s'], 'tok/s, ttft', j['ttft_ms'], 'ms, decode',
+          {d['batch']: d['decode_tokens_per_s'] for d in j['decode']})"
+    meta /tmp/cpu.jsonl cpu > "$OUT/bench_cpu_host_h200.json"
     ;;
   api)
     $L --version

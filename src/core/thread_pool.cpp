@@ -14,9 +14,16 @@
 //    caller's own sleep on completion mirrors this with caller_sleeping_.
 #include "core/thread_pool.h"
 
+#include <pthread.h>
+#include <sched.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <fstream>
+#include <set>
+#include <string>
+#include <utility>
 
 namespace loom {
 
@@ -38,7 +45,8 @@ inline void cpu_relax() {
 std::chrono::nanoseconds spin_budget() {
   static const std::chrono::nanoseconds budget = [] {
     long us = 50;
-    if (const char* s = std::getenv("LOOM_POOL_SPIN_US")) us = std::max(0L, std::strtol(s, nullptr, 10));
+    if (const char* s = std::getenv("LOOM_POOL_SPIN_US"))
+      us = std::max(0L, std::strtol(s, nullptr, 10));
     return std::chrono::nanoseconds(us * 1000);
   }();
   return budget;
@@ -59,14 +67,58 @@ bool spin_until(Done&& done) {
   }
 }
 
-constexpr uint32_t generation_of(uint64_t s) { return static_cast<uint32_t>(s >> 32); }
+constexpr uint32_t generation_of(uint64_t s) {
+  return static_cast<uint32_t>(s >> 32);
+}
+
+// One logical CPU per physical core this process may use, in CPU order (the
+// first CPU of each core). Empty when the topology cannot be read.
+std::vector<int> one_cpu_per_core() {
+  std::vector<int> cpus;
+#ifdef __linux__
+  cpu_set_t mask;
+  if (sched_getaffinity(0, sizeof mask, &mask) != 0) return cpus;
+  std::set<std::pair<int, int>> seen;  // (package, core)
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (!CPU_ISSET(cpu, &mask)) continue;
+    const std::string dir = "/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/";
+    std::ifstream core_f(dir + "core_id"), pkg_f(dir + "physical_package_id");
+    int core = -1, pkg = -1;
+    if (!(core_f >> core) || !(pkg_f >> pkg)) return {};
+    if (seen.insert({pkg, core}).second) cpus.push_back(cpu);
+  }
+#endif
+  return cpus;
+}
+
+bool pinning_enabled() {
+  const char* env = std::getenv("LOOM_POOL_PIN");
+  return !(env && std::string(env) == "0");
+}
+
+void pin_current_thread(int cpu) {
+#ifdef __linux__
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  pthread_setaffinity_np(pthread_self(), sizeof set,
+                         &set);  // best effort: a refusal leaves it unpinned
+#endif
+}
 
 }  // namespace
 
 ThreadPool::ThreadPool(int num_threads) {
   num_threads = std::max(1, num_threads);
   workers_.reserve(static_cast<size_t>(num_threads - 1));
-  for (int i = 1; i < num_threads; ++i) workers_.emplace_back([this] { worker_loop(); });
+  std::vector<int> cores;
+  if (num_threads > 1 && pinning_enabled()) cores = one_cpu_per_core();
+  const bool pin = static_cast<int>(cores.size()) >= num_threads;
+  for (int i = 1; i < num_threads; ++i)
+    workers_.emplace_back([this, cpu = pin ? cores[static_cast<size_t>(i)] : -1] {
+      if (cpu >= 0) pin_current_thread(cpu);
+      worker_loop();
+    });
 }
 
 ThreadPool::~ThreadPool() {
@@ -182,12 +234,21 @@ void ThreadPool::run(int64_t n, int64_t grain, void* fn, Invoke invoke) {
 }
 
 ThreadPool& ThreadPool::global() {
-  static ThreadPool pool(g_requested_threads > 0
-                             ? g_requested_threads
-                             : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  static ThreadPool pool(g_requested_threads > 0 ? g_requested_threads : default_threads());
   return pool;
 }
 
-void ThreadPool::set_global_threads(int num_threads) { g_requested_threads = num_threads; }
+int ThreadPool::default_threads() {
+  static const int n = [] {
+    const auto cores = one_cpu_per_core();
+    return cores.empty() ? static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))
+                         : static_cast<int>(cores.size());
+  }();
+  return n;
+}
+
+void ThreadPool::set_global_threads(int num_threads) {
+  g_requested_threads = num_threads;
+}
 
 }  // namespace loom

@@ -23,8 +23,12 @@ namespace loom {
 
 class ThreadPool {
  public:
-  explicit ThreadPool(int num_threads);  // total threads including the caller
-  ~ThreadPool();                         // must not overlap a parallel_for
+  // num_threads: total threads including the caller. Workers are pinned one
+  // per physical core (skipping the first, where the caller usually runs)
+  // when the process may use at least num_threads cores and LOOM_POOL_PIN is
+  // not 0; otherwise the OS places them.
+  explicit ThreadPool(int num_threads);
+  ~ThreadPool();  // must not overlap a parallel_for
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
@@ -42,9 +46,13 @@ class ThreadPool {
   }
 
   // The process-wide pool; sized by set_global_threads() before first use
-  // (default: hardware concurrency).
+  // (default, and for 0: default_threads()).
   static ThreadPool& global();
   static void set_global_threads(int num_threads);
+  // Physical cores this process may run on (its affinity mask, SMT siblings
+  // counted once); hardware concurrency where the topology is not readable.
+  // Compute-bound kernels gain nothing from a core's second hardware thread.
+  static int default_threads();
 
  private:
   using Invoke = void (*)(void* fn, int64_t begin, int64_t end);

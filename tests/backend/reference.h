@@ -25,7 +25,8 @@ namespace loom::ref {
 
 // ---- helpers ----
 
-inline std::vector<float> random_floats(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+inline std::vector<float> random_floats(size_t n, uint32_t seed, float lo = -1.0f,
+                                        float hi = 1.0f) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> dist(lo, hi);
   std::vector<float> v(n);
@@ -59,7 +60,8 @@ struct Weight {
   std::vector<float> dequantized;
 };
 
-inline Weight make_weight(DType type, const std::vector<float>& values, int64_t rows, int64_t cols) {
+inline Weight make_weight(DType type, const std::vector<float>& values, int64_t rows,
+                          int64_t cols) {
   Weight w{Tensor::cpu(type, {rows, cols}), std::vector<float>(values.size())};
   const int64_t stride = w.tensor.row_stride_bytes();
   for (int64_t r = 0; r < rows; ++r) {
@@ -74,7 +76,8 @@ inline Weight make_weight(DType type, const std::vector<float>& values, int64_t 
 template <class Fn>
 void for_each_isa(Fn&& fn) {
   const cpu::Isa saved = cpu::active_isa();
-  for (cpu::Isa isa : {cpu::Isa::Portable, cpu::Isa::Avx2, cpu::Isa::Avx512}) {
+  for (cpu::Isa isa :
+       {cpu::Isa::Portable, cpu::Isa::Avx2, cpu::Isa::Avx512, cpu::Isa::Avx512Vnni}) {
     if (static_cast<int>(isa) > static_cast<int>(cpu::detected_isa())) continue;
     cpu::set_cpu_isa(isa);
     SCOPED_TRACE(std::string("isa ") + std::string(cpu::isa_name(isa)));
@@ -87,8 +90,9 @@ void for_each_isa(Fn&& fn) {
 
 // out[m, n] = sum_k x[m, k] w[n, k] (+ bias[n]); also |x|.|w| per output for
 // relative tolerances.
-inline void matmul(const std::vector<float>& x, const std::vector<float>& w, const float* bias, int64_t m,
-                   int64_t n, int64_t k, std::vector<double>& out, std::vector<double>& abs_sum) {
+inline void matmul(const std::vector<float>& x, const std::vector<float>& w, const float* bias,
+                   int64_t m, int64_t n, int64_t k, std::vector<double>& out,
+                   std::vector<double>& abs_sum) {
   out.assign(static_cast<size_t>(m * n), 0.0);
   abs_sum.assign(static_cast<size_t>(m * n), 0.0);
   for (int64_t i = 0; i < m; ++i)
@@ -104,20 +108,22 @@ inline void matmul(const std::vector<float>& x, const std::vector<float>& w, con
     }
 }
 
-inline std::vector<float> rms_norm(const std::vector<float>& x, const std::vector<float>& w, int64_t h,
-                                   float eps, float offset) {
+inline std::vector<float> rms_norm(const std::vector<float>& x, const std::vector<float>& w,
+                                   int64_t h, float eps, float offset) {
   std::vector<float> out(x.size());
   for (size_t r = 0; r < x.size() / h; ++r) {
     double ss = 0;
     for (int64_t j = 0; j < h; ++j) ss += static_cast<double>(x[r * h + j]) * x[r * h + j];
     const double inv = 1.0 / std::sqrt(ss / h + eps);
-    for (int64_t j = 0; j < h; ++j) out[r * h + j] = static_cast<float>(x[r * h + j] * inv * (w[j] + double(offset)));
+    for (int64_t j = 0; j < h; ++j)
+      out[r * h + j] = static_cast<float>(x[r * h + j] * inv * (w[j] + double(offset)));
   }
   return out;
 }
 
-inline void rope(std::vector<float>& x, int64_t t, int64_t heads, int64_t hd, const std::vector<int32_t>& pos,
-                 const std::vector<float>& inv_freq, int rot, bool interleaved, float mscale) {
+inline void rope(std::vector<float>& x, int64_t t, int64_t heads, int64_t hd,
+                 const std::vector<int32_t>& pos, const std::vector<float>& inv_freq, int rot,
+                 bool interleaved, float mscale) {
   for (int64_t i = 0; i < t; ++i)
     for (int64_t h = 0; h < heads; ++h) {
       float* v = x.data() + (i * heads + h) * hd;
@@ -133,17 +139,20 @@ inline void rope(std::vector<float>& x, int64_t t, int64_t heads, int64_t hd, co
     }
 }
 
-inline float silu(float g) { return static_cast<float>(g / (1.0 + std::exp(-static_cast<double>(g)))); }
+inline float silu(float g) {
+  return static_cast<float>(g / (1.0 + std::exp(-static_cast<double>(g))));
+}
 inline float gelu_tanh(float g) {
   const double x = g;
-  return static_cast<float>(0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x))));
+  return static_cast<float>(0.5 * x *
+                            (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x))));
 }
 
 // Attention over a sequence's logical K/V ([ctx, kv_heads, hd] each, already
 // rounded to the cache dtype). Writes out for the sequence's n_new tokens.
-inline void attention(const float* q, const std::vector<float>& k, const std::vector<float>& v, int64_t ctx,
-                      int64_t n_new, int64_t heads, int64_t kv_heads, int64_t hd, const AttentionParams& p,
-                      float* out) {
+inline void attention(const float* q, const std::vector<float>& k, const std::vector<float>& v,
+                      int64_t ctx, int64_t n_new, int64_t heads, int64_t kv_heads, int64_t hd,
+                      const AttentionParams& p, float* out) {
   const int64_t group = heads / kv_heads;
   std::vector<double> logits(static_cast<size_t>(ctx));
   for (int64_t j = 0; j < n_new; ++j) {
@@ -155,7 +164,8 @@ inline void attention(const float* q, const std::vector<float>& k, const std::ve
       double mx = -INFINITY;
       for (int64_t key = lo; key <= pos; ++key) {
         double s = 0;
-        for (int64_t d = 0; d < hd; ++d) s += static_cast<double>(qv[d]) * k[(key * kv_heads + kh) * hd + d];
+        for (int64_t d = 0; d < hd; ++d)
+          s += static_cast<double>(qv[d]) * k[(key * kv_heads + kh) * hd + d];
         s *= p.scale;
         if (p.logit_softcap > 0) s = p.logit_softcap * std::tanh(s / p.logit_softcap);
         logits[key] = s;
@@ -165,7 +175,8 @@ inline void attention(const float* q, const std::vector<float>& k, const std::ve
       for (int64_t key = lo; key <= pos; ++key) sum += (logits[key] = std::exp(logits[key] - mx));
       for (int64_t d = 0; d < hd; ++d) {
         double acc = 0;
-        for (int64_t key = lo; key <= pos; ++key) acc += logits[key] * v[(key * kv_heads + kh) * hd + d];
+        for (int64_t key = lo; key <= pos; ++key)
+          acc += logits[key] * v[(key * kv_heads + kh) * hd + d];
         out[(j * heads + h) * hd + d] = static_cast<float>(acc / sum);
       }
     }

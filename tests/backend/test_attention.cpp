@@ -44,9 +44,10 @@ struct Case {
 };
 
 void run_case(Backend& be, const Case& c, const std::vector<SeqSpec>& seqs, uint32_t seed) {
-  SCOPED_TRACE(::testing::Message() << "heads " << c.heads << "/" << c.kv_heads << " hd " << c.hd << " bs "
-                                    << c.block_size << " " << dtype_name(c.cache_type) << " window "
-                                    << c.params.sliding_window << " softcap " << c.params.logit_softcap);
+  SCOPED_TRACE(::testing::Message()
+               << "heads " << c.heads << "/" << c.kv_heads << " hd " << c.hd << " bs "
+               << c.block_size << " " << dtype_name(c.cache_type) << " window "
+               << c.params.sliding_window << " softcap " << c.params.logit_softcap);
   const int ns = static_cast<int>(seqs.size());
   int max_blocks = 0, total_blocks = 0;
   for (const auto& s : seqs) {
@@ -133,8 +134,8 @@ void run_case(Backend& be, const Case& c, const std::vector<SeqSpec>& seqs, uint
   std::vector<float> want(qv.size());
   for (int s = 0; s < ns; ++s) {
     const int64_t off = step.query_start[s] * c.heads * c.hd;
-    ref::attention(qv.data() + off, k_log[s], v_log[s], seqs[s].ctx, seqs[s].n_new, c.heads, c.kv_heads, c.hd,
-                   c.params, want.data() + off);
+    ref::attention(qv.data() + off, k_log[s], v_log[s], seqs[s].ctx, seqs[s].n_new, c.heads,
+                   c.kv_heads, c.hd, c.params, want.data() + off);
   }
   ref::for_each_isa([&](cpu::Isa) {
     Tensor out = Tensor::cpu(DType::F32, {t_step, c.heads, c.hd});
@@ -143,8 +144,8 @@ void run_case(Backend& be, const Case& c, const std::vector<SeqSpec>& seqs, uint
     int bad = 0;
     for (size_t i = 0; i < got.size() && bad < 5; ++i)
       if (!(std::fabs(got[i] - want[i]) <= 3e-5)) {
-        ADD_FAILURE() << "token " << i / (c.heads * c.hd) << " head " << i / c.hd % c.heads << " dim "
-                      << i % c.hd << ": " << got[i] << " != " << want[i];
+        ADD_FAILURE() << "token " << i / (c.heads * c.hd) << " head " << i / c.hd % c.heads
+                      << " dim " << i % c.hd << ": " << got[i] << " != " << want[i];
         ++bad;
       }
   });

@@ -11,7 +11,7 @@ namespace {
 TEST(Isa, SelectionClampsAndSwitchesKernels) {
   const Isa saved = active_isa();
   std::printf("detected ISA: %s\n", std::string(isa_name(detected_isa())).c_str());
-  for (Isa want : {Isa::Portable, Isa::Avx2, Isa::Avx512}) {
+  for (Isa want : {Isa::Portable, Isa::Avx2, Isa::Avx512, Isa::Avx512Vnni}) {
     const Isa got = set_cpu_isa(want);
     EXPECT_LE(static_cast<int>(got), static_cast<int>(detected_isa()));
     if (static_cast<int>(want) <= static_cast<int>(detected_isa())) {
@@ -21,7 +21,7 @@ TEST(Isa, SelectionClampsAndSwitchesKernels) {
     EXPECT_EQ(kernels_for(active_isa()).isa, got);
   }
   if (detected_isa() != Isa::Portable) {
-    EXPECT_NE(kernels_for(Isa::Portable).mdot_q4_k, kernels_for(detected_isa()).mdot_q4_k);
+    EXPECT_NE(kernels_for(Isa::Portable).attn_scores, kernels_for(detected_isa()).attn_scores);
   }
   set_cpu_isa(saved);
 }

@@ -2,8 +2,9 @@
 // set this CPU has, and odd shapes.
 // Tolerances, per output element y = sum_k x_k w_k (w as dequantised):
 //  * float weights (f32/f16/bf16): |err| <= 1e-5 * sum_k |x_k w_k|  (f32 accumulation).
-//  * quantised weights: activations are rounded to 8 bits per block of B values
-//    (B = 32 for Q8_0/Q4_0/Q4_1/Q5_0/Q5_1, 256 for K-quants) with step d_b = max|x in block| / 127,
+//  * quantised weights: activations are rounded to 8 bits per block of 32 values with step
+//    d_b = max|x in block| / 127 (the bound below uses blocks of 256 for K-quants, as llama.cpp
+//    rounds them: looser than 32, so it holds either way),
 //    so |x_k - x^_k| <= d_b / 2 and |err| <= sum_k |w_k| d_b / 2, plus the f32 term
 //    above. The test computes this bound per output and allows 1% slack on it.
 #include <cmath>
@@ -19,15 +20,19 @@ int64_t act_block(DType t) {
     case DType::Q4_0:
     case DType::Q4_1:
     case DType::Q5_0:
-    case DType::Q5_1: return 32;
+    case DType::Q5_1:
+      return 32;
     case DType::Q4_K:
     case DType::Q5_K:
-    case DType::Q6_K: return 256;
-    default: return 0;
+    case DType::Q6_K:
+      return 256;
+    default:
+      return 0;
   }
 }
 
-void check_matmul(Backend& be, DType type, int64_t m, int64_t n, int64_t k, bool with_bias, uint32_t seed) {
+void check_matmul(Backend& be, DType type, int64_t m, int64_t n, int64_t k, bool with_bias,
+                  uint32_t seed) {
   SCOPED_TRACE(::testing::Message() << dtype_name(type) << " M=" << m << " N=" << n << " K=" << k
                                     << (with_bias ? " +bias" : ""));
   const auto xv = ref::random_floats(static_cast<size_t>(m * k), seed, -2.0f, 2.0f);
@@ -46,12 +51,14 @@ void check_matmul(Backend& be, DType type, int64_t m, int64_t n, int64_t k, bool
       std::vector<double> half_step(static_cast<size_t>(k));
       for (int64_t b = 0; b < k; b += blk) {
         double amax = 0;
-        for (int64_t l = b; l < b + blk; ++l) amax = std::max(amax, std::fabs(double(xv[i * k + l])));
+        for (int64_t l = b; l < b + blk; ++l)
+          amax = std::max(amax, std::fabs(double(xv[i * k + l])));
         for (int64_t l = b; l < b + blk; ++l) half_step[l] = amax / 127.0 / 2.0;
       }
       for (int64_t j = 0; j < n; ++j) {
         double s = 0;
-        for (int64_t l = 0; l < k; ++l) s += std::fabs(double(w.dequantized[j * k + l])) * half_step[l];
+        for (int64_t l = 0; l < k; ++l)
+          s += std::fabs(double(w.dequantized[j * k + l])) * half_step[l];
         bound[i * n + j] = 1.01 * s;
       }
     }
@@ -105,6 +112,63 @@ TEST_F(MatmulTest, KQuantisedWeights) {
       for (int64_t n : {1, 5, 33})
         for (int64_t k : {256, 512, 1280}) check_matmul(*be_, t, m, n, k, (n & 1) != 0, seed++);
   check_matmul(*be_, DType::Q4_K, 40, 70, 2048, true, 299);
+}
+
+// M >= 4 rows take the GEMM (gemm.h): ragged M around the micro-kernel's row
+// groups, N around the panel widths (8 / 16 / 32 columns), K across the panel
+// chunk (1024 values for quantised weights, 256 for float ones) and narrow
+// outputs whose rows are split over threads.
+TEST_F(MatmulTest, GemmRaggedShapesAndPanelEdges) {
+  uint32_t seed = 300;
+  for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1})
+    for (int64_t m : {4, 5, 7, 13})
+      for (int64_t n : {1, 15, 33, 65})
+        for (int64_t k : {32, 1056}) check_matmul(*be_, t, m, n, k, (n & 1) != 0, seed++);
+  for (DType t : {DType::Q4_K, DType::Q5_K, DType::Q6_K})
+    for (int64_t m : {4, 6, 9})
+      for (int64_t n : {1, 17, 40})
+        for (int64_t k : {256, 1280}) check_matmul(*be_, t, m, n, k, (n & 1) != 0, seed++);
+  for (DType t : {DType::F32, DType::F16, DType::BF16})
+    for (int64_t m : {4, 7, 11})
+      for (int64_t n : {3, 31, 34})
+        for (int64_t k : {7, 300}) check_matmul(*be_, t, m, n, k, (n & 1) != 0, seed++);
+  // Row blocks over threads: few panels, many rows.
+  check_matmul(*be_, DType::Q5_0, 70, 40, 896, true, 390);
+  check_matmul(*be_, DType::Q6_K, 37, 9, 512, false, 391);
+  check_matmul(*be_, DType::F16, 41, 20, 64, true, 392);
+}
+
+TEST_F(MatmulTest, GemmZeroAndExtremeActivations) {
+  // A zero row (scale 0), a row of one large value among tiny ones, and two rows
+  // that 8-bit blocks of 32 hold exactly (full-scale signs; halves of integers
+  // with 127 in every block): the blocks' edge cases.
+  const int64_t m = 4, n = 35, k = 512;
+  std::vector<float> xv(static_cast<size_t>(m * k), 0.0f);
+  for (int64_t i = 0; i < k; ++i) {
+    xv[k + i] = i == 37 ? 1e4f : 1e-3f * static_cast<float>(i % 7);
+    xv[2 * k + i] = (i & 1) ? -3.0f : 3.0f;
+    // 0.5 * q with |q| <= 127 and q = 127 first in every block of 32.
+    xv[3 * k + i] = i % 32 == 0 ? 63.5f : 0.5f * static_cast<float>((i * 37) % 255 - 127);
+  }
+  const auto wv = ref::random_floats(static_cast<size_t>(n * k), 7);
+  for (DType t : {DType::Q8_0, DType::Q5_0, DType::Q4_K, DType::Q6_K}) {
+    SCOPED_TRACE(dtype_name(t));
+    const ref::Weight w = ref::make_weight(t, wv, n, k);
+    std::vector<double> want, abs_sum;
+    ref::matmul(xv, w.dequantized, nullptr, m, n, k, want, abs_sum);
+    ref::for_each_isa([&](cpu::Isa) {
+      Tensor out = Tensor::cpu(DType::F32, {m, n});
+      be_->matmul(ref::f32_tensor(xv, {m, k}), w.tensor, nullptr, out);
+      const auto got = ref::to_vector(out);
+      for (int64_t j = 0; j < n; ++j) EXPECT_EQ(got[j], 0.0f) << "zero row, column " << j;
+      // Row 2 and 3 are exactly representable in 8 bits per block of 32: only
+      // f32 rounding remains.
+      for (int64_t i = 2 * n; i < m * n; ++i)
+        EXPECT_NEAR(got[i], want[i], 1e-5 * abs_sum[i] + 1e-6)
+            << "out[" << i / n << "," << i % n << "]";
+      for (int64_t i = n; i < 2 * n; ++i) EXPECT_TRUE(std::isfinite(got[i]));
+    });
+  }
 }
 
 TEST_F(MatmulTest, RejectsBadShapes) {

@@ -8,7 +8,8 @@
 namespace loom {
 namespace {
 
-void expect_close(const std::vector<float>& got, const std::vector<float>& want, double rel, double abs) {
+void expect_close(const std::vector<float>& got, const std::vector<float>& want, double rel,
+                  double abs) {
   ASSERT_EQ(got.size(), want.size());
   int bad = 0;
   for (size_t i = 0; i < got.size() && bad < 5; ++i)
@@ -24,11 +25,12 @@ class OpsTest : public ::testing::Test {
 };
 
 TEST_F(OpsTest, Embedding) {
-  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0,
-                  DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1,
+                  DType::Q5_0, DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
     SCOPED_TRACE(std::string(dtype_name(t)));
     const int64_t vocab = 37, hidden = 512;
-    const ref::Weight table = ref::make_weight(t, ref::random_floats(vocab * hidden, 11), vocab, hidden);
+    const ref::Weight table =
+        ref::make_weight(t, ref::random_floats(vocab * hidden, 11), vocab, hidden);
     const std::vector<int32_t> ids = {0, 36, 5, 5, 17};
     Tensor idt = ref::i32_tensor(ids);
     ref::for_each_isa([&](cpu::Isa) {
@@ -36,7 +38,8 @@ TEST_F(OpsTest, Embedding) {
       be_->embedding(table.tensor, idt, 2.5f, out);
       std::vector<float> want;
       for (int32_t id : ids)
-        for (int64_t j = 0; j < hidden; ++j) want.push_back(table.dequantized[id * hidden + j] * 2.5f);
+        for (int64_t j = 0; j < hidden; ++j)
+          want.push_back(table.dequantized[id * hidden + j] * 2.5f);
       expect_close(ref::to_vector(out), want, 1e-6, 0);
     });
   }
@@ -107,7 +110,8 @@ TEST_F(OpsTest, Rope) {
     std::vector<int32_t> pos(c.t);
     for (int64_t i = 0; i < c.t; ++i) pos[i] = static_cast<int32_t>(i * 977 % 5000);
     std::vector<float> freq(c.rot / 2);
-    for (int j = 0; j < c.rot / 2; ++j) freq[j] = static_cast<float>(std::pow(10000.0, -2.0 * j / c.rot));
+    for (int j = 0; j < c.rot / 2; ++j)
+      freq[j] = static_cast<float>(std::pow(10000.0, -2.0 * j / c.rot));
     Tensor post = ref::i32_tensor(pos), ft = ref::f32_tensor(freq, {c.rot / 2});
     auto want = xv;
     ref::rope(want, c.t, c.heads, c.hd, pos, freq, c.rot, c.interleaved, c.mscale);
@@ -136,10 +140,36 @@ TEST_F(OpsTest, GatedActivation) {
   }
 }
 
+TEST_F(OpsTest, GatedActivationExtremeGates) {
+  // The vector exp clamps its argument: gates far beyond it in both directions,
+  // at every lane position (33 values: two full 16-lane vectors and a tail).
+  const std::vector<float> edges = {-1000, -100, -88.5f, -87.5f, -44,   -30, -1e-3f, 0,
+                                    1e-3f, 30,   44,     87,     88.5f, 100, 1000};
+  std::vector<float> gv, uv;
+  for (int i = 0; i < 33; ++i) {
+    gv.push_back(edges[static_cast<size_t>(i) % edges.size()]);
+    uv.push_back(0.5f + 0.25f * static_cast<float>(i % 3));
+  }
+  const int64_t n = static_cast<int64_t>(gv.size());
+  for (GatedActivation act : {GatedActivation::Silu, GatedActivation::GeluTanh}) {
+    std::vector<float> want(gv.size());
+    for (size_t i = 0; i < want.size(); ++i)
+      want[i] = (act == GatedActivation::Silu ? ref::silu(gv[i]) : ref::gelu_tanh(gv[i])) * uv[i];
+    ref::for_each_isa([&](cpu::Isa) {
+      Tensor out = Tensor::cpu(DType::F32, {1, n});
+      be_->gated_activation(ref::f32_tensor(gv, {1, n}), ref::f32_tensor(uv, {1, n}), act, out);
+      const auto got = ref::to_vector(out);
+      for (float v : got) EXPECT_TRUE(std::isfinite(v));
+      expect_close(got, want, 1e-5, 1e-6);
+    });
+  }
+}
+
 TEST_F(OpsTest, Softcap) {
   const auto xv = ref::random_floats(1000, 51, -100, 100);
   std::vector<float> want(xv.size());
-  for (size_t i = 0; i < want.size(); ++i) want[i] = static_cast<float>(30.0 * std::tanh(xv[i] / 30.0));
+  for (size_t i = 0; i < want.size(); ++i)
+    want[i] = static_cast<float>(30.0 * std::tanh(xv[i] / 30.0));
   Tensor x = ref::f32_tensor(xv, {4, 250});
   be_->softcap(x, 30.0f);
   expect_close(ref::to_vector(x), want, 1e-6, 1e-6);

@@ -4,9 +4,10 @@
 // Run: build/backend/tests/test_perf_matmul --gtest_also_run_disabled_tests
 // (LOOM_PERF_THREADS=N to change the thread count, default 2).
 #include <chrono>
-#include <ctime>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
+#include <string>
 
 #include "core/thread_pool.h"
 #include "reference.h"
@@ -54,17 +55,34 @@ Tensor random_weight(DType t, int64_t n, int64_t k) {
 }
 
 // The best time of one call over `budget` seconds (the machine is shared, so
-// the minimum is the number least disturbed by other processes).
+// the minimum is the number least disturbed by other processes). With
+// LOOM_PERF_CPU_TIME=1 the time is the process's CPU time instead of wall time:
+// on a crowded machine a long call cannot escape being descheduled, but its CPU
+// time stays what the work costs (meaningful with LOOM_PERF_THREADS=1).
 template <class Fn>
 double seconds_per_call(Fn&& fn, double budget = 0.5) {
+  static const bool cpu_time = [] {
+    const char* env = std::getenv("LOOM_PERF_CPU_TIME");
+    return env && std::string(env) == "1";
+  }();
+  auto now = [] {
+    if (!cpu_time)
+      return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+          .count();
+    timespec ts{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+  };
   fn();  // warm up
   double best = 1e30, total = 0;
-  while (total < budget) {
-    const auto t0 = std::chrono::steady_clock::now();
+  int calls = 0;
+  while (total < budget || calls < 3) {
+    const double t0 = now();
     fn();
-    const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double el = now() - t0;
     best = std::min(best, el);
     total += el;
+    ++calls;
   }
   return best;
 }
@@ -76,15 +94,18 @@ TEST(Perf, DISABLED_MemoryBandwidth) {
   ThreadPool pool(perf_threads());
   std::vector<double> sums(64);
   const double s = seconds_per_call([&] {
-    pool.parallel_for(perf_threads(), [&](int64_t b, int64_t e) {
-      for (int64_t t = b; t < e; ++t) {
-        const int64_t lo = n * t / perf_threads(), hi = n * (t + 1) / perf_threads();
-        const auto* u = reinterpret_cast<const uint32_t*>(buf.data());
-        uint32_t acc = 0;  // integer xor: vectorises, so memory is the limit
-        for (int64_t i = lo; i < hi; ++i) acc ^= u[i];
-        sums[t * 8] = acc;
-      }
-    }, 1);
+    pool.parallel_for(
+        perf_threads(),
+        [&](int64_t b, int64_t e) {
+          for (int64_t t = b; t < e; ++t) {
+            const int64_t lo = n * t / perf_threads(), hi = n * (t + 1) / perf_threads();
+            const auto* u = reinterpret_cast<const uint32_t*>(buf.data());
+            uint32_t acc = 0;  // integer xor: vectorises, so memory is the limit
+            for (int64_t i = lo; i < hi; ++i) acc ^= u[i];
+            sums[t * 8] = acc;
+          }
+        },
+        1);
   });
   std::printf("stream read, %d threads: %.1f GB/s\n", perf_threads(), n * 4.0 / s / 1e9);
 }
@@ -101,10 +122,12 @@ TEST(Perf, DISABLED_ParallelForOverhead) {
       const auto t0 = std::chrono::steady_clock::now();
       for (int c = 0; c < calls; ++c)
         pool.parallel_for(n, [&](int64_t b, int64_t e) { sink[static_cast<size_t>(b) * 16] += e; });
-      best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / calls);
+      best = std::min(
+          best,
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / calls);
     }
-    std::printf("parallel_for n=%-3ld %d threads: %6.2f us per call (best of 5 x %d)\n", static_cast<long>(n),
-                perf_threads(), best * 1e6, calls);
+    std::printf("parallel_for n=%-3ld %d threads: %6.2f us per call (best of 5 x %d)\n",
+                static_cast<long>(n), perf_threads(), best * 1e6, calls);
   }
 }
 
@@ -115,11 +138,11 @@ TEST(Perf, DISABLED_Matvec) {
     int64_t n, k;
   };
   const Shape shapes[] = {
-      {DType::Q4_K, 896, 4864},    {DType::Q5_K, 896, 4864},   {DType::Q6_K, 896, 4864},
-      {DType::Q8_0, 896, 4864},    {DType::Q4_0, 896, 4864},   {DType::F16, 896, 4864},
-      {DType::BF16, 896, 4864},    {DType::F32, 896, 4864},    {DType::Q8_0, 4864, 896},
-      {DType::Q8_0, 151936, 896},  {DType::Q6_K, 151936, 1024}, {DType::Q4_K, 151936, 1024},
-      {DType::Q5_0, 896, 4864},    {DType::Q4_1, 896, 4864},   {DType::Q5_1, 896, 4864},
+      {DType::Q4_K, 896, 4864},   {DType::Q5_K, 896, 4864},    {DType::Q6_K, 896, 4864},
+      {DType::Q8_0, 896, 4864},   {DType::Q4_0, 896, 4864},    {DType::F16, 896, 4864},
+      {DType::BF16, 896, 4864},   {DType::F32, 896, 4864},     {DType::Q8_0, 4864, 896},
+      {DType::Q8_0, 151936, 896}, {DType::Q6_K, 151936, 1024}, {DType::Q4_K, 151936, 1024},
+      {DType::Q5_0, 896, 4864},   {DType::Q4_1, 896, 4864},    {DType::Q5_1, 896, 4864},
       {DType::Q5_0, 151936, 896},
   };
   std::printf("%s\n", be->name().c_str());
@@ -129,9 +152,10 @@ TEST(Perf, DISABLED_Matvec) {
     Tensor out = Tensor::cpu(DType::F32, {1, sh.n});
     ref::for_each_isa([&](cpu::Isa isa) {
       const double s = seconds_per_call([&] { be->matmul(x, w, nullptr, out); }, 0.3);
-      std::printf("matvec %-5s N=%-6ld K=%-5ld %-8s %8.1f us  %6.1f GB/s\n", std::string(dtype_name(sh.t)).c_str(),
-                  static_cast<long>(sh.n), static_cast<long>(sh.k), std::string(cpu::isa_name(isa)).c_str(),
-                  s * 1e6, w.nbytes() / s / 1e9);
+      std::printf("matvec %-5s N=%-6ld K=%-5ld %-8s %8.1f us  %6.1f GB/s\n",
+                  std::string(dtype_name(sh.t)).c_str(), static_cast<long>(sh.n),
+                  static_cast<long>(sh.k), std::string(cpu::isa_name(isa)).c_str(), s * 1e6,
+                  w.nbytes() / s / 1e9);
     });
   }
 }
@@ -149,9 +173,10 @@ TEST(Perf, DISABLED_DecodeWeightStream) {
   std::vector<Mat> step;
   for (int layer = 0; layer < 24; ++layer) {
     const DType down = layer % 2 ? DType::Q4_K : DType::Q6_K;
-    for (const Mat& m : {Mat{DType::Q5_0, 896, 896}, Mat{DType::Q5_0, 128, 896}, Mat{DType::Q8_0, 128, 896},
-                         Mat{DType::Q5_0, 896, 896}, Mat{DType::Q5_0, 4864, 896}, Mat{DType::Q5_0, 4864, 896},
-                         Mat{down, 896, 4864}})
+    for (const Mat& m :
+         {Mat{DType::Q5_0, 896, 896}, Mat{DType::Q5_0, 128, 896}, Mat{DType::Q8_0, 128, 896},
+          Mat{DType::Q5_0, 896, 896}, Mat{DType::Q5_0, 4864, 896}, Mat{DType::Q5_0, 4864, 896},
+          Mat{down, 896, 4864}})
       step.push_back(m);
   }
   step.push_back({DType::Q8_0, 151936, 896});
@@ -168,18 +193,22 @@ TEST(Perf, DISABLED_DecodeWeightStream) {
   ref::for_each_isa([&](cpu::Isa isa) {
     if (isa == cpu::Isa::Portable) return;
     auto one_step = [&] {
-      for (size_t i = 0; i < step.size(); ++i) be->matmul(step[i].k == 896 ? x896 : x4864, ws[i], nullptr, outs[i]);
+      for (size_t i = 0; i < step.size(); ++i)
+        be->matmul(step[i].k == 896 ? x896 : x4864, ws[i], nullptr, outs[i]);
     };
     one_step();
     const int steps = 8;
     const auto t0 = std::chrono::steady_clock::now();
     const std::clock_t c0 = std::clock();
     for (int s = 0; s < steps; ++s) one_step();
-    const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / steps;
+    const double sec =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / steps;
     const double cpu_sec = static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC / steps;
-    std::printf("decode weight stream %-8s %.0f MB: %7.2f ms per step  %5.1f GB/s  (%d threads, %.2f cores busy)\n",
-                std::string(cpu::isa_name(isa)).c_str(), bytes / 1e6, sec * 1e3, bytes / sec / 1e9, perf_threads(),
-                cpu_sec / sec);
+    std::printf(
+        "decode weight stream %-8s %.0f MB: %7.2f ms per step  %5.1f GB/s  (%d threads, %.2f cores "
+        "busy)\n",
+        std::string(cpu::isa_name(isa)).c_str(), bytes / 1e6, sec * 1e3, bytes / sec / 1e9,
+        perf_threads(), cpu_sec / sec);
   });
 }
 
@@ -192,10 +221,30 @@ TEST(Perf, DISABLED_Prefill) {
     Tensor out = Tensor::cpu(DType::F32, {m, n});
     ref::for_each_isa([&](cpu::Isa isa) {
       const double s = seconds_per_call([&] { be->matmul(x, w, nullptr, out); }, 0.3);
-      std::printf("matmul %-5s M=%ld N=%ld K=%ld %-8s %8.2f ms  %6.1f GFLOP/s\n", std::string(dtype_name(t)).c_str(),
-                  static_cast<long>(m), static_cast<long>(n), static_cast<long>(k),
-                  std::string(cpu::isa_name(isa)).c_str(), s * 1e3, 2.0 * m * n * k / s / 1e9);
+      std::printf("matmul %-5s M=%ld N=%ld K=%ld %-8s %8.2f ms  %6.1f GFLOP/s\n",
+                  std::string(dtype_name(t)).c_str(), static_cast<long>(m), static_cast<long>(n),
+                  static_cast<long>(k), std::string(cpu::isa_name(isa)).c_str(), s * 1e3,
+                  2.0 * m * n * k / s / 1e9);
     });
+  }
+}
+
+TEST(Perf, DISABLED_MatmulByRows) {
+  // Batched decode and short prompts: time per call and per row as M grows,
+  // across the switch from row dot products (M < 4) to the GEMM.
+  auto be = make_cpu_backend(perf_threads());
+  for (DType t : {DType::Q5_0, DType::Q6_K, DType::Q8_0}) {
+    const int64_t n = t == DType::Q8_0 ? 151936 : 4864, k = t == DType::Q6_K ? 1024 : 896;
+    Tensor w = random_weight(t, n, k);
+    for (int64_t m : {1, 2, 3, 4, 8, 16, 32, 64}) {
+      Tensor x = ref::f32_tensor(ref::random_floats(m * k, 1), {m, k});
+      Tensor out = Tensor::cpu(DType::F32, {m, n});
+      const double s = seconds_per_call([&] { be->matmul(x, w, nullptr, out); }, 0.3);
+      std::printf("matmul %-5s M=%-3ld N=%-6ld K=%ld %-8s %8.3f ms  %7.3f ms/row  %6.1f GFLOP/s\n",
+                  std::string(dtype_name(t)).c_str(), static_cast<long>(m), static_cast<long>(n),
+                  static_cast<long>(k), std::string(cpu::isa_name(cpu::active_isa())).c_str(),
+                  s * 1e3, s * 1e3 / static_cast<double>(m), 2.0 * m * n * k / s / 1e9);
+    }
   }
 }
 
@@ -206,8 +255,9 @@ TEST(Perf, DISABLED_DecodeAttention) {
   const int heads = 14, kvh = 2, hd = 64, bs = 16, ctx = 1024, ns = 8;
   for (DType ct : {DType::F32, DType::F16, DType::BF16}) {
     const int blocks_per = ctx / bs;
-    KvLayerCache cache{random_weight(ct, ns * blocks_per * bs * kvh, hd).reshape({ns * blocks_per, bs, kvh, hd}),
-                       random_weight(ct, ns * blocks_per * bs * kvh, hd).reshape({ns * blocks_per, bs, kvh, hd})};
+    KvLayerCache cache{
+        random_weight(ct, ns * blocks_per * bs * kvh, hd).reshape({ns * blocks_per, bs, kvh, hd}),
+        random_weight(ct, ns * blocks_per * bs * kvh, hd).reshape({ns * blocks_per, bs, kvh, hd})};
     AttentionMetadata meta;
     meta.num_seqs = ns;
     meta.max_blocks_per_seq = blocks_per;
@@ -223,7 +273,8 @@ TEST(Perf, DISABLED_DecodeAttention) {
     ref::for_each_isa([&](cpu::Isa isa) {
       const double s = seconds_per_call([&] { be->paged_attention(q, cache, meta, p, out); }, 0.3);
       std::printf("decode attention %-4s %d seqs x %d ctx %-8s %8.1f us  %6.1f GB/s of KV\n",
-                  std::string(dtype_name(ct)).c_str(), ns, ctx, std::string(cpu::isa_name(isa)).c_str(), s * 1e6,
+                  std::string(dtype_name(ct)).c_str(), ns, ctx,
+                  std::string(cpu::isa_name(isa)).c_str(), s * 1e6,
                   2.0 * cache.k.nbytes() / s / 1e9);
     });
   }

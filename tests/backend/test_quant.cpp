@@ -18,7 +18,8 @@ struct Fixture {
 };
 
 Fixture load_fixture(const std::string& name) {
-  const std::string path = std::string(LOOM_SOURCE_DIR) + "/tests/backend/fixtures/quant_" + name + ".bin";
+  const std::string path =
+      std::string(LOOM_SOURCE_DIR) + "/tests/backend/fixtures/quant_" + name + ".bin";
   std::ifstream f(path, std::ios::binary);
   EXPECT_TRUE(f.good()) << path;
   uint32_t n = 0, bytes = 0;
@@ -81,7 +82,8 @@ TEST(Quant, MatmulKernelsOnRandomBlocks) {
             bound += wsum * amax / 127.0 / 2.0;
           }
           const double tol = 1.01 * bound + 1e-5 * abs_sum[i * n + j];
-          EXPECT_NEAR(out.data_as<float>()[i * n + j], want[i * n + j], tol) << "row " << i << " col " << j;
+          EXPECT_NEAR(out.data_as<float>()[i * n + j], want[i * n + j], tol)
+              << "row " << i << " col " << j;
         }
     });
   }
@@ -105,7 +107,8 @@ TEST(Quant, QuantizeRoundTrip) {
     quant::quantize_row(c.type, x.data(), q.data(), n);
     quant::dequantize_row(c.type, q.data(), y.data(), n);
     double err = 0, ref = 0;
-    for (int64_t i = 0; i < n; ++i) err += (x[i] - y[i]) * double(x[i] - y[i]), ref += x[i] * double(x[i]);
+    for (int64_t i = 0; i < n; ++i)
+      err += (x[i] - y[i]) * double(x[i] - y[i]), ref += x[i] * double(x[i]);
     EXPECT_LT(std::sqrt(err / ref), c.max_rel_rms) << dtype_name(c.type);
   }
 }

@@ -26,10 +26,12 @@ void expect_covers_once(ThreadPool& pool, int64_t n, int64_t grain = 1) {
         ASSERT_LE(0, b);
         ASSERT_LT(b, e);
         ASSERT_LE(e, n);
-        for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)].fetch_add(1, std::memory_order_relaxed);
+        for (int64_t i = b; i < e; ++i)
+          hits[static_cast<size_t>(i)].fetch_add(1, std::memory_order_relaxed);
       },
       grain);
-  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[static_cast<size_t>(i)].load(), 1) << "index " << i << " of " << n;
+  for (int64_t i = 0; i < n; ++i)
+    ASSERT_EQ(hits[static_cast<size_t>(i)].load(), 1) << "index " << i << " of " << n;
 }
 
 TEST(ThreadPool, CoversRangesOfEverySize) {
@@ -116,10 +118,11 @@ TEST(ThreadPool, ExceptionsReachTheCallerAndThePoolStaysUsable) {
   ThreadPool pool(4);
   for (int64_t bad : {0, 500, 999}) {
     std::atomic<int> ran{0};
-    EXPECT_THROW(pool.parallel_for(1000, [&](int64_t b, int64_t e) {
-      ran.fetch_add(1);
-      if (b <= bad && bad < e) throw std::runtime_error("bad index");
-    }),
+    EXPECT_THROW(pool.parallel_for(1000,
+                                   [&](int64_t b, int64_t e) {
+                                     ran.fetch_add(1);
+                                     if (b <= bad && bad < e) throw std::runtime_error("bad index");
+                                   }),
                  std::runtime_error);
     EXPECT_GE(ran.load(), 1);
     expect_covers_once(pool, 1000);
@@ -135,6 +138,12 @@ TEST(ThreadPool, ConstructAndDestroyWhileIdle) {
     expect_covers_once(pool, 100);
     if (iter % 2) std::this_thread::sleep_for(std::chrono::milliseconds(2));  // workers asleep
   }
+}
+
+TEST(ThreadPool, DefaultThreadsArePhysicalCoresWithinHardwareThreads) {
+  const int n = ThreadPool::default_threads();
+  EXPECT_GE(n, 1);
+  EXPECT_LE(n, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
 }
 
 }  // namespace

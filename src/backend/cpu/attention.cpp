@@ -1,10 +1,13 @@
 // Paged KV cache writes and causal paged attention on the CPU.
 // Cache layout: K and V [num_blocks, block_size, kv_heads, head_dim] in f32, f16,
-// bf16 or FP8 E4M3 (with a dequantising scale per KV head, backend.h). Query token j of sequence s
-// sits at position context_lens[s] - new_tokens(s) + j and sees keys at positions <= its own (and >
-// pos - sliding_window when the window is set). Softmax is online, in f32, one key block at a time.
-// Work items are (sequence, kv head, tile of query tokens), balanced over the threads by estimated
-// cost.
+// bf16 or FP8 E4M3 (with a dequantising scale per KV head, backend.h). Query
+// token j of sequence s sits at position context_lens[s] - new_tokens(s) + j and
+// sees keys at positions <= its own (and > pos - sliding_window when the window
+// is set). Blocked like flash attention: a work item is (sequence, kv head, tile
+// of query tokens), whose query rows (the tile's tokens x the heads sharing the
+// kv head) meet the keys in chunks of kKeyChunk: one small GEMM for the scores,
+// an online softmax in f32 per row, one small GEMM for P.V. Items are balanced
+// over the threads by estimated cost.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -42,7 +45,9 @@ void check_cache(const KvLayerCache& cache) {
 void store_row(DType t, const float* src, void* dst, int64_t n, int64_t head_dim,
                const float* scales) {
   switch (t) {
-    case DType::F32: std::memcpy(dst, src, static_cast<size_t>(n) * 4); break;
+    case DType::F32:
+      std::memcpy(dst, src, static_cast<size_t>(n) * 4);
+      break;
     case DType::F16:
       for (int64_t i = 0; i < n; ++i) static_cast<uint16_t*>(dst)[i] = f32_to_f16(src[i]);
       break;
@@ -57,6 +62,9 @@ void store_row(DType t, const float* src, void* dst, int64_t n, int64_t head_dim
       for (int64_t i = 0; i < n; ++i) static_cast<uint16_t*>(dst)[i] = f32_to_bf16(src[i]);
   }
 }
+
+constexpr int64_t kKeyChunk = 64;  // keys per chunk (a multiple of 16)
+constexpr int64_t kTileRows = 64;  // query rows (tokens x grouped heads) per work item
 
 struct WorkItem {
   int seq;
@@ -75,9 +83,10 @@ void write_kv(ThreadPool& pool, const Tensor& k, const Tensor& v, KvLayerCache& 
   LOOM_CHECK(k.dtype() == DType::F32 && v.dtype() == DType::F32, "write_kv k and v must be f32");
   const int64_t t = k.numel() / std::max<int64_t>(1, row);
   LOOM_CHECK(k.numel() == t * row && v.numel() == k.numel() && k.dim(0) == t,
-             "write_kv k {} and v {} must be [T, {}, {}]", shape_str(k.shape()), shape_str(v.shape()),
-             cache.k.dim(2), cache.k.dim(3));
-  LOOM_CHECK(meta.slot_mapping.size() == static_cast<size_t>(t), "slot_mapping must have {} entries", t);
+             "write_kv k {} and v {} must be [T, {}, {}]", shape_str(k.shape()),
+             shape_str(v.shape()), cache.k.dim(2), cache.k.dim(3));
+  LOOM_CHECK(meta.slot_mapping.size() == static_cast<size_t>(t),
+             "slot_mapping must have {} entries", t);
   const DType dt = cache.k.dtype();
   const int64_t row_bytes_c = row * dtype_info(dt).block_bytes;
   auto* kc = static_cast<uint8_t*>(cache.k.data());
@@ -105,14 +114,15 @@ void write_kv(ThreadPool& pool, const Tensor& k, const Tensor& v, KvLayerCache& 
 void paged_attention(ThreadPool& pool, const Tensor& q, const KvLayerCache& cache,
                      const AttentionMetadata& meta, const AttentionParams& params, Tensor& out) {
   check_cache(cache);
-  LOOM_CHECK(q.dtype() == DType::F32 && q.ndim() == 3, "attention q must be f32 [T, heads, head_dim], got {}",
-             shape_str(q.shape()));
+  LOOM_CHECK(q.dtype() == DType::F32 && q.ndim() == 3,
+             "attention q must be f32 [T, heads, head_dim], got {}", shape_str(q.shape()));
   const int64_t t = q.dim(0), heads = q.dim(1), hd = q.dim(2);
   const int64_t num_blocks = cache.k.dim(0), bs = cache.k.dim(1), kvh = cache.k.dim(2);
   LOOM_CHECK(cache.k.dim(3) == hd, "cache head_dim {} != q head_dim {}", cache.k.dim(3), hd);
   LOOM_CHECK(kvh > 0 && heads % kvh == 0, "heads {} must be a multiple of kv heads {}", heads, kvh);
   LOOM_CHECK(out.dtype() == DType::F32 && out.numel() == q.numel() && out.dim(0) == t,
-             "attention out {} must be f32 like q {}", shape_str(out.shape()), shape_str(q.shape()));
+             "attention out {} must be f32 like q {}", shape_str(out.shape()),
+             shape_str(q.shape()));
   LOOM_CHECK(out.data() != q.data(), "attention cannot run in place");
   LOOM_CHECK(bs > 0, "block size must be > 0");
   check_attention_metadata(meta, t, bs, num_blocks);
@@ -122,7 +132,7 @@ void paged_attention(ThreadPool& pool, const Tensor& q, const KvLayerCache& cach
   const int64_t slot_stride = kvh * hd;  // elements between consecutive slots
 
   // Work items: query tiles small enough that the accumulators stay in cache.
-  const int64_t tile = std::max<int64_t>(1, 32 / group);
+  const int64_t tile = std::max<int64_t>(1, kTileRows / group);
   std::vector<WorkItem> items;
   for (int s = 0; s < meta.num_seqs; ++s) {
     const int64_t n_new = meta.query_start[s + 1] - meta.query_start[s];
@@ -130,18 +140,21 @@ void paged_attention(ThreadPool& pool, const Tensor& q, const KvLayerCache& cach
     for (int64_t b = 0; b < n_new; b += tile) {
       const int64_t e = std::min(n_new, b + tile);
       int64_t keys = ctx - n_new + e;
-      if (params.sliding_window > 0) keys = std::min<int64_t>(keys, params.sliding_window + (e - b));
+      if (params.sliding_window > 0)
+        keys = std::min<int64_t>(keys, params.sliding_window + (e - b));
       for (int h = 0; h < kvh; ++h)
         items.push_back({s, h, b, e, static_cast<double>(keys) * static_cast<double>(e - b + 1)});
     }
   }
   // Longest-first greedy assignment to threads (the pool splits work statically).
-  const int nthreads = std::max(1, std::min<int>(pool.num_threads(), static_cast<int>(items.size())));
+  const int nthreads =
+      std::max(1, std::min<int>(pool.num_threads(), static_cast<int>(items.size())));
   std::vector<std::vector<int>> bins(static_cast<size_t>(nthreads));
   {
     std::vector<int> order(items.size());
     std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return items[a].cost > items[b].cost; });
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int a, int b) { return items[a].cost > items[b].cost; });
     std::vector<double> load(static_cast<size_t>(nthreads), 0.0);
     for (int i : order) {
       const auto it = std::min_element(load.begin(), load.end()) - load.begin();
@@ -159,20 +172,37 @@ void paged_attention(ThreadPool& pool, const Tensor& q, const KvLayerCache& cach
   const float cap = params.logit_softcap;
   const float scale = params.scale;
 
+  // One item: its R = nq * group query rows (token-major, pre-scaled) against
+  // chunks of up to kKeyChunk keys. Per chunk: S = Q.K^T into a tile, masks,
+  // online softmax per row, O += P.V; the chunk's K is transposed to [hd][ldk]
+  // so the score kernel runs along keys, V stays [keys][hd].
+  const int64_t ldk = kKeyChunk;
   auto run_item = [&](const WorkItem& it, std::vector<float>& buf) {
     const int64_t n_new = meta.query_start[it.seq + 1] - meta.query_start[it.seq];
     const int64_t ctx = meta.context_lens[it.seq];
     const int64_t first_pos = ctx - n_new;  // position of the sequence's first new token
     const int64_t nq = it.tok_end - it.tok_begin;
-    const int64_t rows = nq * group;  // (token, head) pairs of this item
-    // Layout of buf: acc[rows*hd] | m[rows] | l[rows] | kf[bs*hd] | vf[bs*hd] | p[bs]
-    buf.resize(static_cast<size_t>(rows * hd + 2 * rows + 2 * bs * hd + bs));
-    float* acc = buf.data();
+    const int64_t rows = nq * group;
+    // buf: qt[rows*hd] | acc[rows*hd] | m[rows] | l[rows] | kt[hd*ldk] | vb[ldk*hd] | s[rows*ldk] |
+    // conv[min(bs, ldk)*hd] (one paged block's keys of a chunk)
+    buf.resize(static_cast<size_t>(2 * rows * hd + 2 * rows + 2 * hd * ldk + rows * ldk +
+                                   std::min(bs, ldk) * hd));
+    float* qt = buf.data();
+    float* acc = qt + rows * hd;
     float* mx = acc + rows * hd;
     float* sum = mx + rows;
-    float* kf = sum + rows;
-    float* vf = kf + bs * hd;
-    float* p = vf + bs * hd;
+    float* kt = sum + rows;
+    float* vb = kt + hd * ldk;
+    float* sc = vb + ldk * hd;
+    float* conv = sc + rows * ldk;
+    for (int64_t j = 0; j < nq; ++j) {
+      const int64_t tok = meta.query_start[it.seq] + it.tok_begin + j;
+      for (int64_t g = 0; g < group; ++g) {
+        const float* src = qs + (tok * heads + it.kv_head * group + g) * hd;
+        float* dst = qt + (j * group + g) * hd;
+        for (int64_t d = 0; d < hd; ++d) dst[d] = src[d] * scale;
+      }
+    }
     std::fill(acc, acc + rows * hd, 0.0f);
     std::fill(mx, mx + rows, -std::numeric_limits<float>::infinity());
     std::fill(sum, sum + rows, 0.0f);
@@ -180,70 +210,91 @@ void paged_attention(ThreadPool& pool, const Tensor& q, const KvLayerCache& cach
     const int64_t pos_lo = first_pos + it.tok_begin, pos_hi = first_pos + it.tok_end - 1;
     const int64_t win = params.sliding_window;
     const int64_t key_lo = win > 0 ? std::max<int64_t>(0, pos_lo - win + 1) : 0;
-    const int32_t* table = meta.block_tables.data() + static_cast<size_t>(it.seq) * meta.max_blocks_per_seq;
-    for (int64_t blk = key_lo / bs; blk * bs <= pos_hi; ++blk) {
-      const int64_t k0 = blk * bs, k1 = std::min(pos_hi + 1, k0 + bs);
-      const int64_t nk = k1 - k0;
-      // This kv head's rows of the block as f32: read in place from an f32
-      // cache (rows kstride apart), converted into kf/vf otherwise.
-      const int64_t base = (static_cast<int64_t>(table[blk]) * bs * slot_stride + it.kv_head * hd);
-      const float* kr = kf;
-      const float* vr = vf;
-      int64_t kstride = hd;
+    const int32_t* table =
+        meta.block_tables.data() + static_cast<size_t>(it.seq) * meta.max_blocks_per_seq;
+    // Rows [i0, i0 + n) of a key chunk lie in one paged block, slot_stride
+    // apart; K goes transposed into kt, V into vb (converted via conv unless the
+    // cache is f32).
+    auto load_segment = [&](int64_t key, int64_t n, int64_t i0) {
+      const int64_t at =
+          (static_cast<int64_t>(table[key / bs]) * bs + key % bs) * slot_stride + it.kv_head * hd;
       if (dt == DType::F32) {
-        kr = reinterpret_cast<const float*>(kbase) + base;
-        vr = reinterpret_cast<const float*>(vbase) + base;
-        kstride = slot_stride;
-      } else if (dt == DType::F8_E4M3) {
+        kern.transpose(reinterpret_cast<const float*>(kbase) + at, n, hd, slot_stride, kt + i0,
+                       ldk);
+        for (int64_t i = 0; i < n; ++i)
+          std::memcpy(vb + (i0 + i) * hd,
+                      reinterpret_cast<const float*>(vbase) + at + i * slot_stride,
+                      static_cast<size_t>(hd) * 4);
+        return;
+      }
+      if (dt == DType::F8_E4M3) {
         const float ksc = cache.k_scale.data_as<const float>()[it.kv_head];
         const float vsc = cache.v_scale.data_as<const float>()[it.kv_head];
-        for (int64_t i = 0; i < nk; ++i) {
-          const uint8_t* kq = kbase + base + i * slot_stride;
-          const uint8_t* vq = vbase + base + i * slot_stride;
+        for (int64_t i = 0; i < n; ++i) {
+          const uint8_t* kq = kbase + at + i * slot_stride;
+          const uint8_t* vq = vbase + at + i * slot_stride;
+          float* vrow = vb + (i0 + i) * hd;
           for (int64_t d = 0; d < hd; ++d) {
-            kf[i * hd + d] = fp8_table[kq[d]] * ksc;
-            vf[i * hd + d] = fp8_table[vq[d]] * vsc;
+            conv[i * hd + d] = fp8_table[kq[d]] * ksc;
+            vrow[d] = fp8_table[vq[d]] * vsc;
           }
         }
-      } else {
-        auto convert = dt == DType::F16 ? kern.f16_to_f32 : kern.bf16_to_f32;
-        for (int64_t i = 0; i < nk; ++i) {
-          const int64_t at = (base + i * slot_stride) * elem;
-          convert(reinterpret_cast<const uint16_t*>(kbase + at), kf + i * hd, hd);
-          convert(reinterpret_cast<const uint16_t*>(vbase + at), vf + i * hd, hd);
-        }
+        kern.transpose(conv, n, hd, hd, kt + i0, ldk);
+        return;
       }
+      const auto convert = dt == DType::F16 ? kern.f16_to_f32 : kern.bf16_to_f32;
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t src = (at + i * slot_stride) * elem;
+        convert(reinterpret_cast<const uint16_t*>(kbase + src), conv + i * hd, hd);
+        convert(reinterpret_cast<const uint16_t*>(vbase + src), vb + (i0 + i) * hd, hd);
+      }
+      kern.transpose(conv, n, hd, hd, kt + i0, ldk);
+    };
+    // Chunks start at multiples of ldk whatever the tile: a key's place in its
+    // chunk (its lane in the softmax sums) and the online softmax's steps are
+    // then the same for a query alone (decode) and in any tile (prefill), so
+    // its output does not depend on the tokens it is computed with. Keys
+    // before key_lo (outside every row's window) are zero and masked.
+    for (int64_t k0 = key_lo / ldk * ldk; k0 <= pos_hi; k0 += ldk) {
+      const int64_t k1 = std::min(pos_hi + 1, k0 + ldk);
+      const int64_t nk = k1 - k0;
+      for (int64_t key = k0; key < key_lo; ++key) {
+        for (int64_t d = 0; d < hd; ++d) kt[d * ldk + key - k0] = 0.0f;
+        std::fill(vb + (key - k0) * hd, vb + (key - k0 + 1) * hd, 0.0f);
+      }
+      for (int64_t key = std::max(k0, key_lo); key < k1;) {
+        const int64_t n = std::min(k1, (key / bs + 1) * bs) - key;
+        load_segment(key, n, key - k0);
+        key += n;
+      }
+      if (nk < ldk)
+        for (int64_t d = 0; d < hd; ++d) std::fill(kt + d * ldk + nk, kt + (d + 1) * ldk, 0.0f);
+      kern.attn_scores(qt, rows, hd, kt, ldk, sc);
       for (int64_t j = 0; j < nq; ++j) {
-        const int64_t pos = first_pos + it.tok_begin + j;
-        const int64_t lo = std::max(k0, win > 0 ? pos - win + 1 : 0);
-        const int64_t hi = std::min(k1, pos + 1);  // keys [lo, hi)
-        if (lo >= hi) continue;
-        const int64_t tok = meta.query_start[it.seq] + it.tok_begin + j;
+        const int64_t pos = pos_lo + j;
+        // Keys [lo, hi) of this chunk are visible to this token.
+        const int64_t lo = std::max(k0, win > 0 ? pos - win + 1 : 0), hi = std::min(k1, pos + 1);
         for (int64_t g = 0; g < group; ++g) {
-          const int64_t head = it.kv_head * group + g;
-          const float* qv = qs + (tok * heads + head) * hd;
           const int64_t r = j * group + g;
-          float bmax = -std::numeric_limits<float>::infinity();
-          for (int64_t key = lo; key < hi; ++key) {
-            float s = kern.dot_f32(kr + (key - k0) * kstride, qv, hd) * scale;
-            if (cap > 0) s = cap * std::tanh(s / cap);
-            p[key - lo] = s;
-            bmax = std::max(bmax, s);
+          float* srow = sc + r * ldk;
+          if (lo >= hi) {
+            std::fill(srow, srow + nk, 0.0f);
+            continue;
           }
+          if (cap > 0)
+            for (int64_t i = lo - k0; i < hi - k0; ++i) srow[i] = cap * std::tanh(srow[i] / cap);
+          for (int64_t i = 0; i < lo - k0; ++i) srow[i] = -std::numeric_limits<float>::infinity();
+          for (int64_t i = hi - k0; i < nk; ++i) srow[i] = -std::numeric_limits<float>::infinity();
+          float bmax = srow[lo - k0];
+          for (int64_t i = lo - k0 + 1; i < hi - k0; ++i) bmax = std::max(bmax, srow[i]);
           const float m_new = std::max(mx[r], bmax);
-          const float correction = std::exp(mx[r] - m_new);  // exp(-inf) = 0 on the first block
-          float* a = acc + r * hd;
-          if (correction != 1.0f) kern.scale(correction, a, hd);
-          float l = sum[r] * correction;
-          for (int64_t key = lo; key < hi; ++key) {
-            const float e = std::exp(p[key - lo] - m_new);
-            l += e;
-            kern.axpy(e, vr + (key - k0) * kstride, a, hd);
-          }
-          sum[r] = l;
+          const float correction = std::exp(mx[r] - m_new);  // exp(-inf) = 0 on the first chunk
+          if (correction != 1.0f) kern.scale(correction, acc + r * hd, hd);
+          sum[r] = sum[r] * correction + kern.attn_exp_sum(srow, nk, m_new);
           mx[r] = m_new;
         }
       }
+      kern.attn_pv(sc, rows, ldk, nk, vb, hd, acc);
     }
     for (int64_t j = 0; j < nq; ++j) {
       const int64_t tok = meta.query_start[it.seq] + it.tok_begin + j;

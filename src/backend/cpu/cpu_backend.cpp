@@ -27,41 +27,47 @@ class CpuBackend final : public Backend {
 
   Device device() const override { return Device::Cpu; }
   std::string name() const override {
-    return fmt::format("cpu ({}, {} threads)", cpu::isa_name(cpu::active_isa()), pool_->num_threads());
+    return fmt::format("cpu ({}, {} threads)", cpu::isa_name(cpu::active_isa()),
+                       pool_->num_threads());
   }
 
-  Tensor alloc(DType dtype, std::vector<int64_t> shape) override { return Tensor::cpu(dtype, std::move(shape)); }
+  Tensor alloc(DType dtype, std::vector<int64_t> shape) override {
+    return Tensor::cpu(dtype, std::move(shape));
+  }
   Tensor prepare_weight(const Tensor& host_weight) override {
     LOOM_CHECK(host_weight.device() == Device::Cpu, "cpu backend weights must be in host memory");
     return host_weight;
   }
   void copy_from_host(Tensor& dst, const void* src, size_t bytes) override {
-    LOOM_CHECK(bytes <= static_cast<size_t>(dst.nbytes()), "copy of {} bytes into a {}-byte tensor", bytes,
-               dst.nbytes());
+    LOOM_CHECK(bytes <= static_cast<size_t>(dst.nbytes()), "copy of {} bytes into a {}-byte tensor",
+               bytes, dst.nbytes());
     if (bytes) std::memcpy(dst.data(), src, bytes);
   }
   void copy_to_host(void* dst, const Tensor& src, size_t bytes) override {
-    LOOM_CHECK(bytes <= static_cast<size_t>(src.nbytes()), "copy of {} bytes from a {}-byte tensor", bytes,
-               src.nbytes());
+    LOOM_CHECK(bytes <= static_cast<size_t>(src.nbytes()), "copy of {} bytes from a {}-byte tensor",
+               bytes, src.nbytes());
     if (bytes) std::memcpy(dst, src.data(), bytes);
   }
 
   void embedding(const Tensor& table, const Tensor& ids, float scale, Tensor& out) override {
-    auto t = profile_.time([&] { return fmt::format("embedding {} T={}", dtype_name(table.dtype()), ids.numel()); });
+    auto t = profile_.time(
+        [&] { return fmt::format("embedding {} T={}", dtype_name(table.dtype()), ids.numel()); });
     cpu::embedding(*pool_, table, ids, scale, out);
   }
   void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out) override {
     auto t = profile_.time([&] {
-      return fmt::format("matmul {} M={} N={} K={}", dtype_name(w.dtype()), x.rows(), w.dim(0), w.dim(1));
+      return fmt::format("matmul {} M={} N={} K={}", dtype_name(w.dtype()), x.rows(), w.dim(0),
+                         w.dim(1));
     });
     cpu::matmul(*pool_, x, w, bias, out);
   }
-  void rms_norm(const Tensor& x, const Tensor& w, float eps, float weight_offset, Tensor& out) override {
+  void rms_norm(const Tensor& x, const Tensor& w, float eps, float weight_offset,
+                Tensor& out) override {
     auto t = profile_.time([&] { return fmt::format("rms_norm {}", shape_str(x.shape())); });
     cpu::rms_norm(*pool_, x, w, eps, weight_offset, out);
   }
-  void add_rms_norm(const Tensor& x, Tensor& residual, const Tensor& w, float eps, float weight_offset,
-                    Tensor& out) override {
+  void add_rms_norm(const Tensor& x, Tensor& residual, const Tensor& w, float eps,
+                    float weight_offset, Tensor& out) override {
     auto t = profile_.time([&] { return fmt::format("add_rms_norm {}", shape_str(x.shape())); });
     cpu::add_rms_norm(*pool_, x, residual, w, eps, weight_offset, out);
   }
@@ -69,23 +75,27 @@ class CpuBackend final : public Backend {
     auto t = profile_.time([&] { return fmt::format("add {}", shape_str(a.shape())); });
     cpu::add(*pool_, a, b);
   }
-  void rope(Tensor& x, const Tensor& positions, const Tensor& inv_freq, int rotary_dim, bool interleaved,
-            float mscale) override {
+  void rope(Tensor& x, const Tensor& positions, const Tensor& inv_freq, int rotary_dim,
+            bool interleaved, float mscale) override {
     auto t = profile_.time([&] { return fmt::format("rope {}", shape_str(x.shape())); });
     cpu::rope(*pool_, x, positions, inv_freq, rotary_dim, interleaved, mscale);
   }
-  void gated_activation(const Tensor& gate, const Tensor& up, GatedActivation act, Tensor& out) override {
-    auto t = profile_.time([&] { return fmt::format("gated_activation {}", shape_str(gate.shape())); });
+  void gated_activation(const Tensor& gate, const Tensor& up, GatedActivation act,
+                        Tensor& out) override {
+    auto t =
+        profile_.time([&] { return fmt::format("gated_activation {}", shape_str(gate.shape())); });
     cpu::gated_activation(*pool_, gate, up, act, out);
   }
-  void write_kv(const Tensor& k, const Tensor& v, KvLayerCache& cache, const AttentionMetadata& meta) override {
+  void write_kv(const Tensor& k, const Tensor& v, KvLayerCache& cache,
+                const AttentionMetadata& meta) override {
     auto t = profile_.time([&] { return fmt::format("write_kv {}", shape_str(k.shape())); });
     cpu::write_kv(*pool_, k, v, cache, meta);
   }
   void paged_attention(const Tensor& q, const KvLayerCache& cache, const AttentionMetadata& meta,
                        const AttentionParams& params, Tensor& out) override {
     auto t = profile_.time([&] {
-      return fmt::format("paged_attention {} seqs={} T={}", dtype_name(cache.k.dtype()), meta.num_seqs, q.dim(0));
+      return fmt::format("paged_attention {} seqs={} T={}", dtype_name(cache.k.dtype()),
+                         meta.num_seqs, q.dim(0));
     });
     cpu::paged_attention(*pool_, q, cache, meta, params, out);
   }
@@ -105,6 +115,8 @@ class CpuBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cpu_backend(int num_threads) { return std::make_unique<CpuBackend>(num_threads); }
+std::unique_ptr<Backend> make_cpu_backend(int num_threads) {
+  return std::make_unique<CpuBackend>(num_threads);
+}
 
 }  // namespace loom

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/kernels.h"
 #include "core/error.h"
 
 namespace loom::cpu {
@@ -27,17 +28,10 @@ void gated_activation(ThreadPool& pool, const Tensor& gate, const Tensor& up, Ga
   const float* g = gate.data_as<const float>();
   const float* u = up.data_as<const float>();
   float* o = out.data_as<float>();
-  parallel_rows(pool, gate.numel(), 1, [&](int64_t s, int64_t e) {
-    if (act == GatedActivation::Silu) {
-      for (int64_t i = s; i < e; ++i) o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
-    } else {
-      constexpr float kSqrt2OverPi = 0.7978845608028654f;
-      for (int64_t i = s; i < e; ++i) {
-        const float x = g[i];
-        o[i] = 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * (x + 0.044715f * x * x * x))) * u[i];
-      }
-    }
-  });
+  const CpuKernels& kern = kernels_for(active_isa());
+  const auto fn = act == GatedActivation::Silu ? kern.silu_mul : kern.gelu_mul;
+  parallel_rows(pool, gate.numel(), 8,
+                [&](int64_t s, int64_t e) { fn(g + s, u + s, o + s, e - s); });
 }
 
 void softcap(ThreadPool& pool, Tensor& x, float cap) {

@@ -1,28 +1,38 @@
-// AVX2 + FMA + F16C kernel table (256-bit; int8 dot products via maddubs).
+// AVX2 + FMA + F16C kernel table (256-bit).
 #define LOOM_X86_VNNI 0
+#include "backend/cpu/attention_x86.h"
 #include "backend/cpu/kernels_x86.h"
+#include "backend/cpu/simd_vec_x86.h"
+
+namespace loom::cpu {
+namespace {
+
+using Vec = simd::V256;
+
+void avx2_attn_pv(const float* p, int64_t rows, int64_t ldp, int64_t nk, const float* v, int64_t hd,
+                  float* o) {
+  if (hd % Vec::kLanes == 0) return attn::pv<Vec>(p, rows, ldp, nk, v, hd, o);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < nk; ++j) x86_axpy(p[r * ldp + j], v + j * hd, o + r * hd, hd);
+}
+
+}  // namespace
+}  // namespace loom::cpu
 
 namespace loom::cpu {
 
 const CpuKernels& kernels_avx2() {
   static const CpuKernels k{Isa::Avx2,
-                            x86_quantize_q8_1,
-                            x86_quantize_q8_k,
-                            x86_dot_f32,
-                            x86_dot_half<load_f16x8, f16>,
-                            x86_dot_half<load_bf16x8, bf16>,
-                            x86_mdot_q8_0,
-                            x86_mdot_q4_0,
-                            x86_mdot_q4_1,
-                            x86_mdot_q5_0,
-                            x86_mdot_q5_1,
-                            x86_mdot_q4_k,
-                            x86_mdot_q5_k,
-                            x86_mdot_q6_k,
                             x86_axpy,
                             x86_scale,
                             x86_f16_row,
-                            x86_bf16_row};
+                            x86_bf16_row,
+                            simd::transpose_f32,
+                            attn::scores<Vec>,
+                            attn::exp_sum<Vec>,
+                            avx2_attn_pv,
+                            attn::gated<Vec, false>,
+                            attn::gated<Vec, true>};
   return k;
 }
 

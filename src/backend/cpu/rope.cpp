@@ -12,12 +12,13 @@ namespace loom::cpu {
 
 void rope(ThreadPool& pool, Tensor& x, const Tensor& positions, const Tensor& inv_freq,
           int rotary_dim, bool interleaved, float mscale) {
-  LOOM_CHECK(x.dtype() == DType::F32 && x.ndim() == 3, "rope x must be f32 [T, heads, head_dim], got {}",
-             shape_str(x.shape()));
+  LOOM_CHECK(x.dtype() == DType::F32 && x.ndim() == 3,
+             "rope x must be f32 [T, heads, head_dim], got {}", shape_str(x.shape()));
   const int64_t t = x.dim(0), heads = x.dim(1), hd = x.dim(2);
   LOOM_CHECK(rotary_dim > 0 && rotary_dim % 2 == 0 && rotary_dim <= hd,
              "rotary_dim {} must be even and in (0, {}]", rotary_dim, hd);
-  LOOM_CHECK(positions.dtype() == DType::I32 && positions.numel() == t, "rope positions must be i32 [{}]", t);
+  LOOM_CHECK(positions.dtype() == DType::I32 && positions.numel() == t,
+             "rope positions must be i32 [{}]", t);
   const int half = rotary_dim / 2;
   LOOM_CHECK(inv_freq.dtype() == DType::F32 && inv_freq.numel() == half,
              "rope inv_freq must be f32 [{}]", half);

@@ -1,0 +1,121 @@
+// The CPU matmul out[M, N] = x[M, K] . w[N, K]^T for every M: the GEMM for
+// M >= kGemmMinRows and the row path (decode) below that, which give each
+// output the same bits (see rows_quant).
+// Weights are unpacked once per panel (nr weight rows by kc values) into a
+// layout the micro-kernels stream from L1/L2, and every activation row passes
+// over the same panel. Quantised weights become unsigned bytes u with one f32
+// scale s (and for some types one f32 bias b) per sub-block of 16 or 32 values
+// along K, so that w = s * (u - offset) + b; activations are 8-bit blocks of 32
+// (ActQ8_G). Integer dot products run per sub-block (vpdpbusd with VNNI,
+// maddubs + madd without), the offset is taken out exactly in the integer
+// accumulator's start value, and scales are applied in f32 once per sub-block.
+// Float weights (f32/f16/bf16) are unpacked to f32 panels and multiplied with
+// the f32 activations by FMA. Internal to backend/cpu; all functions are pure.
+//
+// Batch invariance: every output is one chain of f32 operations per K chunk
+// that depends only on its activation row and weight row, never on the other
+// rows or on how work is split; the row path repeats that chain exactly.
+#pragma once
+
+#include <cstdint>
+
+#include "backend/cpu/isa.h"
+#include "backend/cpu/quant_blocks.h"
+#include "core/dtype.h"
+#include "core/tensor.h"
+#include "core/thread_pool.h"
+
+namespace loom::cpu {
+
+// From this many activation rows on, the GEMM (weight panels unpacked once and
+// reused by every row); below, the row path.
+constexpr int64_t kGemmMinRows = 4;
+// K values per panel chunk: each output's f32 sum restarts at every chunk and
+// is added to the previous chunks' total (the row path chunks K alike).
+constexpr int64_t kGemmKcQuant = 1024;  // a multiple of 256 (every block size)
+constexpr int64_t kGemmKcFloat = 256;
+
+// One activation block of 32 values for the GEMM: x ~= d * qs, |qs| <= 127,
+// sum16[h] = sum of qs[16h, 16h + 16).
+struct ActQ8_G {
+  float d;
+  int16_t sum16[2];
+  int8_t qs[kQK];
+};
+static_assert(sizeof(ActQ8_G) == 40);
+
+// How one quantised weight type maps onto a panel: w = s * (u - offset) + b per
+// sub-block of `sub` values (b only when has_bias; offset is 0 then).
+struct QuantLayout {
+  int sub;         // 16 or 32 values per scale
+  int offset;      // subtracted from u in the integer domain
+  bool has_bias;   // b per sub-block (types with a min: Q4_1, Q5_1, Q4_K, Q5_K)
+  bool is_signed;  // u holds the signed q itself (Q8_0 without VNNI), offset 0
+};
+
+// A panel of nr weight rows (columns of the output) over kc values of K. Rows
+// past the weight's end are zero. q: [kc / 4][nr][4] bytes (4 consecutive K
+// values of one row next to each other, as vpdpbusd reads them); scale and
+// bias: [kc / sub][nr].
+struct QuantPanel {
+  QuantLayout layout;
+  int nr = 0;
+  int64_t kc = 0;
+  uint8_t* q = nullptr;
+  float* scale = nullptr;
+  float* bias = nullptr;
+};
+
+// The GEMM kernels of one instruction set. nr is the panel width the kernels
+// are built for (a multiple of 8).
+struct GemmKernels {
+  Isa isa;
+  int nr;
+  // Whether `type` has a quantised GEMM path, and its panel layout.
+  bool (*quant_layout)(DType type, QuantLayout& layout);
+  // k values (a multiple of 32) of one f32 row to k / 32 blocks.
+  void (*quantize)(const float* x, ActQ8_G* dst, int64_t k);
+  // Unpacks rows [0, rows) (rows <= nr) of the weight at w (row_bytes apart),
+  // values [k0, k0 + kc) (k0 and kc whole blocks of the type), into panel,
+  // whose buffers hold nr * kc bytes and nr * kc / 16 floats each.
+  void (*pack_quant)(DType type, const uint8_t* w, int64_t row_bytes, int rows, int64_t k0,
+                     int64_t kc, QuantPanel& panel);
+  // c[r * ldc + j] (+)= panel row j . x row r for r < m, j < cols (<= nr);
+  // x rows are xs blocks apart and start at the panel's k0; accumulate adds to c.
+  void (*gemm_quant)(const QuantPanel& panel, const ActQ8_G* x, int64_t xs, int64_t m, float* c,
+                     int64_t ldc, int cols, bool accumulate);
+  // Float weights: panel [kc][nr] f32 from rows [0, rows) of an f32/f16/bf16
+  // weight, values [k0, k0 + kc); zero past rows.
+  void (*pack_float)(DType type, const uint8_t* w, int64_t row_bytes, int rows, int64_t k0,
+                     int64_t kc, float* panel);
+  // c[r * ldc + j] (+)= panel column j . x[r * ldx + (0..kc)].
+  void (*gemm_float)(const float* panel, int64_t kc, const float* x, int64_t ldx, int64_t m,
+                     float* c, int64_t ldc, int cols, bool accumulate);
+  // The row path: c[r * ldc + j] = weight row j . x row r for r < m (1..3) and
+  // j < rows (<= 8), straight from the weight as stored (rows row_bytes apart,
+  // all k values), every output computed with the same operations in the same
+  // order as gemm_quant / gemm_float give it. Null where the GEMM serves every
+  // M (portable). rows_quant prefetches the next group's rows at next (rows
+  // after w, or null) as it goes.
+  void (*rows_quant)(DType type, const uint8_t* w, int64_t row_bytes, int rows, int64_t k,
+                     const ActQ8_G* x, int64_t xs, int m, float* c, int64_t ldc,
+                     const uint8_t* next);
+  void (*rows_float)(DType type, const uint8_t* w, int64_t row_bytes, int rows, int64_t k,
+                     const float* x, int64_t ldx, int m, float* c, int64_t ldc);
+};
+
+const GemmKernels& gemm_kernels_portable();
+const GemmKernels& gemm_kernels_avx2();
+const GemmKernels& gemm_kernels_avx512();
+const GemmKernels& gemm_kernels_avx512vnni();
+const GemmKernels& gemm_kernels_for(Isa isa);
+
+// Whether gemm_matmul takes weights of this type under the active ISA.
+bool gemm_supports(DType w);
+// out[M, N] = x[M, K] . w[N, K]^T (+ bias[N]): through the panels for M >=
+// kGemmMinRows, the row path below (where the ISA has one); shapes are checked
+// by the caller (matmul), bias may be null. Runs on pool.
+void gemm_matmul(ThreadPool& pool, const Tensor& x, const Tensor& w, const float* bias,
+                 Tensor& out);
+
+}  // namespace loom::cpu

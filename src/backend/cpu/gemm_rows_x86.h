@@ -1,0 +1,255 @@
+// The x86 row path (gemm.h: rows_quant / rows_float) for M < kGemmMinRows
+// activation rows (decode): eight weight rows at a time, read as stored, with
+// no panel. Each output takes exactly the operations the GEMM micro-kernels of
+// gemm_x86.h give it, in the same order, so a row's result does not depend on
+// how many rows it is multiplied with:
+//  * quantised weights: per sub-block (K order) the exact integer dot of the
+//    weight's u bytes with the 8-bit activation block, less offset * sum, then
+//    acc = fma(float(isum), s * dx, acc) and, for types with a min,
+//    acc = fma(b, dx * sum, acc);
+//  * float weights: acc = fma(w_k, x_k, acc) along K;
+//  * both restart acc at every K chunk of the GEMM (kGemmKcQuant /
+//    kGemmKcFloat) and add it to the previous chunks' sum.
+// The GEMM keeps one output column per vector lane; so does this path, with the
+// eight weight rows as the eight lanes of 256-bit vectors: the integer dots of
+// each row are summed across their lanes (hadd tree) and float weights are
+// transposed 8 x 8 in registers. Lanes never mix, so 256- and 512-bit vectors
+// give the same bits. Included by gemm_avx2.cpp and gemm_avx512.h.
+#pragma once
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <type_traits>
+
+#include "backend/cpu/gemm.h"
+#include "backend/cpu/gemm_unpack.h"
+#include "backend/cpu/gemm_x86.h"
+#include "backend/cpu/simd_x86.h"
+
+namespace loom::cpu::gemm {
+namespace {
+
+constexpr int kRowLanes = 8;
+
+// int32 x 8: sums of 4 products of unsigned bytes u and signed bytes s (exact:
+// u <= 63 keeps maddubs' int16 pairs in range without VNNI).
+template <bool kVnni>
+inline __m256i dot_u8s8(__m256i u, __m256i s) {
+  if constexpr (kVnni) return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+}
+
+// Lane i of lo / hi: the sum of lanes 0..3 / 4..7 of p[i] (bytes 0..15 / 16..31
+// of the 32 the dots covered).
+inline void sum_lanes8(const __m256i* p, __m256i& lo, __m256i& hi) {
+  const __m256i a = _mm256_hadd_epi32(p[0], p[1]), b = _mm256_hadd_epi32(p[2], p[3]);
+  const __m256i c = _mm256_hadd_epi32(p[4], p[5]), d = _mm256_hadd_epi32(p[6], p[7]);
+  const __m256i ab = _mm256_hadd_epi32(a, b), cd = _mm256_hadd_epi32(c, d);
+  lo = _mm256_permute2x128_si256(ab, cd, 0x20);
+  hi = _mm256_permute2x128_si256(ab, cd, 0x31);
+}
+
+// Lanes [0, cols) of v to c (+ previous chunks' sum in tot).
+inline void store_lanes(__m256 v, float* c, int cols) {
+  alignas(32) float t[kRowLanes];
+  _mm256_store_ps(t, v);
+  std::copy(t, t + cols, c);
+}
+
+// The f16 field `get(block)` of the 8 rows' blocks as f32 lanes (the same
+// values f16_to_f32 gives).
+template <class Block, class Get>
+inline __m256 f16_lanes(const Block* const* blocks, int64_t b, Get get) {
+  __m128i h = _mm_setzero_si128();
+  h = _mm_insert_epi16(h, get(blocks[0][b]), 0);
+  h = _mm_insert_epi16(h, get(blocks[1][b]), 1);
+  h = _mm_insert_epi16(h, get(blocks[2][b]), 2);
+  h = _mm_insert_epi16(h, get(blocks[3][b]), 3);
+  h = _mm_insert_epi16(h, get(blocks[4][b]), 4);
+  h = _mm_insert_epi16(h, get(blocks[5][b]), 5);
+  h = _mm_insert_epi16(h, get(blocks[6][b]), 6);
+  h = _mm_insert_epi16(h, get(blocks[7][b]), 7);
+  return _mm256_cvtph_ps(h);
+}
+
+// Per sub-block of block b, the 8 rows' scales s and biases b as lanes: the
+// values U::scales gives (pack_scales puts them in the GEMM's panels), made
+// with the same f32 operations.
+template <class U>
+struct RowScales {  // 32-value types: s = d (and b = m)
+  static void get(const typename U::Block* const* blocks, int64_t b, __m256* s, __m256* bias) {
+    s[0] = f16_lanes(blocks, b, [](const auto& blk) { return blk.d; });
+    if constexpr (U::kBias) bias[0] = f16_lanes(blocks, b, [](const auto& blk) { return blk.m; });
+  }
+};
+template <class B, bool kFive>
+struct RowScales<UnpackK45<B, kFive>> {  // s_j = d * sc_j, b_j = -dmin * m_j
+  static void get(const B* const* blocks, int64_t b, __m256* s, __m256* bias) {
+    const __m256 d = f16_lanes(blocks, b, [](const B& blk) { return blk.d; });
+    const __m256 dmin = f16_lanes(blocks, b, [](const B& blk) { return blk.dmin; });
+    __m256i sc[8], m[8];
+    for (int i = 0; i < 8; ++i) {
+      const __m128i v = simd::unpack_k_scales(blocks[i][b].scales);
+      sc[i] = _mm256_cvtepu8_epi32(v);
+      m[i] = _mm256_cvtepu8_epi32(_mm_srli_si128(v, 8));
+    }
+    simd::transpose8x8(sc);
+    simd::transpose8x8(m);
+    const __m256 neg_dmin = _mm256_xor_ps(dmin, _mm256_set1_ps(-0.0f));  // exact -dmin
+    for (int j = 0; j < 8; ++j) {
+      s[j] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(sc[j]));
+      bias[j] = _mm256_mul_ps(neg_dmin, _mm256_cvtepi32_ps(m[j]));
+    }
+  }
+};
+template <>
+struct RowScales<UnpackQ6_K> {  // s_j = d * sc_j (16 int8 scales)
+  static void get(const BlockQ6_K* const* blocks, int64_t b, __m256* s, __m256*) {
+    const __m256 d = f16_lanes(blocks, b, [](const BlockQ6_K& blk) { return blk.d; });
+    __m256i lo[8], hi[8];
+    for (int i = 0; i < 8; ++i) {
+      const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blocks[i][b].scales));
+      lo[i] = _mm256_cvtepi8_epi32(v);
+      hi[i] = _mm256_cvtepi8_epi32(_mm_srli_si128(v, 8));
+    }
+    simd::transpose8x8(lo);
+    simd::transpose8x8(hi);
+    for (int j = 0; j < 8; ++j) {
+      s[j] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(lo[j]));
+      s[j + 8] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(hi[j]));
+    }
+  }
+};
+
+template <class U, int NX, bool kVnni, bool kSigned>
+void rows_quant_typed(const uint8_t* w, int64_t row_bytes, int rows, int64_t k, const ActQ8_G* x,
+                      int64_t xs, float* c, int64_t ldc, const uint8_t* next) {
+  using Block = typename U::Block;
+  constexpr int kSubs = U::kUnit / U::kSub;
+  constexpr int kOffset = kSigned ? 0 : U::kOffset;
+  // Lanes past the weight's rows repeat its last row and are never stored.
+  const Block* blocks[kRowLanes];
+  for (int i = 0; i < kRowLanes; ++i)
+    blocks[i] = reinterpret_cast<const Block*>(w + std::min(i, rows - 1) * row_bytes);
+  __m256 scale[kSubs], bias[kSubs];
+  __m256 tot[NX];
+  for (int r = 0; r < NX; ++r) tot[r] = _mm256_setzero_ps();
+  for (int64_t k0 = 0; k0 < k; k0 += kGemmKcQuant) {
+    __m256 acc[NX];
+    for (int r = 0; r < NX; ++r) acc[r] = _mm256_setzero_ps();
+    const int64_t k1 = std::min(k, k0 + kGemmKcQuant);
+    for (int64_t kk = k0; kk < k1; kk += 32) {
+      const int64_t b = kk / U::kUnit;
+      const int j = static_cast<int>((kk % U::kUnit) / 32);
+      if (j == 0) {
+        RowScales<U>::get(blocks, b, scale, bias);
+        // The next group's block b, one group ahead: the weights come from DRAM
+        // once, and the hardware prefetcher alone does not keep eight streams
+        // ahead.
+        if (next)
+          for (int i = 0; i < kRowLanes; ++i) {
+            const uint8_t* p = next + i * row_bytes + b * static_cast<int64_t>(sizeof(Block));
+            for (size_t o = 0; o < sizeof(Block); o += 64) __builtin_prefetch(p + o);
+            __builtin_prefetch(p + sizeof(Block) - 1);
+          }
+      }
+      __m256i v[kRowLanes];
+      for (int i = 0; i < kRowLanes; ++i) v[i] = SimdValues<U>::get(blocks[i][b], j, kSigned);
+      for (int r = 0; r < NX; ++r) {
+        const ActQ8_G& a = x[r * xs + kk / 32];
+        const __m256i xq = simd::load256(a.qs);
+        __m256i p[kRowLanes];
+        for (int i = 0; i < kRowLanes; ++i)
+          p[i] = kSigned ? dot_u8s8<kVnni>(_mm256_sign_epi8(v[i], v[i]), _mm256_sign_epi8(xq, v[i]))
+                         : dot_u8s8<kVnni>(v[i], xq);
+        __m256i lo, hi;
+        sum_lanes8(p, lo, hi);
+        const __m256 dx = _mm256_set1_ps(a.d);
+        if constexpr (U::kSub == 16) {
+          lo = _mm256_add_epi32(lo, _mm256_set1_epi32(-kOffset * a.sum16[0]));
+          hi = _mm256_add_epi32(hi, _mm256_set1_epi32(-kOffset * a.sum16[1]));
+          acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lo), _mm256_mul_ps(scale[2 * j], dx), acc[r]);
+          acc[r] =
+              _mm256_fmadd_ps(_mm256_cvtepi32_ps(hi), _mm256_mul_ps(scale[2 * j + 1], dx), acc[r]);
+        } else {
+          const int sum = a.sum16[0] + a.sum16[1];
+          const __m256i isum =
+              _mm256_add_epi32(_mm256_add_epi32(lo, hi), _mm256_set1_epi32(-kOffset * sum));
+          acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(scale[j], dx), acc[r]);
+          if constexpr (U::kBias)
+            acc[r] =
+                _mm256_fmadd_ps(bias[j], _mm256_set1_ps(a.d * static_cast<float>(sum)), acc[r]);
+        }
+      }
+    }
+    for (int r = 0; r < NX; ++r) tot[r] = k0 == 0 ? acc[r] : _mm256_add_ps(acc[r], tot[r]);
+  }
+  for (int r = 0; r < NX; ++r) store_lanes(tot[r], c + r * ldc, rows);
+}
+
+template <bool kVnni, bool kQ8Signed>
+void x86_rows_quant(DType type, const uint8_t* w, int64_t row_bytes, int rows, int64_t k,
+                    const ActQ8_G* x, int64_t xs, int m, float* c, int64_t ldc,
+                    const uint8_t* next) {
+  with_unpacker(type, [&](auto u) {
+    using U = decltype(u);
+    constexpr bool kSigned = kQ8Signed && std::is_same_v<U, UnpackQ8_0>;
+    switch (m) {
+      case 1:
+        return rows_quant_typed<U, 1, kVnni, kSigned>(w, row_bytes, rows, k, x, xs, c, ldc, next);
+      case 2:
+        return rows_quant_typed<U, 2, kVnni, kSigned>(w, row_bytes, rows, k, x, xs, c, ldc, next);
+      default:
+        return rows_quant_typed<U, 3, kVnni, kSigned>(w, row_bytes, rows, k, x, xs, c, ldc, next);
+    }
+  });
+}
+
+template <int NX>
+void rows_float_typed(DType type, const uint8_t* w, int64_t row_bytes, int rows, int64_t k,
+                      const float* x, int64_t ldx, float* c, int64_t ldc) {
+  const uint8_t* row[kRowLanes];
+  for (int i = 0; i < kRowLanes; ++i) row[i] = w + std::min(i, rows - 1) * row_bytes;
+  __m256 tot[NX];
+  for (int r = 0; r < NX; ++r) tot[r] = _mm256_setzero_ps();
+  for (int64_t k0 = 0; k0 < k; k0 += kGemmKcFloat) {
+    __m256 acc[NX];
+    for (int r = 0; r < NX; ++r) acc[r] = _mm256_setzero_ps();
+    const int64_t k1 = std::min(k, k0 + kGemmKcFloat), k8 = k0 + (k1 - k0) / 8 * 8;
+    for (int64_t kk = k0; kk < k8; kk += 8) {
+      __m256i v[kRowLanes];
+      for (int i = 0; i < kRowLanes; ++i)
+        v[i] = _mm256_castps_si256(load8_as_f32(type, row[i], kk));
+      simd::transpose8x8(v);
+      for (int g = 0; g < 8; ++g)
+        for (int r = 0; r < NX; ++r)
+          acc[r] = _mm256_fmadd_ps(_mm256_castsi256_ps(v[g]), _mm256_set1_ps(x[r * ldx + kk + g]),
+                                   acc[r]);
+    }
+    for (int64_t kk = k8; kk < k1; ++kk) {
+      alignas(32) float t[kRowLanes];
+      for (int i = 0; i < kRowLanes; ++i) t[i] = load1_as_f32(type, row[i], kk);
+      const __m256 wv = _mm256_load_ps(t);
+      for (int r = 0; r < NX; ++r)
+        acc[r] = _mm256_fmadd_ps(wv, _mm256_set1_ps(x[r * ldx + kk]), acc[r]);
+    }
+    for (int r = 0; r < NX; ++r) tot[r] = k0 == 0 ? acc[r] : _mm256_add_ps(acc[r], tot[r]);
+  }
+  for (int r = 0; r < NX; ++r) store_lanes(tot[r], c + r * ldc, rows);
+}
+
+void x86_rows_float(DType type, const uint8_t* w, int64_t row_bytes, int rows, int64_t k,
+                    const float* x, int64_t ldx, int m, float* c, int64_t ldc) {
+  switch (m) {
+    case 1:
+      return rows_float_typed<1>(type, w, row_bytes, rows, k, x, ldx, c, ldc);
+    case 2:
+      return rows_float_typed<2>(type, w, row_bytes, rows, k, x, ldx, c, ldc);
+    default:
+      return rows_float_typed<3>(type, w, row_bytes, rows, k, x, ldx, c, ldc);
+  }
+}
+
+}  // namespace
+}  // namespace loom::cpu::gemm

@@ -1,0 +1,295 @@
+// x86 GEMM kernels on the panels of gemm.h, written once over a vector policy
+// V (256-bit AVX2 or 512-bit AVX-512, with or without VNNI) and included by
+// gemm_avx2.cpp / gemm_avx512.cpp under their own ISA flags. A panel is two
+// vectors wide (nr = 2 * V::kLanes columns); the micro-kernel holds MR rows x
+// nr columns of int32 sums for one sub-block and of f32 results for the whole
+// panel in registers, so each panel vector load feeds MR dot products.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "backend/cpu/gemm.h"
+#include "backend/cpu/gemm_unpack.h"
+#include "backend/cpu/simd_x86.h"
+
+namespace loom::cpu::gemm {
+namespace {
+
+using simd::load256;
+
+// ---- activations -------------------------------------------------------
+
+void x86_quantize(const float* x, ActQ8_G* dst, int64_t k) {
+  for (int64_t b = 0; b < k / kQK; ++b, x += kQK) {
+    const float amax = simd::max_abs(x, kQK);
+    dst[b].d = amax / 127.0f;
+    const __m256i q = simd::round_pack32(x, _mm256_set1_ps(amax > 0 ? 127.0f / amax : 0.0f));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst[b].qs), q);
+    // int16 pair sums, then the 8 of each 16-byte half.
+    const __m256i s32 =
+        _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), q), _mm256_set1_epi16(1));
+    __m128i lo = _mm256_castsi256_si128(s32), hi = _mm256_extracti128_si256(s32, 1);
+    lo = _mm_add_epi32(lo, _mm_unpackhi_epi64(lo, lo));
+    hi = _mm_add_epi32(hi, _mm_unpackhi_epi64(hi, hi));
+    dst[b].sum16[0] =
+        static_cast<int16_t>(_mm_cvtsi128_si32(_mm_add_epi32(lo, _mm_shuffle_epi32(lo, 1))));
+    dst[b].sum16[1] =
+        static_cast<int16_t>(_mm_cvtsi128_si32(_mm_add_epi32(hi, _mm_shuffle_epi32(hi, 1))));
+  }
+}
+
+// ---- weight unpacking: 32 values of one block as bytes, in order -----------
+
+template <class U>
+struct SimdValues;
+
+template <>
+struct SimdValues<UnpackQ8_0> {
+  static __m256i get(const BlockQ8_0& b, int, bool is_signed) {
+    const __m256i q = load256(b.qs);
+    return is_signed ? q : _mm256_xor_si256(q, _mm256_set1_epi8(-128));
+  }
+};
+template <class B, int kOff, bool kMin, bool kFive>
+struct SimdValues<Unpack32<B, kOff, kMin, kFive>> {
+  static __m256i get(const B& b, int, bool) {
+    if constexpr (kFive)
+      return _mm256_or_si256(simd::unpack_nibbles(b.qs), simd::unpack_fifth_bits(b.qh));
+    return simd::unpack_nibbles(b.qs);
+  }
+};
+template <class B, bool kFive>
+struct SimdValues<UnpackK45<B, kFive>> {
+  static __m256i get(const B& b, int j, bool) {
+    const __m256i q = load256(b.qs + 32 * (j / 2));
+    __m256i v = _mm256_and_si256((j & 1) ? _mm256_srli_epi16(q, 4) : q, _mm256_set1_epi8(0x0F));
+    if constexpr (kFive) {
+      const __m256i bit =
+          _mm256_and_si256(_mm256_srli_epi16(load256(b.qh), j), _mm256_set1_epi8(1));
+      v = _mm256_or_si256(v, _mm256_slli_epi16(bit, 4));
+    }
+    return v;
+  }
+};
+template <>
+struct SimdValues<UnpackQ6_K> {
+  static __m256i get(const BlockQ6_K& b, int j, bool) {
+    const int h = j / 4, t = j % 4;
+    const __m256i ql = load256(b.ql + 64 * h + 32 * (t & 1));
+    const __m256i lo =
+        _mm256_and_si256((t >> 1) ? _mm256_srli_epi16(ql, 4) : ql, _mm256_set1_epi8(0x0F));
+    const __m256i qh = _mm256_srli_epi16(load256(b.qh + 32 * h), 2 * t);
+    return _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8(3)), 4));
+  }
+};
+
+// Eight weight rows at a time: each row's 32 values (8 groups of 4) become one
+// register, and the transpose turns them into 8 groups of 8 rows x 4 bytes,
+// which is the panel's layout.
+template <class U>
+void x86_pack_typed(const uint8_t* w, int64_t row_bytes, int rows, int64_t k0, int64_t kc,
+                    QuantPanel& p) {
+  pack_scales<U>(w, row_bytes, rows, k0, kc, p);
+  const int nr = p.nr;
+  for (int c0 = 0; c0 < nr; c0 += 8) {
+    const typename U::Block* blocks[8];
+    for (int i = 0; i < 8; ++i)
+      blocks[i] =
+          c0 + i < rows
+              ? reinterpret_cast<const typename U::Block*>(w + (c0 + i) * row_bytes) + k0 / U::kUnit
+              : nullptr;
+    for (int64_t k = 0; k < kc; k += 32) {
+      __m256i v[8];
+      const int64_t blk = k / U::kUnit;
+      const int j = static_cast<int>((k % U::kUnit) / 32);
+      for (int i = 0; i < 8; ++i)
+        v[i] = blocks[i] ? SimdValues<U>::get(blocks[i][blk], j, p.layout.is_signed)
+                         : _mm256_setzero_si256();
+      simd::transpose8x8(v);
+      uint8_t* dst = p.q + (k / 4 * nr + c0) * 4;
+      for (int g = 0; g < 8; ++g)
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + g * nr * 4), v[g]);
+    }
+  }
+}
+
+void x86_pack_quant(DType type, const uint8_t* w, int64_t row_bytes, int rows, int64_t k0,
+                    int64_t kc, QuantPanel& p) {
+  with_unpacker(type, [&](auto u) { x86_pack_typed<decltype(u)>(w, row_bytes, rows, k0, kc, p); });
+}
+
+// 8 values of a float weight row as f32.
+inline __m256 load8_as_f32(DType type, const uint8_t* row, int64_t k) {
+  if (type == DType::F32) return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + k);
+  const __m128i h =
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(reinterpret_cast<const uint16_t*>(row) + k));
+  if (type == DType::F16) return _mm256_cvtph_ps(h);
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+inline float load1_as_f32(DType type, const uint8_t* row, int64_t k) {
+  if (type == DType::F32) return reinterpret_cast<const float*>(row)[k];
+  const uint16_t h = reinterpret_cast<const uint16_t*>(row)[k];
+  if (type == DType::F16) return _cvtsh_ss(h);
+  const uint32_t u = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// Panel [kc][nr] f32: 8 rows x 8 values at a time, transposed in registers;
+// a tail of kc % 8 values one by one.
+void x86_pack_float(DType type, const uint8_t* w, int64_t row_bytes, int rows, int nr, int64_t k0,
+                    int64_t kc, float* panel) {
+  const int64_t kv = kc / 8 * 8;
+  for (int c0 = 0; c0 < nr; c0 += 8) {
+    for (int64_t k = 0; k < kv; k += 8) {
+      __m256i v[8];
+      for (int i = 0; i < 8; ++i)
+        v[i] = c0 + i < rows
+                   ? _mm256_castps_si256(load8_as_f32(type, w + (c0 + i) * row_bytes, k0 + k))
+                   : _mm256_setzero_si256();
+      simd::transpose8x8(v);
+      for (int g = 0; g < 8; ++g)
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(panel + (k + g) * nr + c0), v[g]);
+    }
+    for (int64_t k = kv; k < kc; ++k)
+      for (int i = 0; i < 8; ++i)
+        panel[k * nr + c0 + i] =
+            c0 + i < rows ? load1_as_f32(type, w + (c0 + i) * row_bytes, k0 + k) : 0.0f;
+  }
+}
+
+// ---- micro-kernels -----------------------------------------------------
+
+inline int32_t load_i32(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// MR activation rows x one quantised panel (2 vectors of columns).
+template <class V, int MR, int kSub, bool kBias, bool kSigned>
+void quant_tile(const QuantPanel& p, const ActQ8_G* x, int64_t xs, float* c, int64_t ldc, int cols,
+                bool accumulate) {
+  using I = typename V::I;
+  using F = typename V::F;
+  constexpr int L = V::kLanes;
+  const int nr = p.nr;
+  F acc[MR][2];
+  for (int r = 0; r < MR; ++r) acc[r][0] = acc[r][1] = V::zerof();
+  const int64_t nsub = p.kc / kSub;
+  const uint8_t* q = p.q;
+  for (int64_t j = 0; j < nsub; ++j, q += kSub * nr) {
+    const int64_t blk = j * kSub / 32;
+    const int half = kSub == 16 ? static_cast<int>(j & 1) : 0;
+    I isum[MR][2];
+    for (int r = 0; r < MR; ++r) {
+      const ActQ8_G& a = x[r * xs + blk];
+      if constexpr (!kBias && !kSigned) {
+        const int s = kSub == 16 ? a.sum16[half] : a.sum16[0] + a.sum16[1];
+        isum[r][0] = isum[r][1] = V::set1(-p.layout.offset * s);
+      } else {
+        isum[r][0] = isum[r][1] = V::zero();
+      }
+    }
+    for (int g = 0; g < kSub / 4; ++g) {
+      const I w0 = V::load(q + g * nr * 4), w1 = V::load(q + g * nr * 4 + 4 * L);
+      for (int r = 0; r < MR; ++r) {
+        const I xb = V::set1(load_i32(x[r * xs + blk].qs + 16 * half + 4 * g));
+        if constexpr (kSigned) {
+          isum[r][0] = V::dot_signed(isum[r][0], w0, xb);
+          isum[r][1] = V::dot_signed(isum[r][1], w1, xb);
+        } else {
+          isum[r][0] = V::dot(isum[r][0], w0, xb);
+          isum[r][1] = V::dot(isum[r][1], w1, xb);
+        }
+      }
+    }
+    const F s0 = V::loadf(p.scale + j * nr), s1 = V::loadf(p.scale + j * nr + L);
+    for (int r = 0; r < MR; ++r) {
+      const F dx = V::set1f(x[r * xs + blk].d);
+      acc[r][0] = V::fmadd(V::cvt(isum[r][0]), V::mul(s0, dx), acc[r][0]);
+      acc[r][1] = V::fmadd(V::cvt(isum[r][1]), V::mul(s1, dx), acc[r][1]);
+    }
+    if constexpr (kBias) {
+      const F b0 = V::loadf(p.bias + j * nr), b1 = V::loadf(p.bias + j * nr + L);
+      for (int r = 0; r < MR; ++r) {
+        const ActQ8_G& a = x[r * xs + blk];
+        const F bx = V::set1f(a.d * static_cast<float>(a.sum16[0] + a.sum16[1]));
+        acc[r][0] = V::fmadd(b0, bx, acc[r][0]);
+        acc[r][1] = V::fmadd(b1, bx, acc[r][1]);
+      }
+    }
+  }
+  for (int r = 0; r < MR; ++r) {
+    V::store(c + r * ldc, acc[r][0], cols, accumulate);
+    V::store(c + r * ldc + L, acc[r][1], cols - L, accumulate);
+  }
+}
+
+template <class V, int kMr, int kSub, bool kBias, bool kSigned>
+void quant_rows(const QuantPanel& p, const ActQ8_G* x, int64_t xs, int64_t m, float* c, int64_t ldc,
+                int cols, bool accumulate) {
+  int64_t r = 0;
+  for (; r + kMr <= m; r += kMr)
+    quant_tile<V, kMr, kSub, kBias, kSigned>(p, x + r * xs, xs, c + r * ldc, ldc, cols, accumulate);
+  const int64_t rest = m - r;
+  if (rest == 0) return;
+  if constexpr (kMr > 1)
+    quant_rows<V, (kMr > 4 ? 4 : kMr - 1), kSub, kBias, kSigned>(
+        p, x + r * xs, xs, rest, c + r * ldc, ldc, cols, accumulate);
+}
+
+template <class V, int kMr>
+void x86_gemm_quant(const QuantPanel& p, const ActQ8_G* x, int64_t xs, int64_t m, float* c,
+                    int64_t ldc, int cols, bool accumulate) {
+  const QuantLayout& l = p.layout;
+  if (l.is_signed)
+    return quant_rows<V, kMr, 32, false, true>(p, x, xs, m, c, ldc, cols, accumulate);
+  if (l.has_bias) return quant_rows<V, kMr, 32, true, false>(p, x, xs, m, c, ldc, cols, accumulate);
+  if (l.sub == 16)
+    return quant_rows<V, kMr, 16, false, false>(p, x, xs, m, c, ldc, cols, accumulate);
+  return quant_rows<V, kMr, 32, false, false>(p, x, xs, m, c, ldc, cols, accumulate);
+}
+
+// MR f32 activation rows x one f32 panel [kc][nr].
+template <class V, int MR>
+void float_tile(const float* panel, int nr, int64_t kc, const float* x, int64_t ldx, float* c,
+                int64_t ldc, int cols, bool accumulate) {
+  using F = typename V::F;
+  constexpr int L = V::kLanes;
+  F acc[MR][2];
+  for (int r = 0; r < MR; ++r) acc[r][0] = acc[r][1] = V::zerof();
+  for (int64_t k = 0; k < kc; ++k) {
+    const F w0 = V::loadf(panel + k * nr), w1 = V::loadf(panel + k * nr + L);
+    for (int r = 0; r < MR; ++r) {
+      const F xb = V::set1f(x[r * ldx + k]);
+      acc[r][0] = V::fmadd(w0, xb, acc[r][0]);
+      acc[r][1] = V::fmadd(w1, xb, acc[r][1]);
+    }
+  }
+  for (int r = 0; r < MR; ++r) {
+    V::store(c + r * ldc, acc[r][0], cols, accumulate);
+    V::store(c + r * ldc + L, acc[r][1], cols - L, accumulate);
+  }
+}
+
+template <class V, int kMr>
+void float_rows(const float* panel, int nr, int64_t kc, const float* x, int64_t ldx, int64_t m,
+                float* c, int64_t ldc, int cols, bool accumulate) {
+  int64_t r = 0;
+  for (; r + kMr <= m; r += kMr)
+    float_tile<V, kMr>(panel, nr, kc, x + r * ldx, ldx, c + r * ldc, ldc, cols, accumulate);
+  const int64_t rest = m - r;
+  if (rest == 0) return;
+  if constexpr (kMr > 1)
+    float_rows<V, (kMr > 4 ? 4 : kMr - 1)>(panel, nr, kc, x + r * ldx, ldx, rest, c + r * ldc, ldc,
+                                           cols, accumulate);
+}
+
+}  // namespace
+}  // namespace loom::cpu::gemm
