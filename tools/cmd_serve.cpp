@@ -1,9 +1,9 @@
 // loom serve: the OpenAI-compatible HTTP server (src/server) over one model's
 // engine. Runs until SIGTERM/SIGINT, drains in-flight requests up to
 // --shutdown-timeout, then exits 0.
-#include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -26,7 +26,7 @@ int cmd_serve(int argc, char** argv) {
   server::OpenAiServerConfig api;
   std::string served_name, api_key_file, deny_rules;
   std::vector<std::string> api_keys;
-  int shutdown_timeout = 30, watchdog = 30;
+  int shutdown_timeout = 30, watchdog = 30, write_timeout = 30;
   bool quiet = false;
   app.add_option("--host", http.host, "address to bind (default 127.0.0.1)");
   app.add_option("--port", http.port, "port to bind (default 8000; 0: any free port)");
@@ -38,7 +38,11 @@ int cmd_serve(int argc, char** argv) {
   app.add_option("--deny-rules", deny_rules, "JSON {\"deny\": [{\"name\", \"pattern\"}]} (RE2)");
   app.add_option("--shutdown-timeout", shutdown_timeout, "seconds to drain requests on SIGTERM")
       ->check(CLI::Range(0, 3600));
-  app.add_option("--watchdog", watchdog, "seconds without an engine step (while busy) before /ready fails")
+  app.add_option("--watchdog", watchdog,
+                 "seconds without an engine step (while busy) before /ready fails")
+      ->check(CLI::Range(1, 3600));
+  app.add_option("--write-timeout", write_timeout,
+                 "seconds a response write may make no progress before the connection is dropped")
       ->check(CLI::Range(1, 3600));
   app.add_option("--io-threads", http.io_threads, "HTTP I/O threads")->check(CLI::Range(1, 64));
   app.add_option("--max-body-bytes", api.limits.max_body_bytes, "largest request body")
@@ -52,7 +56,7 @@ int cmd_serve(int argc, char** argv) {
   return guarded("serve", [&] {
     spdlog::set_level(quiet ? spdlog::level::warn : spdlog::level::info);
     server::TenantRegistry tenants;
-    for (const auto& k : api_keys) tenants.add_key(k, server::Tenant{"default", {}});
+    if (!api_keys.empty()) tenants.add_tenant(server::Tenant{"default", {}}, api_keys);
     if (!api_key_file.empty()) tenants.load_file(api_key_file);
     server::RequestFilter filter;
     if (!deny_rules.empty()) filter = server::RequestFilter::from_file(deny_rules);
@@ -79,6 +83,8 @@ int cmd_serve(int argc, char** argv) {
     spdlog::info("loom serve: GPU metrics {}", api.gpu_metrics ? "from NVML" : "off (no NVML)");
     http.max_body_bytes = api.limits.max_body_bytes;
     http.shutdown_timeout = std::chrono::seconds(shutdown_timeout);
+    http.write_timeout = std::chrono::seconds(write_timeout);
+    http.run_inline = &server::OpenAiServer::runs_inline;
 
     rt->engine->start();
     auto service = server::make_engine_service(*rt->engine);

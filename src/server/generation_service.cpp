@@ -11,7 +11,11 @@ class EngineService : public GenerationService {
     return engine_.submit(std::move(request), std::move(callback));
   }
   void abort(RequestId id) override { engine_.abort(id); }
-  EngineStats stats() const override { return engine_.stats(); }
+  EngineStats stats() const override {
+    EngineStats s = engine_.stats();
+    s.kv.num_blocks = engine_.num_kv_blocks();  // fixed: known before the first step
+    return s;
+  }
 
  private:
   Engine& engine_;

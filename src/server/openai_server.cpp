@@ -34,6 +34,7 @@ HttpResponse json_response(int status, const json& body) {
 HttpResponse error_response(const ApiError& e) {
   HttpResponse r{e.status(), "application/json", error_body(e), {}};
   if (e.retry_after() > 0) r.headers.emplace_back("Retry-After", std::to_string(e.retry_after()));
+  if (e.status() == 401) r.headers.emplace_back("WWW-Authenticate", "Bearer");  // RFC 6750
   return r;
 }
 
@@ -66,6 +67,7 @@ struct OpenAiServer::Call {
   size_t done = 0;
   bool all_submitted = false;
   bool aborted = false;                // client gone or shutdown
+  bool client_gone = false;            // nobody to send to any more
   bool headers_sent = false;
   bool finished = false;
   std::optional<ApiError> error;       // the first engine error
@@ -92,6 +94,12 @@ struct OpenAiServer::Call {
 
   // Engine thread.
   void on_event(size_t prompt_index, const StreamEvent& e) {
+    if (e.error == EngineErrorKind::Internal) {
+      server.metrics_.inc("loom_engine_errors_total");
+      server.engine_outcome(true, e.error_message);
+    } else if (!e.token_ids.empty() && server.engine_failing_.load()) {
+      server.engine_outcome(false, "");  // a step worked again
+    }
     std::unique_lock<std::mutex> lk(mu);
     if (e.error != EngineErrorKind::None && !error) {
       error = engine_error(e);
@@ -118,7 +126,7 @@ struct OpenAiServer::Call {
       }
     }
     auto chunks = builder.on_event(int32_t(prompt_index), e);
-    if (request.stream && !error && !aborted) {
+    if (request.stream && !error && !client_gone) {
       if (!chunks.empty() && !headers_sent) {
         sink->begin_stream(200, "text/event-stream", {});
         headers_sent = true;
@@ -145,10 +153,15 @@ struct OpenAiServer::Call {
     }
   }
 
-  // Client gone or shutdown: abort everything submitted. Any thread.
-  void abort() {
+  // Abort everything submitted. Any thread. After a shutdown abort the
+  // sequences' last chunks (finish_reason "abort") are still sent; after the
+  // client went away nothing is.
+  enum class AbortReason { ClientGone, Shutdown };
+  void abort(AbortReason why) {
     std::lock_guard<std::mutex> lk(mu);
-    if (aborted || finished) return;
+    if (finished) return;
+    if (why == AbortReason::ClientGone) client_gone = true;
+    if (aborted) return;
     aborted = true;
     for (RequestId id : engine_ids)
       if (id != 0) server.service_.abort(id);
@@ -179,7 +192,7 @@ struct OpenAiServer::Call {
     } else {
       sink->send(HttpResponse{200, "application/json", builder.final_body(), {}});
     }
-    if (aborted && !error) status = 499;  // client closed the request (nginx's code)
+    if (client_gone && !error) status = 499;  // client closed the request (nginx's code)
     lk.unlock();
     record(status);
     server.finished(this);
@@ -262,6 +275,8 @@ OpenAiServer::OpenAiServer(OpenAiServerConfig config, GenerationService& service
   m.declare_counter("loom_prefix_cache_hit_tokens_total", "prompt tokens found in the cache");
   m.declare_counter("loom_preemptions_total", "sequences preempted (recomputed later)");
   m.declare_counter("loom_engine_steps_total", "engine forward steps");
+  m.declare_counter("loom_engine_errors_total",
+                    "engine requests ended by an internal error (e.g. a failed step)");
   m.declare_counter("loom_engine_prompt_tokens_computed_total", "prompt tokens prefilled");
   m.declare_gauge("loom_engine_stalled", "1 when the engine has work but made no step "
                                          "within the watchdog window");
@@ -293,7 +308,7 @@ DrainHooks OpenAiServer::drain_hooks() {
       std::lock_guard<std::mutex> lk(calls_mu_);
       calls.assign(calls_.begin(), calls_.end());
     }
-    for (auto& c : calls) c->abort();
+    for (auto& c : calls) c->abort(Call::AbortReason::Shutdown);
   };
   return h;
 }
@@ -326,10 +341,14 @@ SteadyClock::time_point OpenAiServer::watchdog_now() const {
 void OpenAiServer::refresh_engine_metrics() {
   const EngineStats s = service_.stats();
   const auto now = watchdog_now();
+  EngineWatchdog::Activity activity;
+  activity.steps = s.steps;
+  activity.busy = s.running + s.waiting > 0 || s.step_in_progress || in_flight() > 0;
+  if (s.step_in_progress) activity.step_started = s.step_started;
   bool stalled;
   {
     std::lock_guard<std::mutex> lk(watchdog_mu_);
-    watchdog_.observe(s.steps, s.running + s.waiting > 0, now);
+    watchdog_.observe(activity, now);
     stalled = watchdog_.stalled(now);
   }
   if (config_.gpu_metrics) record_gpu_metrics(metrics_, config_.gpu_metrics->sample());
@@ -355,11 +374,25 @@ HttpResponse OpenAiServer::ready() {
   const auto now = watchdog_now();
   std::lock_guard<std::mutex> lk(watchdog_mu_);
   if (watchdog_.stalled(now))
-    return json_response(
-        503, {{"status", "stalled"},
-              {"seconds_since_progress",
-               std::chrono::duration<double>(watchdog_.since_progress(now)).count()}});
+    return json_response(503,
+                         {{"status", "stalled"},
+                          {"seconds_since_progress",
+                           std::chrono::duration<double>(watchdog_.since_progress(now)).count()}});
+  // The last engine outcome was a failed step, and recent: not ready until a
+  // step succeeds or a watchdog window passes without another failure.
+  if (engine_failing_ && last_engine_failure_ && now - *last_engine_failure_ <= config_.watchdog)
+    return json_response(503, {{"status", "engine failing"}, {"error", last_engine_error_}});
   return json_response(200, {{"status", "ready"}});
+}
+
+void OpenAiServer::engine_outcome(bool failed, const std::string& error) {
+  const auto now = watchdog_now();
+  std::lock_guard<std::mutex> lk(watchdog_mu_);
+  engine_failing_ = failed;
+  if (failed) {
+    last_engine_failure_ = now;
+    last_engine_error_ = error;
+  }
 }
 
 void OpenAiServer::handle(HttpRequest req, std::shared_ptr<ResponseSink> sink) {
@@ -373,8 +406,15 @@ void OpenAiServer::handle(HttpRequest req, std::shared_ptr<ResponseSink> sink) {
     if (tenants_.enabled() && !open_route) {
       tenant = tenants_.authenticate(req.header("authorization"));
       if (!tenant) {
-        if (req.header("authorization").empty())
+        const std::string given = req.header("authorization");
+        if (given.empty())
           throw ApiError(401, "missing API key: send 'Authorization: Bearer <key>'", "",
+                         "authentication_error");
+        if (given.size() < 7 ||
+            !std::equal(given.begin(), given.begin() + 7, "bearer ", [](char a, char b) {
+              return std::tolower(static_cast<unsigned char>(a)) == b;
+            }))
+          throw ApiError(401, "the Authorization header must be 'Bearer <key>'", "",
                          "authentication_error");
         throw ApiError(401, "invalid API key", "", "authentication_error");
       }
@@ -447,6 +487,17 @@ HttpResponse OpenAiServer::route(const HttpRequest& req, const std::shared_ptr<R
                  "not_found_error");
 }
 
+nlohmann::ordered_json OpenAiServer::parse_body(const HttpRequest& req) const {
+  const auto& lim = config_.limits;
+  return parse_json_body(req.body, lim.max_body_bytes, lim.max_json_depth,
+                         SteadyClock::now() + config_.parse_timeout);
+}
+
+bool OpenAiServer::runs_inline(const HttpRequest& req) {
+  const std::string path = req.path();
+  return req.method == "GET" && (path == "/health" || path == "/ready");
+}
+
 HttpResponse OpenAiServer::models() const {
   json data = json::array();
   data.push_back({{"id", model_.name},
@@ -459,8 +510,7 @@ HttpResponse OpenAiServer::models() const {
 
 HttpResponse OpenAiServer::tokenize(const HttpRequest& req) const {
   const auto& lim = config_.limits;
-  const nlohmann::ordered_json body =
-      parse_json_body(req.body, lim.max_body_bytes, lim.max_json_depth);
+  const nlohmann::ordered_json body = parse_body(req);
   std::string text;
   bool add_special = true;
   if (body.contains("messages") && !body["messages"].is_null()) {
@@ -487,8 +537,7 @@ HttpResponse OpenAiServer::tokenize(const HttpRequest& req) const {
 
 HttpResponse OpenAiServer::detokenize(const HttpRequest& req) const {
   const auto& lim = config_.limits;
-  const nlohmann::ordered_json body =
-      parse_json_body(req.body, lim.max_body_bytes, lim.max_json_depth);
+  const nlohmann::ordered_json body = parse_body(req);
   if (!body.contains("tokens") || !body["tokens"].is_array())
     throw_bad_field("tokens", "'tokens' must be a list of token ids");
   std::vector<int32_t> ids;
@@ -505,8 +554,7 @@ void OpenAiServer::start_generation(Endpoint endpoint, const HttpRequest& req,
                                     const Tenant* tenant) {
   const auto arrived = SteadyClock::now();
   const auto& lim = config_.limits;
-  GenerationRequest g = parse_generation_request(
-      endpoint, parse_json_body(req.body, lim.max_body_bytes, lim.max_json_depth), model_, lim);
+  GenerationRequest g = parse_generation_request(endpoint, parse_body(req), model_, lim);
   const char* prompt_param = endpoint == Endpoint::ChatCompletions ? "messages" : "prompt";
   for (const auto& text : g.prompt_texts)
     if (auto rule = filter_.check(text)) {
@@ -550,7 +598,7 @@ void OpenAiServer::start_generation(Endpoint endpoint, const HttpRequest& req,
     metrics_.set("loom_http_requests_in_flight", double(calls_.size()));
   }
   sink->on_close([weak = std::weak_ptr<Call>(call)] {
-    if (auto c = weak.lock()) c->abort();
+    if (auto c = weak.lock()) c->abort(Call::AbortReason::ClientGone);
   });
 
   const GenerationRequest& r = call->request;

@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -31,7 +32,8 @@ struct OpenAiServerConfig {
   RequestLimits limits;
   std::chrono::milliseconds watchdog{30000};  // /ready fails when busy and no step for this long
   std::chrono::milliseconds stats_interval{500};
-  int64_t retry_after_seconds = 1;            // on 503 queue full / shutting down
+  std::chrono::milliseconds parse_timeout{2000};  // a JSON body still parsing then: 400
+  int64_t retry_after_seconds = 1;                // on 503 queue full / shutting down
   std::shared_ptr<GpuMetricsSource> gpu_metrics;  // null: no loom_gpu_* series
   // The watchdog's clock; null: steady_clock::now. Tests step it by hand.
   std::function<std::chrono::steady_clock::time_point()> watchdog_clock;
@@ -47,6 +49,10 @@ class OpenAiServer {
   OpenAiServer& operator=(const OpenAiServer&) = delete;
 
   void handle(HttpRequest request, std::shared_ptr<ResponseSink> sink);
+  // The routes cheap enough to answer on an I/O thread (/health, /ready), so
+  // that slow requests on the worker pool never hold them up
+  // (HttpServerConfig::run_inline).
+  static bool runs_inline(const HttpRequest& request);
   DrainHooks drain_hooks();
   Metrics& metrics() { return metrics_; }
   size_t in_flight() const;
@@ -58,6 +64,7 @@ class OpenAiServer {
                      const Tenant* tenant, bool* deferred);
   void start_generation(Endpoint endpoint, const HttpRequest& req,
                         const std::shared_ptr<ResponseSink>& sink, const Tenant* tenant);
+  nlohmann::ordered_json parse_body(const HttpRequest& req) const;  // JSON, bounded
   HttpResponse models() const;
   HttpResponse tokenize(const HttpRequest& req) const;
   HttpResponse detokenize(const HttpRequest& req) const;
@@ -82,8 +89,15 @@ class OpenAiServer {
 
   std::chrono::steady_clock::time_point watchdog_now() const;
 
-  std::mutex watchdog_mu_;
+  // A generation request's engine outcome: a token (the engine works) or an
+  // internal engine error (a failed step). Any thread.
+  void engine_outcome(bool failed, const std::string& error);
+
+  std::mutex watchdog_mu_;  // guards the watchdog and the outcomes below
   EngineWatchdog watchdog_;
+  std::optional<std::chrono::steady_clock::time_point> last_engine_failure_;
+  std::string last_engine_error_;
+  std::atomic<bool> engine_failing_{false};  // the last outcome was a failure
 
   std::mutex monitor_mu_;
   std::condition_variable monitor_cv_;
