@@ -87,8 +87,7 @@ int cmd_serve(int argc, char** argv) {
     http.run_inline = &server::OpenAiServer::runs_inline;
 
     rt->engine->start();
-    auto service = server::make_engine_service(*rt->engine);
-    server::OpenAiServer api_server(api, *service, model, std::move(tenants), std::move(filter));
+    server::OpenAiServer api_server(api, *rt->engine, model, std::move(tenants), std::move(filter));
     server::HttpServer http_server(
         http,
         [&api_server](server::HttpRequest req, std::shared_ptr<server::ResponseSink> sink) {

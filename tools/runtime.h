@@ -14,6 +14,8 @@
 #include "backend/backend.h"
 #include "dist/communicator.h"
 #include "engine/engine.h"
+#include "model/model_runner.h"
+#include "model/transformer.h"
 #include "model/model.h"
 #include "model/pipeline_parallel.h"
 #include "tokenizer/chat.h"

@@ -65,6 +65,14 @@ struct LogitEdit {
   bool ban = false;
 };
 
+// x after `e`, exactly as every sampler applies it (the host Sampler and the
+// backends' sample_rows): one definition of the penalties' arithmetic.
+inline float apply_logit_edit(float x, const LogitEdit& e) {
+  x = x > 0 ? x / e.rep : x * e.rep;
+  x = x - e.sub + e.add;
+  return e.ban ? -__builtin_inff() : x;
+}
+
 // One draw of Backend::sample_rows.
 struct SampleSpec {
   int32_t row = 0;            // logits row (several specs may share one: n > 1)
@@ -180,6 +188,13 @@ class Backend {
   virtual void softcap(Tensor& x, float cap) = 0;
 
   // --- sampling ---
+  // Restricts rows of logits [rows, vocab] (f32, bf16 or f16) to allowed
+  // tokens: for each i, logits[rows[i], t] = -inf wherever bit t % 32 of
+  // words[i * W + t / 32] is clear, W = ceil(vocab / 32) (a TokenConstraint's
+  // mask; host arrays). Ordered before later ops like any op. The default
+  // edits a host copy; device backends upload the mask and edit in place.
+  virtual void apply_token_bitmask(Tensor& logits, const std::vector<int32_t>& rows,
+                                   const std::vector<uint32_t>& words);
   // out[r] = the index of the largest value in row r of logits [rows, vocab]
   // (f32, bf16 or f16), the lowest index among equal maxima; NaNs are skipped
   // and a row of only NaNs gives 0. Exactly the token Sampler picks at

@@ -111,32 +111,9 @@ SampleResult Sampler::sample(std::span<const float> logits, const SampleContext&
 
   // Penalties, bias, bans on a working copy.
   work_.assign(logits.begin(), logits.end());
-  if (p.repetition_penalty != 1.0f) {
-    const float rp = p.repetition_penalty;
-    counts_.assign(size_t(vocab), 0);
-    auto mark = [&](int32_t t) {
-      if (t >= 0 && t < vocab && !counts_[t]) {
-        counts_[t] = 1;
-        work_[t] = work_[t] > 0 ? work_[t] / rp : work_[t] * rp;
-      }
-    };
-    for (int32_t t : ctx.prompt) mark(t);
-    for (int32_t t : ctx.output) mark(t);
-  }
-  if (p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f) {
-    counts_.assign(size_t(vocab), 0);
-    for (int32_t t : ctx.output)
-      if (t >= 0 && t < vocab) ++counts_[t];
-    for (int32_t t : ctx.output) {
-      if (t < 0 || t >= vocab || counts_[t] == 0) continue;
-      work_[t] -= p.frequency_penalty * float(counts_[t]) + p.presence_penalty;
-      counts_[t] = 0;  // apply once per distinct token
-    }
-  }
-  for (const auto& [t, bias] : p.logit_bias)
-    if (t >= 0 && t < vocab) work_[t] += bias;
-  for (int32_t t : ctx.banned)
-    if (t >= 0 && t < vocab) work_[t] = kNegInf;
+  edits_.clear();
+  logit_edits(ctx, vocab, edits_);
+  for (const LogitEdit& e : edits_) work_[size_t(e.token)] = apply_logit_edit(work_[size_t(e.token)], e);
 
   auto better = [&](int32_t a, int32_t b) {
     return work_[a] != work_[b] ? work_[a] > work_[b] : a < b;

@@ -16,20 +16,10 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "engine/api.h"
 #include "engine/sampling_params.h"
 
 namespace loom {
-
-struct TokenLogprob {
-  int32_t token = 0;
-  float logprob = 0.0f;
-};
-
-struct SampleResult {
-  int32_t token = 0;
-  float logprob = 0.0f;            // raw log-softmax of the chosen token (when logprobs asked)
-  std::vector<TokenLogprob> top;   // params.logprobs best raw alternatives, best first
-};
 
 // What the sampler needs to know about one sequence.
 struct SampleContext {
@@ -53,15 +43,16 @@ class Sampler {
   // The uniform sample() would draw for ctx (consuming the engine-wide
   // generator when the request has no seed): for device sampling.
   double draw_uniform(const SampleContext& ctx);
-  // ctx's penalties, logit_bias and bans as one edit per token (the order
-  // sample() applies them), appended to `out`.
+  // ctx's penalties, logit_bias and bans as one edit per token, appended to
+  // `out`: what sample() applies (apply_logit_edit) and what a backend's
+  // sample_rows is given, so both edit a row alike.
   static void logit_edits(const SampleContext& ctx, int32_t vocab, std::vector<LogitEdit>& out);
 
  private:
   std::mt19937_64 engine_rng_;
   std::vector<float> work_;        // scratch, vocab sized
   std::vector<int32_t> order_;
-  std::vector<int32_t> counts_;    // output token counts, reset after each call
+  std::vector<LogitEdit> edits_;   // scratch: the row's penalties, bias and bans
 };
 
 }  // namespace loom

@@ -24,7 +24,9 @@ void SchedulerConfig::validate() const {
   if (starvation_steps < 0) LOOM_THROW("starvation_steps must be >= 0");
 }
 
-Scheduler::Scheduler(SchedulerConfig config, KvManager& kv) : config_(config), kv_(kv) {
+Scheduler::Scheduler(SchedulerConfig config, KvManager& kv, const Tokenizer* tokenizer,
+                     std::vector<int32_t> eos_ids)
+    : config_(config), kv_(kv), tokenizer_(tokenizer), eos_ids_(std::move(eos_ids)) {
   config_.validate();
   capacity_tokens_ =
       int32_t(std::min<int64_t>(int64_t(kv_.num_blocks()) * kv_.block_size(), INT32_MAX));
@@ -194,6 +196,16 @@ void Scheduler::erase(SeqId id) {
 }
 
 AdmitStatus Scheduler::add_request(RequestId id, const Request& request, SeqId* first_seq) {
+  auto state = std::make_shared<RequestState>();
+  state->id = id;
+  state->request = request;
+  return add_request(std::move(state), first_seq);
+}
+
+AdmitStatus Scheduler::add_request(std::shared_ptr<RequestState> state, SeqId* first_seq) {
+  LOOM_CHECK(state != nullptr, "add_request without a request");
+  const RequestId id = state->id;
+  const Request& request = state->request;
   const SamplingParams& p = request.params;
   if (request.prompt_ids.empty() || p.n < 1 || p.max_tokens < 1 || by_request_.count(id) != 0 ||
       !std::isfinite(request.tenant_weight) || !(request.tenant_weight > 0.0f)) {
@@ -229,6 +241,15 @@ AdmitStatus Scheduler::add_request(RequestId id, const Request& request, SeqId* 
   s.prompt_len = int32_t(request.prompt_ids.size());
   s.max_tokens = p.max_tokens;
   s.pending_forks = p.n - 1;
+  state->done.assign(size_t(p.n), false);
+  state->num_done = 0;
+  state->forked = p.n == 1;
+  s.request = std::move(state);
+  attach_output(s);
+  if (request.constraint) {
+    s.constraint = request.constraint->make();
+    LOOM_CHECK(s.constraint != nullptr, "the {} constraint made nothing", request.constraint->describe());
+  }
   TenantState& t = tenants_[s.tenant];
   if (t.live == 0) {  // (re)activated: no credit for the time it was idle
     if (auto least = min_active_service(&t)) t.served = std::max(t.served, *least);
@@ -247,15 +268,6 @@ AdmitStatus Scheduler::add_request(RequestId id, const Request& request, SeqId* 
   return AdmitStatus::Admitted;
 }
 
-std::vector<SeqId> Scheduler::abort_request(RequestId id) {
-  std::vector<SeqId> ids;
-  auto it = by_request_.find(id);
-  if (it == by_request_.end()) return ids;
-  ids = it->second;
-  for (SeqId s : ids) erase(s);
-  return ids;
-}
-
 StepPlan Scheduler::schedule(Clock::time_point now) {
   StepPlan plan;
   plan.step = ++step_;
@@ -264,7 +276,7 @@ StepPlan Scheduler::schedule(Clock::time_point now) {
   while (!deadlines_.empty() && deadlines_.begin()->when <= now) {
     const SeqId id = deadlines_.begin()->id;
     plan.expired.push_back(id);
-    erase(id);
+    end_sequence(id, FinishReason::Abort, EngineErrorKind::None, "deadline exceeded");
     ++stats_.expired;
   }
 
@@ -363,6 +375,7 @@ StepPlan Scheduler::schedule(Clock::time_point now) {
       }
       kv_.note_prefix_lookup(s.num_tokens(), hit);
       plan.num_cached_tokens += hit;
+      stats_.cached_prompt_tokens += uint64_t(hit);
       entry_of[s.id] = entries.size();
       entries.push_back(Entry{s.id, s.num_computed, n, std::move(copies), true});
       budget -= n;
@@ -403,67 +416,13 @@ void Scheduler::complete_step(const StepPlan& plan) {
     LOOM_CHECK(s.status == SeqStatus::Running && s.num_computed == e.start,
                "sequence {} changed under step {} (computed {}, planned start {})", s.id, plan.step,
                s.num_computed, e.start);
+    if (e.start < s.prompt_len)
+      stats_.prompt_tokens_computed += uint64_t(std::min(e.num_tokens, s.prompt_len - e.start));
     s.num_computed += e.num_tokens;
     LOOM_CHECK(s.num_computed <= s.blocks.num_tokens(), "sequence {} computed past its blocks",
                s.id);
     kv_.commit(s.blocks, s.tokens, s.num_computed, s.cache_salt);
   }
-}
-
-void Scheduler::append_token(SeqId id, int32_t token) {
-  Sequence& s = at(id);
-  LOOM_CHECK(s.status == SeqStatus::Running && s.num_pending() == 0,
-             "append to sequence {} with {} pending tokens", id, s.num_pending());
-  s.tokens.push_back(token);
-}
-
-void Scheduler::resolve_token(SeqId id, int32_t token) {
-  Sequence& s = at(id);
-  LOOM_CHECK(!s.tokens.empty() && s.tokens.back() < 0 && token >= 0,
-             "sequence {} has no placeholder to resolve (token {})", id, token);
-  s.tokens.back() = token;
-}
-
-std::vector<SeqId> Scheduler::fork(SeqId parent, int32_t count) {
-  Sequence& p = at(parent);
-  LOOM_CHECK(p.status == SeqStatus::Running && p.num_pending() == 0,
-             "fork of sequence {} needs all its tokens computed", parent);
-  LOOM_CHECK(count == p.pending_forks, "fork of {} siblings, {} expected", count, p.pending_forks);
-  std::vector<SeqId> ids;
-  for (int32_t i = 1; i <= count; ++i) {
-    auto seq = std::make_unique<Sequence>();
-    Sequence& c = *seq;
-    c.id = next_seq_id_++;
-    c.request_id = p.request_id;
-    c.index = p.index + i;
-    c.priority = p.priority;
-    c.arrival = p.arrival;
-    c.arrival_step = p.arrival_step;
-    c.deadline = p.deadline;
-    c.cache_salt = p.cache_salt;
-    c.tenant = p.tenant;
-    c.tokens = p.tokens;
-    c.prompt_len = p.prompt_len;
-    c.max_tokens = p.max_tokens;
-    c.num_computed = p.num_computed;
-    c.blocks = kv_.fork(p.blocks);
-    c.status = SeqStatus::Running;
-    c.first_scheduled_step = p.first_scheduled_step;
-    c.first_scheduled_time = p.first_scheduled_time;
-    ids.push_back(c.id);
-    running_.push_back(c.id);
-    by_request_[c.request_id].push_back(c.id);
-    if (c.deadline) deadlines_.insert(DeadlineKey{*c.deadline, c.id});
-    ++tenant_of(c).live;
-    ++live_priorities_[c.priority];
-    seqs_.emplace(c.id, std::move(seq));
-  }
-  p.pending_forks = 0;  // the parent's reserved seats now belong to the siblings
-  return ids;
-}
-
-void Scheduler::finish(SeqId id) {
-  erase(id);
 }
 
 void Scheduler::check_invariants() const {

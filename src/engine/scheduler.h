@@ -29,8 +29,10 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/api.h"
 #include "engine/request.h"
 #include "engine/sequence.h"
+#include "engine/step_output.h"
 #include "kv/kv_manager.h"
 
 namespace loom {
@@ -69,6 +71,10 @@ struct StepPlan {
 
 struct SchedulerStats {
   uint64_t steps = 0;
+  uint64_t prompt_tokens_computed = 0;
+  uint64_t cached_prompt_tokens = 0;  // prompt tokens skipped thanks to prefix-cache hits
+  uint64_t generated_tokens = 0;
+  uint64_t finished_requests = 0;
   uint64_t preemptions = 0;
   uint64_t expired = 0;
   uint64_t admitted_requests = 0;
@@ -77,22 +83,53 @@ struct SchedulerStats {
   size_t running = 0;
 };
 
+// An event for a request's callback, made on the engine thread and delivered
+// by the engine (Scheduler::take_events).
+struct SequenceEvent {
+  std::shared_ptr<RequestState> request;
+  StreamEvent event;
+};
+
 class Scheduler {
  public:
-  Scheduler(SchedulerConfig config, KvManager& kv);  // kv must outlive the scheduler
+  // kv (and tokenizer, which may be null: no output text) must outlive the
+  // scheduler; eos_ids end generation (SequenceOutput).
+  Scheduler(SchedulerConfig config, KvManager& kv, const Tokenizer* tokenizer = nullptr,
+            std::vector<int32_t> eos_ids = {});
   ~Scheduler();
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
 
   // Admission: queues the request's first sequence (id returned through
   // *first_seq; siblings are forked later). Rejects when the waiting queue is
-  // full (count or tokens), or when prompt + max_tokens can never fit.
+  // full (count or tokens), or when prompt + max_tokens can never fit; a
+  // rejected request leaves no trace (the caller reports it).
+  AdmitStatus add_request(std::shared_ptr<RequestState> request, SeqId* first_seq = nullptr);
+  // The same for a request without a callback (tests, tools).
   AdmitStatus add_request(RequestId id, const Request& request, SeqId* first_seq = nullptr);
-  // Removes every sequence of the request, freeing their blocks; returns their ids.
-  std::vector<SeqId> abort_request(RequestId id);
+  // Ends every sequence of the request with `reason` (an event each, with the
+  // text held back; siblings not yet forked end too), freeing their blocks;
+  // returns their ids (none for an unknown or finished request).
+  std::vector<SeqId> abort_request(RequestId id, FinishReason reason = FinishReason::Abort,
+                                   EngineErrorKind error = EngineErrorKind::None,
+                                   const std::string& message = "");
+  // abort_request for every live request, in id order.
+  void abort_all(FinishReason reason, EngineErrorKind error, const std::string& message);
 
-  // Plans one step. The caller runs it, then calls complete_step(plan).
+  // Plans one step (sequences past their deadline end first, with abort).
+  // The caller runs it, then applies its output with update_from_output().
   StepPlan schedule(Clock::time_point now);
+  // Applies the output of `plan`'s step (Kind Tokens or Placeholders):
+  // complete_step(plan), then each sampled sequence that is still live takes
+  // its tokens (n > 1: the siblings are forked first). Real tokens go through
+  // the sequence's output (text, stop tokens / strings, lengths) and its
+  // constraint; a sequence that finishes is removed. Placeholders are only
+  // appended (append_token). Events for every applied token: take_events().
+  void update_from_output(const StepPlan& plan, const StepOutput& output);
+  // Applies Kind Resolutions: the real tokens of earlier placeholders.
+  void update_from_output(const StepOutput& resolutions);
+  // The events made since the last call, in order.
+  std::vector<SequenceEvent> take_events();
   // The step's KV is written: advances num_computed, registers full blocks in
   // the prefix cache.
   void complete_step(const StepPlan& plan);
@@ -110,7 +147,7 @@ class Scheduler {
   // n > 1: creates `count` siblings of `parent` (all its tokens computed,
   // nothing sampled yet) sharing its blocks; returns their ids (index 1..).
   std::vector<SeqId> fork(SeqId parent, int32_t count);
-  // Removes a finished sequence and frees its blocks.
+  // Removes a finished sequence and frees its blocks (no event).
   void finish(SeqId seq);
 
   const Sequence* find(SeqId seq) const;
@@ -118,6 +155,7 @@ class Scheduler {
   size_t num_waiting() const { return waiting_by_arrival_.size(); }
   size_t num_running() const { return running_.size(); }
   bool idle() const { return seqs_.empty(); }
+  int32_t block_size() const { return kv_.block_size(); }
   SchedulerStats stats() const;
   const SchedulerConfig& config() const { return config_; }
   // Tokens scheduled for the tenant divided by its weight, counted since it
@@ -179,6 +217,13 @@ class Scheduler {
   // Next waiting sequence to admit (aged first, then best priority; fair
   // between tenants; FIFO within one); null when nothing waits.
   Sequence* next_waiting();
+  // Output side (scheduler_output.cpp).
+  void attach_output(Sequence& s);
+  void apply_token(SeqId id, const SampleResult& sample, bool resolve);
+  // Marks s done in its request and removes it; the request's last sequence
+  // sets e.request_done. Emits e.
+  void close_sequence(Sequence& s, StreamEvent e);
+  void end_sequence(SeqId id, FinishReason reason, EngineErrorKind error, const std::string& message);
 
   SchedulerConfig config_;
   KvManager& kv_;
@@ -197,6 +242,9 @@ class Scheduler {
   uint64_t next_arrival_ = 0;
   SeqId next_seq_id_ = 1;
   SchedulerStats stats_;
+  const Tokenizer* tokenizer_;
+  std::vector<int32_t> eos_ids_;
+  std::vector<SequenceEvent> events_;
 };
 
 }  // namespace loom

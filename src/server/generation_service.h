@@ -1,24 +1,13 @@
-// GenerationService: what the HTTP layer needs from an engine. EngineService
-// adapts loom::Engine; tests may substitute a fake. Every method may be called
-// from any thread; callbacks run on the service's thread and must not block.
+// GenerationService: what the HTTP layer needs from an engine — exactly the
+// engine's public API (engine/api.h: submit, abort, stats). loom::Engine is
+// one; tests substitute a fake. Every method may be called from any thread;
+// callbacks run on the engine's delivery thread and must not block on it.
 #pragma once
 
-#include <memory>
-
-#include "engine/engine.h"
+#include "engine/api.h"
 
 namespace loom::server {
 
-class GenerationService {
- public:
-  virtual ~GenerationService() = default;
-  // Throws loom::Error for a request the engine rejects outright.
-  virtual RequestId submit(Request request, StreamCallback callback) = 0;
-  virtual void abort(RequestId id) = 0;
-  virtual EngineStats stats() const = 0;
-};
-
-// engine must be started and outlive the service.
-std::unique_ptr<GenerationService> make_engine_service(Engine& engine);
+using GenerationService = loom::EngineApi;
 
 }  // namespace loom::server

@@ -14,7 +14,7 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/isa.h"
-#include "backend/cpu/quant.h"
+#include "backend/quant/quant.h"
 #include "core/error.h"
 #include "core/half.h"
 
@@ -61,8 +61,8 @@ inline Weight make_weight(DType type, const std::vector<float>& values, int64_t 
   const int64_t stride = w.tensor.row_stride_bytes();
   for (int64_t r = 0; r < rows; ++r) {
     auto* dst = static_cast<uint8_t*>(w.tensor.data()) + r * stride;
-    cpu::quantize_row(type, values.data() + r * cols, dst, cols);
-    cpu::dequantize_row(type, dst, w.dequantized.data() + r * cols, cols);
+    quant::quantize_row(type, values.data() + r * cols, dst, cols);
+    quant::dequantize_row(type, dst, w.dequantized.data() + r * cols, cols);
   }
   return w;
 }

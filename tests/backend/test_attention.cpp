@@ -95,7 +95,7 @@ void run_case(Backend& be, const Case& c, const std::vector<SeqSpec>& seqs, uint
     for (int p = 0; p < seqs[s].ctx; p += 7) {
       const int64_t slot = int64_t{step.block_tables[s * max_blocks + p / c.block_size]} * c.block_size +
                            p % c.block_size;
-      cpu::dequantize_row(c.cache_type, static_cast<uint8_t*>(cache.k.data()) +
+      quant::dequantize_row(c.cache_type, static_cast<uint8_t*>(cache.k.data()) +
                                             slot * row * dtype_info(c.cache_type).block_bytes,
                           kc.data(), row);
       for (int64_t i = 0; i < row; ++i) ASSERT_EQ(kc[i], k_log[s][p * row + i]) << "seq " << s << " pos " << p;

@@ -41,7 +41,7 @@ TEST(Quant, DequantizeMatchesGgmlBitExactly) {
     const int64_t n = static_cast<int64_t>(fx.values.size());
     ASSERT_EQ(static_cast<int64_t>(fx.blocks.size()), row_bytes(t, n));
     std::vector<float> got(fx.values.size());
-    cpu::dequantize_row(t, fx.blocks.data(), got.data(), n);
+    quant::dequantize_row(t, fx.blocks.data(), got.data(), n);
     int bad = 0;
     for (int64_t i = 0; i < n && bad < 5; ++i)
       if (std::memcmp(&got[i], &fx.values[i], 4) != 0) {
@@ -102,8 +102,8 @@ TEST(Quant, QuantizeRoundTrip) {
   for (float& v : x) v = dist(rng);
   for (const auto& c : cases) {
     std::vector<uint8_t> q(static_cast<size_t>(row_bytes(c.type, n)));
-    cpu::quantize_row(c.type, x.data(), q.data(), n);
-    cpu::dequantize_row(c.type, q.data(), y.data(), n);
+    quant::quantize_row(c.type, x.data(), q.data(), n);
+    quant::dequantize_row(c.type, q.data(), y.data(), n);
     double err = 0, ref = 0;
     for (int64_t i = 0; i < n; ++i) err += (x[i] - y[i]) * double(x[i] - y[i]), ref += x[i] * double(x[i]);
     EXPECT_LT(std::sqrt(err / ref), c.max_rel_rms) << dtype_name(c.type);
@@ -113,10 +113,10 @@ TEST(Quant, QuantizeRoundTrip) {
 TEST(Quant, RejectsPartialBlocks) {
   std::vector<float> x(100);
   std::vector<uint8_t> q(1000);
-  EXPECT_THROW(cpu::dequantize_row(DType::Q4_K, q.data(), x.data(), 100), Error);
-  EXPECT_THROW(cpu::quantize_row(DType::Q8_0, x.data(), q.data(), 40), Error);
-  EXPECT_THROW(cpu::dequantize_row(DType::Q5_0, q.data(), x.data(), 48), Error);
-  EXPECT_THROW(cpu::dequantize_row(DType::I32, q.data(), x.data(), 4), Error);
+  EXPECT_THROW(quant::dequantize_row(DType::Q4_K, q.data(), x.data(), 100), Error);
+  EXPECT_THROW(quant::quantize_row(DType::Q8_0, x.data(), q.data(), 40), Error);
+  EXPECT_THROW(quant::dequantize_row(DType::Q5_0, q.data(), x.data(), 48), Error);
+  EXPECT_THROW(quant::dequantize_row(DType::I32, q.data(), x.data(), 4), Error);
 }
 
 }  // namespace

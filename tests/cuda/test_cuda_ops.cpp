@@ -6,7 +6,7 @@
 //  rms_norm / add_rms_norm: rel 1e-2 + abs 2e-3 (rounded residual, then rounded output)
 //  rope: rel 5e-3 + abs 5e-3;  gated_activation, softcap: rel 6e-3 + abs 1e-3
 //  argmax_rows: exact (the Sampler's greedy rule: first maximum, NaNs skipped)
-#include "backend/cpu/quant.h"
+#include "backend/quant/quant.h"
 #include "cuda_test_util.h"
 
 namespace loom {
@@ -43,8 +43,8 @@ TEST_F(CudaOpsTest, PrepareWeightFloatAndQuantised) {
     const int64_t stride = host.row_stride_bytes();
     for (int64_t r = 0; r < rows; ++r) {
       auto* dst = static_cast<uint8_t*>(host.data()) + r * stride;
-      cpu::quantize_row(t, vals.data() + r * cols, dst, cols);
-      cpu::dequantize_row(t, dst, want.data() + r * cols, cols);
+      quant::quantize_row(t, vals.data() + r * cols, dst, cols);
+      quant::dequantize_row(t, dst, want.data() + r * cols, cols);
     }
     for (float& w : want) w = bf16_to_f32(f32_to_bf16(w));
     Tensor dev = gpu_->prepare_weight(host);

@@ -3,7 +3,7 @@
 #include <cstring>
 
 #include "backend/cpu/cpu_ops.h"
-#include "backend/cpu/quant.h"
+#include "backend/quant/quant.h"
 #include "core/error.h"
 
 namespace loom::cpu {
@@ -23,7 +23,7 @@ void embedding(ThreadPool& pool, const Tensor& table, const Tensor& ids, float s
   parallel_rows(pool, t, hidden, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
       float* row = o + i * hidden;
-      dequantize_row(table.dtype(), base + id[i] * stride, row, hidden);
+      quant::dequantize_row(table.dtype(), base + id[i] * stride, row, hidden);
       if (scale != 1.0f)
         for (int64_t j = 0; j < hidden; ++j) row[j] *= scale;
     }

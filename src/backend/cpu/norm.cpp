@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_ops.h"
-#include "backend/cpu/quant.h"
+#include "backend/quant/quant.h"
 #include "core/error.h"
 
 namespace loom::cpu {
@@ -17,7 +17,7 @@ std::vector<float> norm_weight(const Tensor& w, int64_t h, float offset) {
   LOOM_CHECK(w.dtype() == DType::F32 || w.dtype() == DType::F16 || w.dtype() == DType::BF16,
              "norm weight must be f32, f16 or bf16, got {}", dtype_name(w.dtype()));
   std::vector<float> g(static_cast<size_t>(h));
-  dequantize_row(w.dtype(), w.data(), g.data(), h);
+  quant::dequantize_row(w.dtype(), w.data(), g.data(), h);
   for (float& v : g) v += offset;
   return g;
 }

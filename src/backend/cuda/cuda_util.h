@@ -4,8 +4,6 @@
 // stream. Internal to backend/cuda; one thread (the engine thread) uses them.
 #pragma once
 
-#include <cublasLt.h>
-#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
@@ -24,14 +22,6 @@ namespace loom::cuda {
     const cudaError_t loom_cuda_err_ = (expr);                                              \
     if (loom_cuda_err_ != cudaSuccess) [[unlikely]]                                         \
       ::loom::cuda::throw_cuda_error(__FILE__, __LINE__, #expr, cudaGetErrorString(loom_cuda_err_)); \
-  } while (0)
-
-#define LOOM_CUBLAS_CHECK(expr)                                                             \
-  do {                                                                                      \
-    const cublasStatus_t loom_cublas_st_ = (expr);                                          \
-    if (loom_cublas_st_ != CUBLAS_STATUS_SUCCESS) [[unlikely]]                              \
-      ::loom::cuda::throw_cuda_error(__FILE__, __LINE__, #expr,                             \
-                                     cublasGetStatusString(loom_cublas_st_));               \
   } while (0)
 
 namespace loom::cuda {

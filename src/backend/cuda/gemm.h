@@ -5,13 +5,25 @@
 // the heuristic's best algorithm) is cached per shape, bias and pointer
 // alignment. Where cuBLASLt offers no algorithm (or none with the bias
 // epilogue) it falls back to cublasGemmEx and a separate bias kernel. Internal
-// to backend/cuda; used from one thread.
+// to backend/cuda; used from one thread. LOOM_CUBLAS_CHECK lives here, so
+// that only the GEMM code parses the cuBLAS headers.
 #pragma once
+
+#include <cublasLt.h>
+#include <cublas_v2.h>
 
 #include <map>
 #include <tuple>
 
 #include "backend/cuda/cuda_util.h"
+
+#define LOOM_CUBLAS_CHECK(expr)                                                             \
+  do {                                                                                      \
+    const cublasStatus_t loom_cublas_st_ = (expr);                                          \
+    if (loom_cublas_st_ != CUBLAS_STATUS_SUCCESS) [[unlikely]]                              \
+      ::loom::cuda::throw_cuda_error(__FILE__, __LINE__, #expr,                             \
+                                     cublasGetStatusString(loom_cublas_st_));               \
+  } while (0)
 
 namespace loom::cuda {
 

@@ -1,15 +1,15 @@
 // upload_weight (see weight_upload.h). Float weights travel in chunks of at
 // most kChunkElems values: raw bytes to a device staging buffer, then a
 // conversion kernel into place. Quantised rows are dequantised on the host
-// (backend/cpu's dequantize_row) into an f32 chunk first.
+// (backend/quant's dequantize_row) into an f32 chunk first.
 #include "backend/cuda/weight_upload.h"
 
 #include <algorithm>
 #include <vector>
 
-#include "backend/cpu/quant.h"
 #include "backend/cuda/cuda_util.h"
 #include "backend/cuda/kernels/kernels.h"
+#include "backend/quant/quant.h"
 
 namespace loom::cuda {
 namespace {
@@ -75,7 +75,7 @@ Tensor upload_weight(const Tensor& host, cudaStream_t stream) {
       if (!is_float) {
         deq.resize(static_cast<size_t>(ne));
         for (int64_t r = 0; r < nr; ++r)
-          cpu::dequantize_row(src, src_bytes + (r0 + r) * src_row_bytes, deq.data() + r * cols, cols);
+          quant::dequantize_row(src, src_bytes + (r0 + r) * src_row_bytes, deq.data() + r * cols, cols);
         chunk = deq.data();
       }
       // Pageable source: the call returns once the source was staged, so the

@@ -1,6 +1,6 @@
 // Launchers of the CUDA backend's kernels, callable from host C++. Plain device
 // pointers, sizes in elements, every launch asynchronous on `stream`. Callers
-// (cuda_backend.cpp) check shapes, dtypes and bounds first; these check nothing
+// (cuda_backend_*.cpp) check shapes, dtypes and bounds first; these check nothing
 // and report launch errors only through cudaGetLastError.
 #pragma once
 
@@ -98,7 +98,7 @@ void gated_activation_fused_bf16(const void* gate_up, void* out, int64_t rows, i
 // device array of rows int32.
 void argmax_rows(DType type, const void* logits, int64_t rows, int64_t vocab, int32_t* out, cudaStream_t stream);
 
-// One draw of sample_rows as the kernel reads it (cuda_backend.cpp derives it
+// One draw of sample_rows as the kernel reads it (cuda_backend_sampling.cpp derives it
 // from a SampleSpec). Fixed-point masses: round(exp(x - max) * 2^32).
 struct SampleRowSpec {
   uint64_t uniform64 = 0;     // floor(uniform * 2^64): the draw's target is uniform64 * total >> 64

@@ -1,17 +1,17 @@
 // Scalar dequantisers and round-to-nearest quantisers for the GGUF block formats.
 // Dequantisation follows ggml's layouts exactly; quantisation only needs to
 // produce valid blocks (it is used by tests, tools and KV caches).
-#include "backend/cpu/quant.h"
+#include "backend/quant/quant.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
-#include "backend/cpu/quant_blocks.h"
+#include "backend/quant/gguf_blocks.h"
 #include "core/error.h"
 #include "core/half.h"
 
-namespace loom::cpu {
+namespace loom::quant {
 namespace {
 
 void dequant_q8_0(const BlockQ8_0* b, float* y, int64_t nb) {
@@ -97,7 +97,8 @@ void dequant_q5_k(const BlockQ5_K* b, float* y, int64_t nb) {
       k_scale_min(b[i].scales, 2 * g, sc0, m0);
       k_scale_min(b[i].scales, 2 * g + 1, sc1, m1);
       const float d0 = d * sc0, dm0 = dmin * m0, d1 = d * sc1, dm1 = dmin * m1;
-      const uint8_t u0 = static_cast<uint8_t>(1u << (2 * g)), u1 = static_cast<uint8_t>(2u << (2 * g));
+      const uint8_t u0 = static_cast<uint8_t>(1u << (2 * g)),
+                    u1 = static_cast<uint8_t>(2u << (2 * g));
       for (int l = 0; l < 32; ++l) y[l] = d0 * ((q[l] & 0xF) + ((qh[l] & u0) ? 16 : 0)) - dm0;
       for (int l = 0; l < 32; ++l) y[32 + l] = d1 * ((q[l] >> 4) + ((qh[l] & u1) ? 16 : 0)) - dm1;
     }
@@ -132,14 +133,17 @@ float max_abs(const float* x, int n) {
   return a;
 }
 
-int nearest(float v) { return static_cast<int>(std::nearbyint(v)); }
+int nearest(float v) {
+  return static_cast<int>(std::nearbyint(v));
+}
 
 void quant_q8_0(const float* x, BlockQ8_0* b, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, x += kQK) {
     const float d = max_abs(x, kQK) / 127.0f;
     const float id = d > 0 ? 1.0f / d : 0.0f;
     b[i].d = f32_to_f16(d);
-    for (int l = 0; l < kQK; ++l) b[i].qs[l] = static_cast<int8_t>(std::clamp(nearest(x[l] * id), -127, 127));
+    for (int l = 0; l < kQK; ++l)
+      b[i].qs[l] = static_cast<int8_t>(std::clamp(nearest(x[l] * id), -127, 127));
   }
 }
 
@@ -296,7 +300,8 @@ void quant_q6_k(const float* x, BlockQ6_K* b, int64_t nb) {
         const int q1 = qq[l], q2 = qq[l + 32], q3 = qq[l + 64], q4 = qq[l + 96];
         ql[l] = static_cast<uint8_t>((q1 & 0xF) | ((q3 & 0xF) << 4));
         ql[l + 32] = static_cast<uint8_t>((q2 & 0xF) | ((q4 & 0xF) << 4));
-        qh[l] = static_cast<uint8_t>((q1 >> 4) | ((q2 >> 4) << 2) | ((q3 >> 4) << 4) | ((q4 >> 4) << 6));
+        qh[l] = static_cast<uint8_t>((q1 >> 4) | ((q2 >> 4) << 2) | ((q3 >> 4) << 4) |
+                                     ((q4 >> 4) << 6));
       }
     }
   }
@@ -313,7 +318,9 @@ int64_t whole_blocks(DType type, int64_t n) {
 void dequantize_row(DType type, const void* src, float* dst, int64_t n) {
   const int64_t nb = whole_blocks(type, n);
   switch (type) {
-    case DType::F32: std::memcpy(dst, src, static_cast<size_t>(n) * 4); return;
+    case DType::F32:
+      std::memcpy(dst, src, static_cast<size_t>(n) * 4);
+      return;
     case DType::F16: {
       const auto* s = static_cast<const uint16_t*>(src);
       for (int64_t i = 0; i < n; ++i) dst[i] = f16_to_f32(s[i]);
@@ -324,22 +331,33 @@ void dequantize_row(DType type, const void* src, float* dst, int64_t n) {
       for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(s[i]);
       return;
     }
-    case DType::Q8_0: return dequant_q8_0(static_cast<const BlockQ8_0*>(src), dst, nb);
-    case DType::Q4_0: return dequant_q4_0(static_cast<const BlockQ4_0*>(src), dst, nb);
-    case DType::Q4_1: return dequant_q4_1(static_cast<const BlockQ4_1*>(src), dst, nb);
-    case DType::Q5_0: return dequant_q5_0(static_cast<const BlockQ5_0*>(src), dst, nb);
-    case DType::Q5_1: return dequant_q5_1(static_cast<const BlockQ5_1*>(src), dst, nb);
-    case DType::Q4_K: return dequant_q4_k(static_cast<const BlockQ4_K*>(src), dst, nb);
-    case DType::Q5_K: return dequant_q5_k(static_cast<const BlockQ5_K*>(src), dst, nb);
-    case DType::Q6_K: return dequant_q6_k(static_cast<const BlockQ6_K*>(src), dst, nb);
-    default: LOOM_THROW("cannot convert {} rows to f32", dtype_name(type));
+    case DType::Q8_0:
+      return dequant_q8_0(static_cast<const BlockQ8_0*>(src), dst, nb);
+    case DType::Q4_0:
+      return dequant_q4_0(static_cast<const BlockQ4_0*>(src), dst, nb);
+    case DType::Q4_1:
+      return dequant_q4_1(static_cast<const BlockQ4_1*>(src), dst, nb);
+    case DType::Q5_0:
+      return dequant_q5_0(static_cast<const BlockQ5_0*>(src), dst, nb);
+    case DType::Q5_1:
+      return dequant_q5_1(static_cast<const BlockQ5_1*>(src), dst, nb);
+    case DType::Q4_K:
+      return dequant_q4_k(static_cast<const BlockQ4_K*>(src), dst, nb);
+    case DType::Q5_K:
+      return dequant_q5_k(static_cast<const BlockQ5_K*>(src), dst, nb);
+    case DType::Q6_K:
+      return dequant_q6_k(static_cast<const BlockQ6_K*>(src), dst, nb);
+    default:
+      LOOM_THROW("cannot convert {} rows to f32", dtype_name(type));
   }
 }
 
 void quantize_row(DType type, const float* src, void* dst, int64_t n) {
   const int64_t nb = whole_blocks(type, n);
   switch (type) {
-    case DType::F32: std::memcpy(dst, src, static_cast<size_t>(n) * 4); return;
+    case DType::F32:
+      std::memcpy(dst, src, static_cast<size_t>(n) * 4);
+      return;
     case DType::F16: {
       auto* d = static_cast<uint16_t*>(dst);
       for (int64_t i = 0; i < n; ++i) d[i] = f32_to_f16(src[i]);
@@ -350,16 +368,25 @@ void quantize_row(DType type, const float* src, void* dst, int64_t n) {
       for (int64_t i = 0; i < n; ++i) d[i] = f32_to_bf16(src[i]);
       return;
     }
-    case DType::Q8_0: return quant_q8_0(src, static_cast<BlockQ8_0*>(dst), nb);
-    case DType::Q4_0: return quant_q4_0(src, static_cast<BlockQ4_0*>(dst), nb);
-    case DType::Q4_1: return quant_affine<BlockQ4_1, 15>(src, static_cast<BlockQ4_1*>(dst), nb);
-    case DType::Q5_0: return quant_q5_0(src, static_cast<BlockQ5_0*>(dst), nb);
-    case DType::Q5_1: return quant_affine<BlockQ5_1, 31>(src, static_cast<BlockQ5_1*>(dst), nb);
-    case DType::Q4_K: return quant_q4_k(src, static_cast<BlockQ4_K*>(dst), nb);
-    case DType::Q5_K: return quant_q5_k(src, static_cast<BlockQ5_K*>(dst), nb);
-    case DType::Q6_K: return quant_q6_k(src, static_cast<BlockQ6_K*>(dst), nb);
-    default: LOOM_THROW("cannot quantise f32 rows to {}", dtype_name(type));
+    case DType::Q8_0:
+      return quant_q8_0(src, static_cast<BlockQ8_0*>(dst), nb);
+    case DType::Q4_0:
+      return quant_q4_0(src, static_cast<BlockQ4_0*>(dst), nb);
+    case DType::Q4_1:
+      return quant_affine<BlockQ4_1, 15>(src, static_cast<BlockQ4_1*>(dst), nb);
+    case DType::Q5_0:
+      return quant_q5_0(src, static_cast<BlockQ5_0*>(dst), nb);
+    case DType::Q5_1:
+      return quant_affine<BlockQ5_1, 31>(src, static_cast<BlockQ5_1*>(dst), nb);
+    case DType::Q4_K:
+      return quant_q4_k(src, static_cast<BlockQ4_K*>(dst), nb);
+    case DType::Q5_K:
+      return quant_q5_k(src, static_cast<BlockQ5_K*>(dst), nb);
+    case DType::Q6_K:
+      return quant_q6_k(src, static_cast<BlockQ6_K*>(dst), nb);
+    default:
+      LOOM_THROW("cannot quantise f32 rows to {}", dtype_name(type));
   }
 }
 
-}  // namespace loom::cpu
+}  // namespace loom::quant

@@ -1,0 +1,176 @@
+// CudaBackend, the class behind make_cuda_backend: its members and the checks
+// its ops share. The methods are defined by op family, matching kernels/<op>/:
+// cuda_backend.cpp (stream, memory, step preparation, CUDA graphs),
+// cuda_backend_matmul.cpp, cuda_backend_attention.cpp,
+// cuda_backend_elementwise.cpp (embedding, norms, rope, activations, fused
+// projections), cuda_backend_sampling.cpp and cuda_backend_copy.cpp (device
+// copies, KV writes, gathers, a step's token ids). Internal to backend/cuda.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/cuda/cuda_util.h"
+#include "backend/cuda/step_metadata.h"
+
+namespace loom::cuda {
+
+class Gemm;
+
+inline void check_cuda_tensor(const Tensor& t, DType dtype, const char* what) {
+  LOOM_CHECK(t.device() == Device::Cuda, "{} must be on the GPU", what);
+  LOOM_CHECK(t.dtype() == dtype, "{} must be {}, got {}", what, dtype_name(dtype),
+             dtype_name(t.dtype()));
+  LOOM_CHECK(t.defined(), "{} has no memory", what);
+}
+
+inline void check_same_shape(const Tensor& a, const Tensor& b, const char* what) {
+  LOOM_CHECK(a.numel() == b.numel() && a.cols() == b.cols(), "{}: shapes {} and {} differ", what,
+             shape_str(a.shape()), shape_str(b.shape()));
+}
+
+// The backend's stream. Declared first among CudaBackend's members so that it
+// is destroyed last, after every buffer that frees memory in its order.
+class OwnedStream {
+ public:
+  explicit OwnedStream(int device);
+  ~OwnedStream();
+  OwnedStream(const OwnedStream&) = delete;
+  OwnedStream& operator=(const OwnedStream&) = delete;
+  cudaStream_t get() const { return stream_; }
+
+ private:
+  cudaStream_t stream_ = nullptr;
+};
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(int device);
+  ~CudaBackend() override;
+
+  cudaStream_t stream() const { return stream_; }
+
+  Device device() const override { return Device::Cuda; }
+  std::string name() const override;
+  DType activation_dtype() const override { return DType::BF16; }
+
+  // --- memory (cuda_backend.cpp; copy in cuda_backend_copy.cpp) ---
+  Tensor alloc(DType dtype, std::vector<int64_t> shape) override;
+  Tensor prepare_weight(const Tensor& host_weight) override;
+  void copy_from_host(Tensor& dst, const void* src, size_t bytes) override;
+  void copy_to_host(void* dst, const Tensor& src, size_t bytes) override;
+  void synchronize() override { LOOM_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+  void copy(Tensor& dst, const Tensor& src) override;
+
+  // --- step preparation and CUDA graphs (cuda_backend.cpp) ---
+  void prepare_attention(const AttentionMetadata& meta, int64_t num_tokens, int64_t block_size,
+                         int64_t num_blocks) override;
+  bool supports_capture() const override { return true; }
+  void begin_capture() override;
+  std::unique_ptr<StepGraph> end_capture() override;
+  void abort_capture() override;
+  bool replay(StepGraph& graph) override;
+
+  // --- ops ---
+  // cuda_backend_matmul.cpp
+  void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out) override;
+  // cuda_backend_elementwise.cpp
+  void embedding(const Tensor& table, const Tensor& ids, float scale, Tensor& out) override;
+  void rms_norm(const Tensor& x, const Tensor& w, float eps, float weight_offset,
+                Tensor& out) override;
+  void add_rms_norm(const Tensor& x, Tensor& residual, const Tensor& w, float eps,
+                    float weight_offset, Tensor& out) override;
+  void add(Tensor& a, const Tensor& b) override;
+  void rope(Tensor& x, const Tensor& positions, const Tensor& inv_freq, int rotary_dim,
+            bool interleaved, float mscale) override;
+  void gated_activation(const Tensor& gate, const Tensor& up, GatedActivation act,
+                        Tensor& out) override;
+  bool supports_fused_projections() const override { return true; }
+  void split_qkv(const Tensor& qkv, const QkvRope* rope, Tensor& q, Tensor& k, Tensor& v,
+                 KvLayerCache* cache, const AttentionMetadata* meta) override;
+  void gated_activation_fused(const Tensor& gate_up, GatedActivation act, Tensor& out) override;
+  void softcap(Tensor& x, float cap) override;
+  // cuda_backend_attention.cpp
+  void paged_attention(const Tensor& q, const KvLayerCache& cache, const AttentionMetadata& meta,
+                       const AttentionParams& params, Tensor& out) override;
+  // cuda_backend_copy.cpp
+  void write_kv(const Tensor& k, const Tensor& v, KvLayerCache& cache,
+                const AttentionMetadata& meta) override;
+  void gather_rows(const Tensor& x, const std::vector<int32_t>& rows, Tensor& out) override;
+
+  // --- sampling (cuda_backend_sampling.cpp) ---
+  void argmax_rows(const Tensor& logits, std::vector<int32_t>& out) override;
+  bool has_device_sampler() const override { return true; }
+  bool sample_rows(const Tensor& logits, const std::vector<SampleSpec>& specs,
+                   const std::vector<LogitEdit>& edits, std::vector<int32_t>& out) override;
+  void argmax_rows_to(const Tensor& logits, Tensor& ids) override;
+  bool sample_rows_to(const Tensor& logits, const std::vector<SampleSpec>& specs,
+                      const std::vector<LogitEdit>& edits, Tensor& ids) override;
+
+  // --- a step's tokens on the device (cuda_backend_copy.cpp) ---
+  void resolve_token_ids(Tensor& ids, const Tensor& src) override;
+  class Download;
+  std::unique_ptr<TokenDownload> download_tokens(const Tensor& ids, int64_t n) override;
+
+ private:
+  struct CudaStepGraph final : StepGraph {
+    cudaGraphExec_t exec = nullptr;
+    uint64_t reallocations = 0;  // DeviceBuffer::reallocations() when recorded
+    ~CudaStepGraph() override {
+      if (exec) cudaGraphExecDestroy(exec);
+    }
+  };
+
+  const int32_t* launch_sample_rows(const Tensor& logits, const std::vector<SampleSpec>& specs,
+                                    const std::vector<LogitEdit>& edits, int32_t* by_row);
+  void check_launch() { LOOM_CUDA_CHECK(cudaGetLastError()); }
+  void check_not_capturing(const char* what) const {
+    LOOM_CHECK(!capturing_, "{} is not allowed while a step is being recorded", what);
+  }
+
+  static void check_cache(const KvLayerCache& cache) {
+    LOOM_CHECK(cache.k.ndim() == 4 && cache.k.shape() == cache.v.shape(),
+               "kv cache K {} and V {} must be [blocks, block_size, kv_heads, head_dim]",
+               shape_str(cache.k.shape()), shape_str(cache.v.shape()));
+    check_cuda_tensor(cache.k, DType::BF16, "kv cache K");
+    check_cuda_tensor(cache.v, DType::BF16, "kv cache V");
+  }
+
+  // A device pointer to t's data: t itself when on the GPU, else an upload of
+  // it into `buf` (stream-ordered, so buf may be reused by the next op).
+  const void* device_view(const Tensor& t, DeviceBuffer& buf);
+  // Norm weight as F32 or BF16 on the device.
+  const void* norm_weight(const Tensor& w, int64_t h, DType& type);
+  // The bias as a bf16 device vector (the type the GEMM epilogue reads).
+  const void* bias_as_bf16(const Tensor& bias);
+
+  OwnedStream owned_stream_;
+  cudaStream_t stream_;
+  int device_;
+  cudaDeviceProp props_{};
+  std::unique_ptr<Gemm> gemm_;
+  PinnedUploader uploader_;
+  StepMetadataCache metadata_;
+  DeviceBuffer param_buf_[2], bias_buf_, gather_idx_, attn_partials_, attn_counters_, argmax_ids_;
+  DeviceBuffer sample_in_, sample_ws_;  // sample_rows: specs + edits; ids, bitmaps, edited values
+  std::vector<unsigned char> sample_staging_;  // sample_rows: specs + edits, uploaded in one copy
+  std::vector<uint32_t> sample_seen_;          // sample_rows: per-token stamp (duplicate edits)
+  uint32_t sample_stamp_ = 0;
+  std::vector<float> host_floats_;
+  bool capturing_ = false;
+  uint64_t capture_reallocations_ = 0;
+  bool flash_prefill_ = true;  // prefill sequences go to the flash kernel (head sizes it has)
+  struct DownloadSlot {
+    int32_t* host = nullptr;
+    size_t capacity = 0;  // ids
+    cudaEvent_t done = nullptr;
+    bool busy = false;
+  };
+  std::deque<DownloadSlot> download_slots_;  // download_tokens (a deque: Download keeps indices)
+};
+
+}  // namespace loom::cuda

@@ -1,0 +1,75 @@
+// Memory layouts of ggml's quantised blocks (GGUF file format; bit-exact): the
+// block structs every reader of quantised weights shares (the CPU kernels, the
+// dequantisers of quant.cpp).
+#pragma once
+
+#include <cstdint>
+
+namespace loom::quant {
+
+constexpr int kQK = 32;    // values per Q8_0 / Q4_0 / Q4_1 / Q5_0 / Q5_1 block
+constexpr int kQKK = 256;  // values per K-quant super-block
+
+struct BlockQ8_0 {  // x = d * qs
+  uint16_t d;       // f16
+  int8_t qs[kQK];
+};
+struct BlockQ4_0 {  // x = d * (q - 8); low nibbles are values 0..15, high ones 16..31
+  uint16_t d;
+  uint8_t qs[kQK / 2];
+};
+struct BlockQ4_1 {  // x = d * q + m, q in [0, 15]; nibbles ordered as Q4_0
+  uint16_t d, m;
+  uint8_t qs[kQK / 2];
+};
+// Five-bit values: the low four bits as Q4_0's nibbles, the fifth bit of value i
+// is bit i of qh (read as a little-endian uint32).
+struct BlockQ5_0 {  // x = d * (q - 16), q in [0, 31]
+  uint16_t d;
+  uint8_t qh[4];
+  uint8_t qs[kQK / 2];
+};
+struct BlockQ5_1 {  // x = d * q + m, q in [0, 31]
+  uint16_t d, m;
+  uint8_t qh[4];
+  uint8_t qs[kQK / 2];
+};
+// 8 sub-blocks of 32 with 6-bit scale sc and min m: x = d*sc*q - dmin*m, q in [0, 15].
+// Each group of 64 values keeps its first 32 in low nibbles of qs[32g..32g+31], the
+// next 32 in the high nibbles.
+struct BlockQ4_K {
+  uint16_t d, dmin;
+  uint8_t scales[12];
+  uint8_t qs[kQKK / 2];
+};
+// As Q4_K with a fifth bit: value 32g+l of group g (l < 32) takes bit 2g of qh[l],
+// value 32g+32+l bit 2g+1.
+struct BlockQ5_K {
+  uint16_t d, dmin;
+  uint8_t scales[12];
+  uint8_t qh[kQKK / 8];
+  uint8_t qs[kQKK / 2];
+};
+// 16 sub-blocks of 16 with int8 scales: x = d * sc * (q - 32), q in [0, 63].
+struct BlockQ6_K {
+  uint8_t ql[kQKK / 2];
+  uint8_t qh[kQKK / 4];
+  int8_t scales[kQKK / 16];
+  uint16_t d;
+};
+static_assert(sizeof(BlockQ8_0) == 34 && sizeof(BlockQ4_0) == 18);
+static_assert(sizeof(BlockQ4_1) == 20 && sizeof(BlockQ5_0) == 22 && sizeof(BlockQ5_1) == 24);
+static_assert(sizeof(BlockQ4_K) == 144 && sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210);
+
+// The 6-bit scale and min of sub-block j (0..7) of a Q4_K / Q5_K super-block.
+inline void k_scale_min(const uint8_t* s, int j, int& sc, int& m) {
+  if (j < 4) {
+    sc = s[j] & 63;
+    m = s[j + 4] & 63;
+  } else {
+    sc = (s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4);
+    m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+  }
+}
+
+}  // namespace loom::quant

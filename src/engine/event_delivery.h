@@ -1,0 +1,46 @@
+// EventDelivery: runs requests' StreamCallbacks off the engine thread. The
+// engine thread hands over each step's events in one batch and goes on; a
+// delivery thread calls the callbacks in order (so a request's events keep
+// their order, and formatting responses never delays the next step). Before
+// start() and after stop() events are delivered on the caller's thread.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "engine/scheduler.h"
+
+namespace loom {
+
+class EventDelivery {
+ public:
+  EventDelivery() = default;
+  ~EventDelivery();  // stop()
+  EventDelivery(const EventDelivery&) = delete;
+  EventDelivery& operator=(const EventDelivery&) = delete;
+
+  void start();
+  // Delivers everything handed over so far, then ends the thread.
+  void stop();
+  // Engine thread: queues the events (started) or delivers them now.
+  void deliver(std::vector<SequenceEvent> events);
+  // Blocks until everything handed over so far has been delivered.
+  void flush();
+
+ private:
+  static void run_callbacks(std::vector<SequenceEvent>& events);
+  void loop();
+
+  std::mutex mu_;
+  std::condition_variable cv_;       // work or stop
+  std::condition_variable idle_cv_;  // queue drained
+  std::deque<std::vector<SequenceEvent>> queue_;
+  bool busy_ = false;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace loom

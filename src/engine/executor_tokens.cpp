@@ -1,0 +1,165 @@
+// StepExecutor: choosing a step's tokens from its logits. Constrained rows
+// are masked first (on the backend). Then each row takes the cheapest path
+// that gives the Sampler's exact token: the backend's argmax for plain greedy
+// rows, the backend's sampler for sampled rows without logprobs, and the host
+// Sampler (logits copied to the host) for the rest.
+#include <algorithm>
+
+#include "core/error.h"
+#include "engine/executor.h"
+
+namespace loom {
+namespace {
+
+// Whether Sampler::sample would return the plain argmax of the (masked)
+// logits: greedy, no logprobs, no penalty, bias or ban changing any logit.
+bool plain_greedy(const Sequence& s) {
+  const SamplingParams& p = s.params();
+  return p.greedy() && !p.logprobs && p.repetition_penalty == 1.0f && p.presence_penalty == 0.0f &&
+         p.frequency_penalty == 0.0f && p.logit_bias.empty() && s.banned_now().empty();
+}
+
+SampleContext context_of(const Sequence& s, int32_t seq_index) {
+  std::span<const int32_t> all(s.tokens);
+  return SampleContext{&s.params(), all.first(size_t(s.prompt_len)), all.subspan(size_t(s.prompt_len)),
+                       seq_index, s.banned_now()};
+}
+
+}  // namespace
+
+void StepExecutor::apply_constraints(const std::vector<SeqId>& rows, const Scheduler& seqs, Tensor& logits) {
+  const int64_t vocab = logits.dim(1);
+  const size_t words = size_t((vocab + 31) / 32);
+  mask_rows_.clear();
+  mask_words_.clear();
+  for (size_t r = 0; r < rows.size(); ++r) {
+    if (rows[r] == 0) continue;
+    const Sequence& s = seqs.get(rows[r]);
+    if (!s.constraint) continue;
+    const size_t at = mask_words_.size();
+    mask_words_.resize(at + words, 0u);
+    if (!s.constraint->fill_next_token_bitmask(std::span<uint32_t>(mask_words_.data() + at, words))) {
+      mask_words_.resize(at);
+      continue;
+    }
+    mask_rows_.push_back(int32_t(r));
+  }
+  if (mask_rows_.empty()) return;
+  model_.backend().apply_token_bitmask(logits, mask_rows_, mask_words_);
+  stats_.masked_rows += mask_rows_.size();
+}
+
+bool StepExecutor::can_run_async(const std::vector<SeqId>& rows, const Scheduler& seqs) const {
+  if (!config_.async_scheduling || model_.distributed()) return false;
+  const bool device_sampling = config_.device_sampling && model_.backend().has_device_sampler();
+  bool any = false;
+  for (SeqId id : rows) {
+    if (id == 0) continue;
+    const Sequence& s = seqs.get(id);
+    const SamplingParams& p = s.params();
+    if (s.pending_forks > 0 || p.logprobs) return false;
+    const bool on_device = (config_.greedy_fast_path && plain_greedy(s)) || (device_sampling && !p.greedy());
+    if (!on_device) return false;
+    any = true;
+  }
+  return any;
+}
+
+void StepExecutor::add_device_specs(int32_t r, const Sequence& s, int64_t vocab) {
+  const SamplingParams& p = s.params();
+  SampleContext ctx = context_of(s, s.index);
+  const int32_t edits_begin = int32_t(logit_edits_.size());
+  Sampler::logit_edits(ctx, int32_t(vocab), logit_edits_);
+  // One draw per sibling (n > 1 forks sample their first token here).
+  for (int32_t i = 0; i <= s.pending_forks; ++i) {
+    ctx.seq_index = s.index + i;
+    SampleSpec spec;
+    spec.row = r;
+    spec.temperature = p.temperature;
+    spec.top_k = p.top_k;
+    spec.top_p = p.top_p;
+    spec.min_p = p.min_p;
+    spec.uniform = sampler_.draw_uniform(ctx);
+    spec.edits_begin = edits_begin;
+    spec.edits_end = int32_t(logit_edits_.size());
+    sample_specs_.push_back(spec);
+  }
+}
+
+StepExecutor::Selection StepExecutor::select(const std::vector<SeqId>& rows, const Scheduler& seqs,
+                                             const Tensor& logits) {
+  Selection out;
+  Backend& be = model_.backend();
+  const int64_t vocab = logits.dim(1);
+  std::vector<int32_t> slow;  // logits rows the Sampler needs on the host
+  size_t device = 0;          // rows drawn on the device
+  sample_specs_.clear();
+  logit_edits_.clear();
+  const bool device_sampling = config_.device_sampling && be.has_device_sampler();
+  out.rows.assign(rows.size(), RowSource{});
+  for (size_t r = 0; r < rows.size(); ++r) {
+    if (rows[r] == 0) continue;  // ended by the step before (async scheduling): argmax, unused
+    const Sequence& s = seqs.get(rows[r]);
+    const SamplingParams& p = s.params();
+    if (config_.greedy_fast_path && plain_greedy(s)) continue;
+    if (device_sampling && !p.greedy() && !p.logprobs) {
+      out.rows[r].device_first = int32_t(sample_specs_.size());
+      add_device_specs(int32_t(r), s, vocab);
+      ++device;
+      continue;
+    }
+    out.rows[r].host_row = int32_t(slow.size());
+    slow.push_back(int32_t(r));
+  }
+  if (!sample_specs_.empty())
+    LOOM_CHECK(be.sample_rows(logits, sample_specs_, logit_edits_, out.device_tokens) &&
+                   out.device_tokens.size() == sample_specs_.size(),
+               "the backend's device sampler failed");
+  if (slow.size() + device < rows.size()) be.argmax_rows(logits, out.argmax);
+  if (slow.empty()) return out;
+  if (slow.size() == rows.size()) {
+    copy_to_host_f32(be, logits, logits_host_);  // every row (bf16 on GPU)
+    return out;
+  }
+  // Only the rows the Sampler needs: gathered on the device, then copied.
+  const auto n = static_cast<int64_t>(slow.size());
+  if (sample_logits_.data() == nullptr || sample_logits_.dtype() != logits.dtype() ||
+      sample_logits_.cols() != vocab || sample_logits_.rows() < n)
+    sample_logits_ =
+        be.alloc(logits.dtype(), {std::min(logits.dim(0), std::max<int64_t>(n, 2 * sample_logits_.rows())), vocab});
+  Tensor dst = sample_logits_.slice_rows(0, n);
+  be.gather_rows(logits, slow, dst);
+  copy_to_host_f32(be, dst, logits_host_);
+  return out;
+}
+
+StepOutput StepExecutor::choose_tokens(const std::vector<SeqId>& rows, const Scheduler& seqs, const Tensor& logits) {
+  const int64_t vocab = logits.dim(1);
+  const Selection sel = select(rows, seqs, logits);
+  StepOutput out;
+  out.kind = StepOutput::Kind::Tokens;
+  for (size_t r = 0; r < rows.size(); ++r) {
+    if (rows[r] == 0) continue;
+    const Sequence& s = seqs.get(rows[r]);
+    const int32_t n = 1 + s.pending_forks;  // n > 1: siblings sample their first token here
+    SequenceTokens t;
+    t.seq = rows[r];
+    const RowSource src = sel.rows[r];
+    if (src.device_first >= 0) {
+      for (int32_t i = 0; i < n; ++i)
+        t.tokens.push_back(SampleResult{sel.device_tokens[size_t(src.device_first + i)], 0.0f, {}});
+      stats_.device_sampled_tokens += uint64_t(n);
+    } else if (src.host_row < 0) {
+      // Plain greedy: every sibling gets the argmax.
+      t.tokens.assign(size_t(n), SampleResult{sel.argmax[r], 0.0f, {}});
+      stats_.argmax_tokens += uint64_t(n);
+    } else {
+      std::span<const float> row(logits_host_.data() + size_t(src.host_row) * size_t(vocab), size_t(vocab));
+      for (int32_t i = 0; i < n; ++i) t.tokens.push_back(sampler_.sample(row, context_of(s, s.index + i)));
+    }
+    out.rows.push_back(std::move(t));
+  }
+  return out;
+}
+
+}  // namespace loom

@@ -1,0 +1,32 @@
+// StepOutput: what one forward step produced for the scheduler to apply
+// (Scheduler::update_from_output): the new tokens of every sequence the step
+// sampled. Plain data, built by the StepExecutor on the engine thread.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/api.h"
+
+namespace loom {
+
+struct SequenceTokens {
+  SeqId seq = 0;
+  // The sequence's new tokens, in order: one per step, or, when the step
+  // finishes an n > 1 prompt, one per sibling (index 0 is the sequence
+  // itself, then the siblings it forks, by index).
+  std::vector<SampleResult> tokens;
+};
+
+struct StepOutput {
+  enum class Kind : uint8_t {
+    Tokens,        // the plan's step is computed and these are its tokens
+    Placeholders,  // the plan's step is computed; its tokens are still being chosen on
+                   // the device: token -(r + 1) names row r of the step's device ids
+    Resolutions,   // the real tokens of an earlier Placeholders output (no plan)
+  };
+  Kind kind = Kind::Tokens;
+  std::vector<SequenceTokens> rows;  // in the step's sampled-row order
+};
+
+}  // namespace loom
