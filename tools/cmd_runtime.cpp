@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <thread>
 
+#include "backend/fault_injection_backend.h"
 #include "core/error.h"
 #include "core/logging.h"
 #include "core/thread_pool.h"
@@ -152,6 +153,10 @@ std::unique_ptr<ModelRuntime> build_runtime(const RuntimeOptions& o) {
 #endif
   }
 #endif
+  if (!o.test_fault_file.empty()) {
+    LOOM_LOG_WARN("TEST ONLY: backend faults injected on command from {}", o.test_fault_file);
+    rt->backend = make_fault_injecting_backend(std::move(rt->backend), o.test_fault_file);
+  }
   PipelineStage stage;
   if (pp > 1) {
     rt->pipeline =

@@ -44,6 +44,9 @@ int cmd_serve(int argc, char** argv) {
   app.add_option("--write-timeout", write_timeout,
                  "seconds a response write may make no progress before the connection is dropped")
       ->check(CLI::Range(1, 3600));
+  app.add_option("--socket-send-buffer", http.socket_send_buffer,
+                 "SO_SNDBUF bytes per connection (0: the kernel's default)")
+      ->check(CLI::Range(0, 1 << 30));
   app.add_option("--io-threads", http.io_threads, "HTTP I/O threads")->check(CLI::Range(1, 64));
   app.add_option("--max-body-bytes", api.limits.max_body_bytes, "largest request body")
       ->check(CLI::Range(size_t(1024), size_t(1) << 30));
@@ -52,6 +55,9 @@ int cmd_serve(int argc, char** argv) {
       ->check(CLI::Range(1, 1 << 24));
   app.add_option("--max-connections", http.max_connections, "open connections at most");
   app.add_flag("--quiet", quiet, "no access log");
+  // Hidden (no group): the fault-injection tests make the backend fail or
+  // stall steps on command (backend/fault_injection_backend.h).
+  app.add_option("--test-fault-file", rt_opts.test_fault_file)->group("");
   CLI11_PARSE(app, argc, argv);
   return guarded("serve", [&] {
     spdlog::set_level(quiet ? spdlog::level::warn : spdlog::level::info);

@@ -214,7 +214,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     const auto& msg = parser_->get();
     const auto te = msg.find(http::field::transfer_encoding);
     if (te == msg.end()) return false;
-    if (msg.count(http::field::transfer_encoding) > 1 || trimmed_lower(te->value()) != "chunked") {
+    if (msg.count(http::field::transfer_encoding) > 1 || trimmed_lower(std::string_view(te->value().data(), te->value().size())) != "chunked") {
       reject(501, "unsupported Transfer-Encoding (only 'chunked' is accepted)");
       return true;
     }
@@ -547,6 +547,8 @@ void HttpServer::Impl::do_accept() {
       ++connections;
       beast::error_code ignored;
       socket.set_option(tcp::no_delay(true), ignored);
+      if (cfg.socket_send_buffer > 0)
+        socket.set_option(net::socket_base::send_buffer_size(cfg.socket_send_buffer), ignored);
       std::make_shared<Connection>(std::move(socket), *this)->start();
     }
     do_accept();

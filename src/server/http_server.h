@@ -33,6 +33,9 @@ struct HttpServerConfig {
   // dropped and a complete response is replaced by a 503.
   size_t max_total_queued_bytes = size_t(1) << 30;
   size_t max_connections = 10000;
+  // SO_SNDBUF of every accepted connection; 0: the kernel's default (which
+  // grows to megabytes). Smaller buffers find a reader that stopped sooner.
+  int socket_send_buffer = 0;
   std::chrono::seconds idle_timeout{60};      // keep-alive wait / slow request headers
   std::chrono::seconds write_timeout{30};     // a write making no progress this long: dropped
   std::chrono::seconds shutdown_timeout{30};  // SIGTERM: drain in-flight requests this long

@@ -536,7 +536,6 @@ HttpResponse OpenAiServer::tokenize(const HttpRequest& req) const {
 }
 
 HttpResponse OpenAiServer::detokenize(const HttpRequest& req) const {
-  const auto& lim = config_.limits;
   const nlohmann::ordered_json body = parse_body(req);
   if (!body.contains("tokens") || !body["tokens"].is_array())
     throw_bad_field("tokens", "'tokens' must be a list of token ids");

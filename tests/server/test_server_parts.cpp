@@ -123,6 +123,21 @@ TEST(RequestFilter, Rules) {
   EXPECT_EQ(evil.check(text), std::nullopt);
 }
 
+// Fullwidth letters and invisible characters inside a word slipped past a
+// rule matched on the raw text only.
+TEST(RequestFilter, LookalikesAndInvisibles) {
+  RequestFilter f(std::vector<DenyRule>{{"secret", "(?i)password"}});
+  for (const char* text : {"my password", "my \uFF50\uFF41\uFF53\uFF53\uFF57\uFF4F\uFF52\uFF44",
+                           "my pass\u200Bword", "my pa\u00ADssword", "my PASS\u2060WORD",
+                           "my p\u200Da\u200Cssword", "my pass\uFEFFword"})
+    EXPECT_EQ(f.check(text), "secret") << text;
+  EXPECT_EQ(f.check("my passport"), std::nullopt);
+  RequestFilter raw(std::vector<DenyRule>{{"secret", "(?i)password"}}, /*normalize=*/false);
+  EXPECT_EQ(raw.check("my pass\u200Bword"), std::nullopt);
+  EXPECT_EQ(normalize_for_matching("\uFF21\u200B\u00BD cafe\u0301"), "A1\u20442 caf\u00E9");
+  EXPECT_EQ(normalize_for_matching("bad \xFF utf8"), "bad \uFFFD utf8");
+}
+
 TEST(Metrics, PrometheusText) {
   Metrics m;
   m.declare_counter("loom_x_total", "x");
