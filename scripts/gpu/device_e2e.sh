@@ -13,6 +13,7 @@
 #   ops      bench_cuda_ops: per-op timings (GEMMs, attention decode/prefill, ...)
 #   small    0.5B-shaped model served over HTTP: 128 in / 32 out, Poisson arrivals
 #            at rising rates (loom bench serve), p99 TTFT per rate (issue 5)
+#   faults   the server's fault-injection suite against the CUDA build (0.5B-shaped model)
 # Env: OFFLINE_REQUESTS (1000), HF_REQUESTS (256).
 set -uo pipefail
 stages=${*:-test latency}
@@ -145,6 +146,13 @@ for stage in $stages; do
         --max-num-seqs 256 --json > /tmp/prof_$b.jsonl 2> /tmp/prof_$b.err || tail -5 /tmp/prof_$b.err
       grep -A45 "kernels by" /tmp/prof_$b.err | head -60; grep -iE "step|busy|idle" /tmp/prof_$b.err | head -20
     done
+    ;;
+  faults)
+    # The server's fault-injection suite (tests/server/test_faults.py) on the
+    # CUDA build: disconnects at every SSE event, SIGTERM under load, a
+    # backend step that throws, a stalled engine. Needs pytest and requests.
+    [ -d /tmp/qwen05 ] || python3 scripts/gpu/make_random_model.py --shape 0.5b --out /tmp/qwen05 > /dev/null || exit 1
+    LOOM_BIN=$L LOOM_TEST_MODEL=/tmp/qwen05 timeout 900 python3 -m pytest -q tests/server/test_faults.py 2>&1 | tail -30
     ;;
   ops)
     timeout 300 build/gpu/tests/bench_cuda_ops > /tmp/ops.log 2>&1; echo "bench_cuda_ops rc=$?"

@@ -331,10 +331,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
     out_.push_back(std::move(bytes));
   }
 
-  // Frees every unsent byte (the connection is closing or gone).
+  // Gives every unsent byte up (the connection is closing or gone). A write
+  // in progress still points into out_: its handler frees the buffers.
   void release_queue() {
     server_.queued_bytes -= queued_bytes_;
     queued_bytes_ = 0;
+    if (writing_) return;
     out_.clear();
     out_offset_ = 0;
   }
@@ -367,7 +369,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void on_write(beast::error_code ec, size_t n) {
     writing_ = false;
     write_timer_.cancel();
-    if (closed_) return;
+    if (closed_) {
+      out_.clear();  // accounted for by release_queue already
+      return;
+    }
     if (ec) return close();
     server_.queued_bytes -= n;
     queued_bytes_ -= n;

@@ -4,6 +4,7 @@ queue, readers that never read, HTTP/1.0 streaming, request framing a proxy
 could read differently, credentials in the wrong form, tenant files that
 merge tenants, and deny rules dodged with look-alike or invisible characters."""
 import json
+import signal
 import socket
 import threading
 import time
@@ -81,6 +82,24 @@ def test_many_keys_parse_fast_and_health_stays_up(hard_server):
         t.join(timeout=120)
     assert results == [200, 200], results
     assert time.time() - start < 60
+
+
+# ... and SIGTERM with --shutdown-timeout 2 during such a parse took 20 s.
+def test_sigterm_during_a_large_parse_exits_promptly():
+    s = Server("--shutdown-timeout", "2")
+    try:
+        body = ('{"prompt":"hi","max_tokens":1,' +
+                ",".join('"k%d":0' % i for i in range(330000)) + "}").encode()
+        t = threading.Thread(target=lambda: raw_exchange(s.port, post_bytes("/v1/completions", body)))
+        t.start()
+        time.sleep(0.3)
+        start = time.time()
+        s.proc.send_signal(signal.SIGTERM)
+        assert s.proc.wait(timeout=60) == 0
+        assert time.time() - start < 10
+        t.join(timeout=30)
+    finally:
+        s.stop(signal.SIGKILL)
 
 
 # 2. A response larger than the per-connection queue (8 MiB) was dropped
