@@ -183,7 +183,7 @@ class SoakDriver {
   // each interval with the records of that interval.
   std::vector<SoakRecord> run(const std::function<void(std::vector<SoakRecord>)>& report) {
     report_ = report;
-    for (int64_t i = 0; i < std::max<int64_t>(1, opt_.concurrency); ++i) launch();
+    warmup_burst();
     arm_tick();
     io_.run();
     if (!window_.empty()) report_(std::move(window_));
@@ -225,6 +225,26 @@ class SoakDriver {
     return render_words(w);
   }
 
+  // First, kBurst requests of the longest prompt at once: more prompt tokens
+  // than a step takes, so the engine runs the largest step it can and its
+  // buffers reach their high-water mark during warm-up, not in the middle of
+  // the slope. Then the slots start.
+  static constexpr int kBurst = 24;
+  void warmup_burst() {
+    auto left = std::make_shared<int>(kBurst);
+    for (int i = 0; i < kBurst; ++i) {
+      nlohmann::json body = {{"model", opt_.model},
+                             {"prompt", id_prompt(kMaxPrompt)},
+                             {"ignore_eos", true},
+                             {"max_tokens", 4},
+                             {"n", 2}};
+      send_plain(SoakKind::Plain, "/v1/completions", body.dump(), auth_, 0, [this, left] {
+        if (--*left > 0) return;
+        for (int64_t k = 0; k < std::max<int64_t>(1, opt_.concurrency); ++k) launch();
+      });
+    }
+  }
+
   // Starts the next request of one slot (nothing once the duration is over).
   void launch() {
     if (now() >= opt_.duration_s) return;  // the slot ends; run() reports what is left
@@ -252,7 +272,7 @@ class SoakDriver {
                            {"max_tokens", disconnect ? 64 : uniform(4, opt_.max_output_tokens)},
                            {"temperature", uniform(0, 1) ? 0.8 : 0.0}};
     if (chat) body["messages"] = {{{"role", "user"}, {"content", text_prompt(uniform(4, 40))}}};
-    else body["prompt"] = id_prompt(uniform(8, 96));
+    else body["prompt"] = id_prompt(uniform(8, kMaxPrompt));
     if (!chat && uniform(0, 3) == 0) body["n"] = 2;
     struct State {
       SoakRecord rec;
@@ -310,7 +330,7 @@ class SoakDriver {
   void plain(SoakKind kind) {
     const bool disconnect = kind == SoakKind::PlainDisconnect;
     nlohmann::json body = {{"model", opt_.model},
-                           {"prompt", id_prompt(uniform(8, 96))},
+                           {"prompt", id_prompt(uniform(8, kMaxPrompt))},
                            {"ignore_eos", true},
                            {"max_tokens", disconnect ? 64 : uniform(4, opt_.max_output_tokens)}};
     if (uniform(0, 3) == 0) body["n"] = 2;
@@ -429,6 +449,8 @@ class SoakDriver {
                  });
     }
   }
+
+  static constexpr int32_t kMaxPrompt = 96;  // tokens of the longest id prompt
 
   const SoakOptions& opt_;
   boost::asio::io_context io_;

@@ -2,7 +2,9 @@
 // against an OpenAI-compatible server for a stated duration - streams,
 // non-streaming requests, clients that disconnect mid-stream or before the
 // answer, malformed and invalid requests, and a tenant held at its limit -
-// with a fixed number of requests in flight. Every minute one JSON line:
+// with a fixed number of requests in flight, after a burst of long prompts
+// that makes the engine run its largest step (buffers at their high-water
+// mark before the RSS slope starts). Every minute one JSON line:
 // the window's requests by kind and status, unexpected answers, TTFT and
 // E2E percentiles, and the server's RSS (VmRSS and RssAnon), open fds, KV
 // blocks and queue gauges. At the end: the whole run's tally, the KV blocks
