@@ -13,7 +13,9 @@
 #include <thread>
 
 #include "core/error.h"
-#include "http_client.h"
+#include "net/http_client.h"
+#include "net/prometheus_text.h"
+#include "net/url.h"
 #include "sse.h"
 
 namespace loom::bench {
@@ -51,7 +53,7 @@ std::pair<int64_t, int64_t> proc_memory(int64_t pid) {
 // Scrapes /metrics on its own thread (blocking requests) until stopped.
 class Scraper {
  public:
-  Scraper(const ServeRunOptions& opt) : opt_(opt), url_(parse_url(opt.base_url)) {}
+  Scraper(const ServeRunOptions& opt) : opt_(opt), url_(net::parse_url(opt.base_url)) {}
 
   void scrape(bool first) {
     if (opt_.server_pid > 0) {
@@ -60,12 +62,12 @@ class Scraper {
       tracker_.observe_rss(rss, hwm);
     }
     if (!metrics_ok_) return;
-    auto r = http_request(url_, "GET", "/metrics", "", 5);
+    auto r = net::http_request(url_, "GET", "/metrics", "", 5);
     if (r.status != 200) {
       if (first) metrics_ok_ = false;  // a server without /metrics
       return;
     }
-    auto samples = parse_prometheus(r.body);
+    auto samples = net::parse_prometheus(r.body);
     std::lock_guard<std::mutex> lk(mu_);
     tracker_.observe(samples, first);
   }
@@ -101,7 +103,7 @@ class Scraper {
 
  private:
   const ServeRunOptions& opt_;
-  Url url_;
+  net::Url url_;
   std::atomic<bool> metrics_ok_{true};
   std::mutex mu_;
   ServerMetricsTracker tracker_;
@@ -117,7 +119,7 @@ class Driver {
   Driver(const std::vector<ServeConversation>& convs, const ServeRunOptions& opt)
       : convs_(convs),
         opt_(opt),
-        client_(io_, parse_url(opt.base_url), opt.timeout_s),
+        client_(io_, net::parse_url(opt.base_url), opt.timeout_s),
         timer_(io_),
         answers_(convs.size()) {
     for (const auto& c : convs) total_ += c.turns.size();
@@ -182,7 +184,7 @@ class Driver {
     });
     ++in_flight_;
     st->rec.send_s = now();
-    StreamingHttpClient::Handlers h;
+    net::StreamingHttpClient::Handlers h;
     h.on_status = [st](int status) { st->status = status; };
     h.on_body = [st](std::string_view bytes) {
       if (st->status == 200)
@@ -216,7 +218,7 @@ class Driver {
   const std::vector<ServeConversation>& convs_;
   const ServeRunOptions& opt_;
   boost::asio::io_context io_;
-  StreamingHttpClient client_;
+  net::StreamingHttpClient client_;
   boost::asio::steady_timer timer_;
   Clock::time_point t0_;
   std::vector<double> arrivals_;
@@ -298,11 +300,11 @@ std::optional<int64_t> count_tokens_remote(const std::string& base_url, const st
     std::lock_guard<std::mutex> lk(mu);
     known[base_url] = w;
   };
-  const Url url = parse_url(base_url);
+  const net::Url url = net::parse_url(base_url);
   auto try_loom = [&]() -> std::optional<int64_t> {
     nlohmann::json body = {{"prompt", text}, {"add_special_tokens", false}};
     if (!model.empty()) body["model"] = model;
-    auto r = http_request(url, "POST", "/tokenize", body.dump(), 30);
+    auto r = net::http_request(url, "POST", "/tokenize", body.dump(), 30);
     if (r.status != 200) return std::nullopt;
     auto j = nlohmann::json::parse(r.body, nullptr, false);
     if (j.is_object() && j.contains("count") && j["count"].is_number_integer())
@@ -314,7 +316,7 @@ std::optional<int64_t> count_tokens_remote(const std::string& base_url, const st
   auto try_llamacpp = [&]() -> std::optional<int64_t> {
     nlohmann::json body = {{"input", text}};
     if (!model.empty()) body["model"] = model;
-    auto r = http_request(url, "POST", "/extras/tokenize", body.dump(), 30);
+    auto r = net::http_request(url, "POST", "/extras/tokenize", body.dump(), 30);
     if (r.status != 200) return std::nullopt;
     auto j = nlohmann::json::parse(r.body, nullptr, false);
     if (j.is_object() && j.contains("tokens") && j["tokens"].is_array())
@@ -339,7 +341,7 @@ std::optional<int64_t> count_tokens_remote(const std::string& base_url, const st
 std::string first_model(const std::string& base_url, const std::string& api_key) {
   std::vector<std::pair<std::string, std::string>> headers;
   if (!api_key.empty()) headers.push_back({"Authorization", "Bearer " + api_key});
-  auto r = http_request(parse_url(base_url), "GET", "/v1/models", "", 30, headers);
+  auto r = net::http_request(net::parse_url(base_url), "GET", "/v1/models", "", 30, headers);
   if (r.status != 200) return "";
   auto j = nlohmann::json::parse(r.body, nullptr, false);
   if (!j.is_object() || !j.contains("data") || !j["data"].is_array() || j["data"].empty())

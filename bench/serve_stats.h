@@ -1,7 +1,8 @@
 // Pure pieces of the serving benchmark (`loom bench serve`): per-request
 // timing records and their summary (throughput, TTFT/TPOT/ITL/E2E
-// percentiles, goodput under an SLO, errors), Poisson arrival times, and a
-// reader of Prometheus text exposition (/metrics). No I/O here.
+// percentiles, goodput under an SLO, errors), Poisson arrival times, and the
+// server figures read from /metrics (parsed by net/prometheus_text.h). No I/O
+// here.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +10,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
+
+#include "net/prometheus_text.h"
 
 namespace loom::bench {
 
@@ -50,22 +53,13 @@ nlohmann::json summarize(const std::vector<RequestRecord>& records, double durat
 // library). rate = +inf: all at 0.
 std::vector<double> poisson_arrivals(size_t n, double rate, uint64_t seed);
 
-// One sample of a Prometheus text exposition: `name{labels} value`.
-struct PromSample {
-  std::string name;
-  std::string labels;  // raw text inside the braces, "" when none
-  double value = 0;
-};
-// Skips comments, blank and malformed lines; tolerates timestamps.
-std::vector<PromSample> parse_prometheus(const std::string& text);
-
 // Server-side figures scraped from /metrics before, during and after a run:
 // peaks of gauges (KV usage, memory, running/waiting requests) and deltas of
 // counters (preemptions, prefix-cache hits). Knows the names of loom, vLLM,
 // SGLang and llama.cpp; unknown servers leave it empty.
 class ServerMetricsTracker {
  public:
-  void observe(const std::vector<PromSample>& samples, bool is_first);
+  void observe(const std::vector<net::PromSample>& samples, bool is_first);
   void observe_rss(int64_t rss_bytes, int64_t hwm_bytes);
   int scrapes() const { return scrapes_; }
   nlohmann::json to_json() const;

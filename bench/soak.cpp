@@ -14,7 +14,9 @@
 #include <thread>
 
 #include "core/error.h"
-#include "http_client.h"
+#include "net/http_client.h"
+#include "net/prometheus_text.h"
+#include "net/url.h"
 #include "serve_stats.h"
 #include "serve_workload.h"
 #include "soak_stats.h"
@@ -25,6 +27,7 @@ namespace loom::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using net::StreamingHttpClient;
 using Headers = StreamingHttpClient::Headers;
 
 std::chrono::steady_clock::duration seconds(double s) {
@@ -58,7 +61,7 @@ void read_proc(int64_t pid, SoakServerSample& s) {
 class ServerSampler {
  public:
   ServerSampler(const SoakOptions& opt, Clock::time_point t0)
-      : opt_(opt), url_(parse_url(opt.base_url)), t0_(t0) {
+      : opt_(opt), url_(net::parse_url(opt.base_url)), t0_(t0) {
     if (!opt.api_key.empty()) headers_.push_back({"Authorization", "Bearer " + opt.api_key});
   }
 
@@ -66,9 +69,9 @@ class ServerSampler {
     SoakServerSample s;
     s.t_s = std::chrono::duration<double>(Clock::now() - t0_).count();
     if (opt_.server_pid > 0) read_proc(opt_.server_pid, s);
-    auto r = http_request(url_, "GET", "/metrics", "", 10, headers_);
+    auto r = net::http_request(url_, "GET", "/metrics", "", 10, headers_);
     if (r.status == 200) {
-      for (const auto& p : parse_prometheus(r.body)) {
+      for (const auto& p : net::parse_prometheus(r.body)) {
         if (!p.labels.empty()) continue;
         if (p.name == "loom_kv_cache_used_blocks") s.kv_used_blocks = p.value;
         if (p.name == "loom_kv_cache_total_blocks") s.kv_total_blocks = p.value;
@@ -112,7 +115,7 @@ class ServerSampler {
 
  private:
   const SoakOptions& opt_;
-  Url url_;
+  net::Url url_;
   Clock::time_point t0_;
   Headers headers_;
   std::thread thread_;
@@ -165,7 +168,7 @@ class SoakDriver {
  public:
   SoakDriver(const SoakOptions& opt, Clock::time_point t0)
       : opt_(opt),
-        client_(io_, parse_url(opt.base_url), opt.timeout_s),
+        client_(io_, net::parse_url(opt.base_url), opt.timeout_s),
         tick_(io_),
         rng_(opt.seed),
         t0_(t0) {

@@ -8,12 +8,10 @@
 #include <string>
 #include <thread>
 
+#include "backend/registry/registry.h"
 #include "cli.h"
 #include "model/loader/weights.h"
 #include "model/model.h"
-#ifdef LOOM_HAVE_CUDA
-#include "backend/cuda/cuda_backend.h"
-#endif
 
 namespace loom::cli {
 
@@ -33,7 +31,7 @@ std::string cpu_model() {
 
 // CUDA versions are 1000 * major + 10 * minor; cuBLASLt and NCCL (2.9+) ones
 // 10000 * major + 100 * minor + patch.
-[[maybe_unused]] std::string version_str(long v, bool three_part) {
+std::string version_str(long v, bool three_part) {
   if (v <= 0) return "none";
   if (three_part) return fmt::format("{}.{}.{}", v / 10000, v / 100 % 100, v % 100);
   return fmt::format("{}.{}", v / 1000, v % 1000 / 10);
@@ -42,8 +40,12 @@ std::string cpu_model() {
 // GPUs, driver and libraries; with a model, whether it fits on GPU 0.
 nlohmann::json gpu_section(const std::string& model_path, double utilization, int64_t context) {
   nlohmann::json out = nlohmann::json::object();
-#ifdef LOOM_HAVE_CUDA
-  const CudaEnvironment env = cuda_environment();
+  const GpuEnvironment env = gpu_environment();
+  if (!env.built) {
+    out["build"] = {{"cuda", false}};
+    out["gpus"] = nlohmann::json::array();
+    return out;
+  }
   out["build"] = {{"cuda", true}, {"archs", env.build_archs}};
   out["driver"] = version_str(env.driver_version, false);
   out["cuda_runtime"] = version_str(env.runtime_version, false);
@@ -51,7 +53,7 @@ nlohmann::json gpu_section(const std::string& model_path, double utilization, in
   out["nccl"] = version_str(env.nccl_version, true);
   if (!env.error.empty()) out["error"] = env.error;
   nlohmann::json gpus = nlohmann::json::array();
-  for (const CudaGpuInfo& g : env.gpus) {
+  for (const GpuInfo& g : env.gpus) {
     nlohmann::json j = {{"index", g.index},
                         {"name", g.name},
                         {"compute_capability", fmt::format("{}.{}", g.major, g.minor)},
@@ -84,11 +86,6 @@ nlohmann::json gpu_section(const std::string& model_path, double utilization, in
                   {"max_tokens_in_kv", kv_room > 0 ? kv_room / kv_per_token : 0},
                   {"fits", kv_room >= need_kv}};
   }
-#else
-  (void)model_path, (void)utilization, (void)context;
-  out["build"] = {{"cuda", false}};
-  out["gpus"] = nlohmann::json::array();
-#endif
   return out;
 }
 

@@ -6,19 +6,12 @@
 #include <thread>
 
 #include "backend/fault_injection_backend.h"
+#include "backend/registry/registry.h"
 #include "core/error.h"
 #include "core/logging.h"
 #include "core/thread_pool.h"
 #include "runtime.h"
 #include "tokenizer/tokenizer.h"
-#ifdef LOOM_HAVE_CUDA
-#include <cuda_runtime.h>
-
-#include "backend/cuda/cuda_backend.h"
-#endif
-#ifdef LOOM_HAVE_NCCL
-#include "dist/nccl/nccl_communicator.h"
-#endif
 
 namespace loom::cli {
 
@@ -98,7 +91,7 @@ std::unique_ptr<Communicator> parallel_group(int tp, int pp) {
 }
 
 // The GPU of this rank on its node: the launcher's local rank.
-[[maybe_unused]] int local_rank() {
+int local_rank() {
   for (const char* var : {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID"})
     if (const char* v = std::getenv(var)) return std::atoi(v);
   return 0;
@@ -126,33 +119,17 @@ std::unique_ptr<ModelRuntime> build_runtime(const RuntimeOptions& o) {
                              std::filesystem::exists(std::filesystem::path(o.model) / "tokenizer.json");
   if (has_tokenizer) rt->text = load_tokenizer_bundle(o.model, rt->model.gguf);
 
-  bool use_cuda = o.device == "cuda";
-#ifdef LOOM_HAVE_CUDA
-  if (o.device == "auto") use_cuda = cuda_device_available();
-  if (use_cuda) {
-    if (!cuda_device_available()) LOOM_THROW("--device cuda: no usable CUDA GPU is visible");
-    rt->backend = make_cuda_backend(rt->comm ? local_rank() : 0);
-  }
-#else
-  if (use_cuda) LOOM_THROW("--device cuda: this loom was built without CUDA (configure with -DLOOM_CUDA=ON)");
-#endif
-  if (!rt->backend) {
-    ThreadPool::set_global_threads(o.threads);
-    rt->backend = make_cpu_backend(o.threads);
-  }
+  const BackendKind kind = choose_backend(o.device);
+  const bool use_cuda = kind == BackendKind::Cuda;
+  if (kind == BackendKind::Cpu) ThreadPool::set_global_threads(o.threads);
+  rt->backend =
+      make_backend(kind, {.cpu_threads = o.threads, .gpu_device = rt->comm ? local_rank() : 0});
   rt->device_name = rt->backend->name();
-#ifdef LOOM_HAVE_CUDA
-  if (use_cuda && rt->comm) {
-#ifdef LOOM_HAVE_NCCL
-    void* stream = cuda_backend_stream(*rt->backend);
-    rt->comm = make_nccl_communicator(std::move(rt->comm), local_rank(), stream);
+  if (rt->comm) {
+    rt->comm = make_device_communicator(*rt->backend, std::move(rt->comm), local_rank());
     if (rt->tp_comm)
-      rt->tp_comm = make_nccl_communicator(std::move(rt->tp_comm), local_rank(), stream);
-#else
-    LOOM_THROW("--tensor-parallel-size on CUDA needs NCCL: configure with -DLOOM_MPI=ON");
-#endif
+      rt->tp_comm = make_device_communicator(*rt->backend, std::move(rt->tp_comm), local_rank());
   }
-#endif
   if (!o.test_fault_file.empty()) {
     LOOM_LOG_WARN("TEST ONLY: backend faults injected on command from {}", o.test_fault_file);
     rt->backend = make_fault_injecting_backend(std::move(rt->backend), o.test_fault_file);
@@ -197,12 +174,10 @@ std::unique_ptr<ModelRuntime> build_runtime(const RuntimeOptions& o) {
   if (!ec.eos_ids.empty() && rt->text.tokenizer)
     for (int32_t id : rt->text.tokenizer->special().eos_ids)
       if (std::find(ec.eos_ids.begin(), ec.eos_ids.end(), id) == ec.eos_ids.end()) ec.eos_ids.push_back(id);
-#ifdef LOOM_HAVE_CUDA
-  if (use_cuda) {
+  if (const auto memory = rt->backend->device_memory()) {
     // The KV pool takes what --gpu-memory-utilization leaves after the weights
     // (already resident) and an activation reserve sized by the step caps.
-    size_t free_b = 0, total_b = 0;
-    if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) LOOM_THROW("cannot read GPU memory");
+    const int64_t free_b = memory->free_bytes, total_b = memory->total_bytes;
     const ModelConfig& c = rt->model.config;
     const int64_t q_dim = c.num_heads * c.head_dim;
     const int64_t activations =
@@ -220,7 +195,6 @@ std::unique_ptr<ModelRuntime> build_runtime(const RuntimeOptions& o) {
                  o.gpu_memory_utilization, per_block * min_blocks / 1073741824.0);
     ec.kv_cache_bytes = budget;
   }
-#endif
   rt->engine = std::make_unique<Engine>(*rt->runner, rt->text.tokenizer.get(), ec);
   LOOM_LOG_INFO("loom: {} on {}, {} KV blocks of {} tokens", o.model, rt->device_name,
                 rt->engine->num_kv_blocks(), rt->engine->block_size());
@@ -228,15 +202,9 @@ std::unique_ptr<ModelRuntime> build_runtime(const RuntimeOptions& o) {
 }
 
 int64_t device_memory_used(const ModelRuntime& rt) {
-#ifdef LOOM_HAVE_CUDA
-  if (rt.backend && rt.backend->device() == Device::Cuda) {
-    size_t free_b = 0, total_b = 0;
-    if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) return static_cast<int64_t>(total_b - free_b);
-  }
-#else
-  (void)rt;
-#endif
-  return 0;
+  if (!rt.backend) return 0;
+  const auto memory = rt.backend->device_memory();
+  return memory ? memory->total_bytes - memory->free_bytes : 0;
 }
 
 }  // namespace loom::cli

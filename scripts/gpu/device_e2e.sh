@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# On the GPU machine (device tool), from the repo root with .cuda-deps carried:
+# On a GPU machine, from the repo root with .cuda-deps carried:
 # builds loom with CUDA, then runs the stages named in the arguments (default:
 # test bench). Results land in $OUT (few files: the device tool returns only a
 # handful). The Debian packages the GPU image lacks come in .cuda-deps
@@ -12,7 +12,7 @@
 #   profile  8B: CUPTI kernel profile of decode at batch 1 and 64 (PROFILE_BATCHES)
 #   ops      bench_cuda_ops: per-op timings (GEMMs, attention decode/prefill, ...)
 #   small    0.5B-shaped model served over HTTP: 128 in / 32 out, Poisson arrivals
-#            at rising rates (loom bench serve), p99 TTFT per rate (issue 5)
+#            at rising rates (loom bench serve), p99 TTFT per rate
 #   faults   the server's fault-injection suite against the CUDA build (0.5B-shaped model)
 # Env: OFFLINE_REQUESTS (1000), HF_REQUESTS (256).
 set -uo pipefail
@@ -105,7 +105,7 @@ for stage in $stages; do
     meta /tmp/fixed.jsonl "bench offline: 512 requests, 1000 in / 1000 out, Llama-3-8B shape bf16" > "$OUT/bench_fixed_8b.json"
     ;;
   small)
-    # Issue 5: a Qwen2.5-0.5B-shaped model, 128 in / 32 out, Poisson arrivals at
+    # A Qwen2.5-0.5B-shaped model, 128 in / 32 out, Poisson arrivals at
     # rising rates through `loom bench serve` (HTTP, streaming): p99 TTFT per rate.
     python3 scripts/gpu/make_random_model.py --shape 0.5b --out /tmp/qwen05 > /dev/null || exit 1
     $L serve --device cuda --model /tmp/qwen05 --port 18000 --max-num-seqs 512 --max-num-batched-tokens 16384 \

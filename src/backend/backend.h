@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -110,6 +111,15 @@ class Backend {
   virtual void synchronize() {}
   // dst = src, same dtype and size, both on this device (e.g. KV blocks).
   virtual void copy(Tensor& dst, const Tensor& src);
+  // Free and total bytes of the device memory alloc() draws from, as the
+  // device reports them now (other processes' use included); nullopt for a
+  // backend on host memory (CPU), which has no device budget. Throws
+  // loom::Error when the device cannot be asked.
+  struct DeviceMemory {
+    int64_t free_bytes = 0;
+    int64_t total_bytes = 0;
+  };
+  virtual std::optional<DeviceMemory> device_memory() const { return std::nullopt; }
 
   // --- step preparation and recorded steps ---
   // Called once per forward step before any op that reads `meta`: device

@@ -41,7 +41,7 @@ bool Backend::replay(StepGraph&) { LOOM_THROW("backend {} cannot record steps", 
 namespace {
 
 void check_ids(const Tensor& ids, int64_t n, const char* what) {
-  LOOM_CHECK(ids.dtype() == DType::I32 && ids.numel() >= n, "{}: ids {} {} cannot hold {} rows", what,
+  LOOM_CHECK(ids.dtype() == DType::I32 && n >= 0 && ids.numel() >= n, "{}: ids {} {} cannot hold {} rows", what,
              dtype_name(ids.dtype()), shape_str(ids.shape()), n);
 }
 

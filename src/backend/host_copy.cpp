@@ -1,3 +1,5 @@
+// copy_to_host_f32 (backend.h): an f32, bf16 or f16 tensor of any device as
+// host floats.
 #include "backend/backend.h"
 #include "core/error.h"
 #include "core/half.h"

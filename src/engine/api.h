@@ -32,6 +32,7 @@ struct SampleResult {
   int32_t token = 0;
   float logprob = 0.0f;           // raw log-softmax of the chosen token (when logprobs asked)
   std::vector<TokenLogprob> top;  // params.logprobs best raw alternatives, best first
+  int32_t rank = 0;               // 1 + tokens with a larger raw logit (when logprobs asked)
 };
 
 // One update of one sequence.
@@ -41,6 +42,9 @@ struct StreamEvent {
   std::vector<int32_t> token_ids;      // new tokens (usually one per step; none on errors)
   std::string text;                    // new text that became safe to stream
   std::vector<SampleResult> logprobs;  // per new token, when the request asked
+  // SamplingParams::prompt_logprobs: the logprobs of prompt tokens 1, 2, ...
+  // (token 0 has none), all on sequence 0's first event.
+  std::vector<SampleResult> prompt_logprobs;
   FinishReason finish = FinishReason::None;  // set on the sequence's last event
   EngineErrorKind error = EngineErrorKind::None;
   std::string error_message;

@@ -9,26 +9,35 @@
 #include "engine/event_delivery.h"
 #include "engine/executor.h"
 #include "kv/kv_manager.h"
-#include "model/model_runner.h"
 #include "tokenizer/tokenizer.h"
 
 namespace loom {
 
+namespace {
+ExecutorConfig executor_config(const EngineConfig& c) {
+  ExecutorConfig ec;
+  ec.greedy_fast_path = c.greedy_fast_path;
+  ec.device_sampling = c.device_sampling;
+  ec.async_scheduling = c.async_scheduling;
+  ec.seed = c.seed;
+  return ec;
+}
+}  // namespace
+
 Engine::Engine(Transformer& model, const Tokenizer* tokenizer, EngineConfig config)
-    : Engine(std::make_unique<ModelRunner>(model), nullptr, tokenizer, std::move(config)) {}
+    : Engine(std::make_unique<StepExecutor>(model, executor_config(config)), tokenizer, config) {}
 
 Engine::Engine(ModelRunner& runner, const Tokenizer* tokenizer, EngineConfig config)
-    : Engine(nullptr, &runner, tokenizer, std::move(config)) {}
+    : Engine(std::make_unique<StepExecutor>(runner, executor_config(config)), tokenizer, config) {}
 
-Engine::Engine(std::unique_ptr<ModelRunner> own_runner, ModelRunner* runner, const Tokenizer* tokenizer,
-               EngineConfig config)
-    : own_runner_(std::move(own_runner)), model_(runner ? *runner : *own_runner_), config_(std::move(config)) {
+Engine::Engine(std::unique_ptr<StepExecutor> executor, const Tokenizer* tokenizer, EngineConfig config)
+    : config_(std::move(config)), executor_(std::move(executor)) {
   std::vector<int32_t> eos_ids = config_.eos_ids;
   if (eos_ids.empty() && tokenizer != nullptr) {
     eos_ids = tokenizer->special().eos_ids;
     if (eos_ids.empty() && tokenizer->special().eos) eos_ids.push_back(*tokenizer->special().eos);
   }
-  const int64_t bytes_per_block = model_.kv_cache_bytes_per_block(config_.block_size, config_.kv_dtype);
+  const int64_t bytes_per_block = executor_->kv_cache_bytes_per_block(config_.block_size, config_.kv_dtype);
   const int32_t num_blocks =
       config_.num_kv_blocks > 0
           ? config_.num_kv_blocks
@@ -36,15 +45,10 @@ Engine::Engine(std::unique_ptr<ModelRunner> own_runner, ModelRunner* runner, con
                                              uint64_t(bytes_per_block));
   kv_ = std::make_unique<KvManager>(KvConfig{num_blocks, config_.block_size, config_.enable_prefix_caching});
   SchedulerConfig sc = config_.scheduler;
-  const int64_t max_pos = model_.config().max_position;
+  const int64_t max_pos = executor_->max_position();
   if (sc.max_model_len == 0 && max_pos > 0) sc.max_model_len = int32_t(std::min<int64_t>(max_pos, INT32_MAX));
   scheduler_ = std::make_unique<Scheduler>(sc, *kv_, tokenizer, std::move(eos_ids));
-  ExecutorConfig ec;
-  ec.greedy_fast_path = config_.greedy_fast_path;
-  ec.device_sampling = config_.device_sampling;
-  ec.async_scheduling = config_.async_scheduling;
-  ec.seed = config_.seed;
-  executor_ = std::make_unique<StepExecutor>(model_, num_blocks, config_.block_size, config_.kv_dtype, ec);
+  executor_->allocate_kv_cache(num_blocks, config_.block_size, config_.kv_dtype);
   delivery_ = std::make_unique<EventDelivery>();
   publish_stats(false);
   LOOM_LOG_INFO("engine: {} KV blocks of {} tokens ({} bytes each), prefix caching {}", num_blocks,
@@ -83,7 +87,7 @@ void Engine::stop() {
 }
 
 RequestId Engine::submit(Request request, StreamCallback callback) {
-  const int64_t vocab = model_.config().vocab_size;
+  const int64_t vocab = executor_->vocab_size();
   request.params.validate(vocab);
   if (request.prompt_ids.empty()) LOOM_THROW("the prompt is empty");
   for (int32_t t : request.prompt_ids)

@@ -25,10 +25,10 @@
 
 namespace loom {
 
+class EventDelivery;
 class KvManager;
 class ModelRunner;
 class StepExecutor;
-class EventDelivery;
 class Tokenizer;
 class Transformer;
 
@@ -66,6 +66,8 @@ struct SequenceResult {
   std::string text;
   FinishReason finish_reason = FinishReason::None;
   std::vector<SampleResult> logprobs;
+  // SamplingParams::prompt_logprobs: prompt tokens 1.. (token 0 has none).
+  std::vector<SampleResult> prompt_logprobs;
 };
 
 struct Result {
@@ -115,8 +117,7 @@ class Engine final : public EngineApi {
     std::vector<RequestId> aborts;
   };
 
-  Engine(std::unique_ptr<ModelRunner> own_runner, ModelRunner* runner, const Tokenizer* tokenizer,
-         EngineConfig config);
+  Engine(std::unique_ptr<StepExecutor> executor, const Tokenizer* tokenizer, EngineConfig config);
   void loop();
   void drain_inbox();
   void admit(std::shared_ptr<RequestState> request);
@@ -127,8 +128,6 @@ class Engine final : public EngineApi {
   void deliver_events();
   void publish_stats(bool step_in_progress);
 
-  std::unique_ptr<ModelRunner> own_runner_;  // when built from a Transformer
-  ModelRunner& model_;
   EngineConfig config_;
   std::unique_ptr<KvManager> kv_;
   std::unique_ptr<Scheduler> scheduler_;

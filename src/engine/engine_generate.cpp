@@ -41,6 +41,7 @@ std::vector<Result> Engine::generate(std::vector<Request> requests) {
           s.output_ids.insert(s.output_ids.end(), e.token_ids.begin(), e.token_ids.end());
           s.text += e.text;
           if (want_logprobs) s.logprobs.insert(s.logprobs.end(), e.logprobs.begin(), e.logprobs.end());
+          s.prompt_logprobs.insert(s.prompt_logprobs.end(), e.prompt_logprobs.begin(), e.prompt_logprobs.end());
           if (e.finish != FinishReason::None) s.finish_reason = e.finish;
         }
         if (e.request_done) {

@@ -1,6 +1,6 @@
 // StepExecutor: a plan's model input, the forward pass, and the step left in
 // flight by async scheduling. Token choice on the logits: executor_tokens.cpp.
-#include "engine/executor.h"
+#include "engine/executor_impl.h"
 
 #include <algorithm>
 
@@ -8,15 +8,33 @@
 
 namespace loom {
 
-StepExecutor::StepExecutor(ModelRunner& model, int64_t num_blocks, int64_t block_size, DType kv_dtype,
-                           ExecutorConfig config)
-    : model_(model), config_(config), sampler_(config.seed) {
-  cache_ = model_.allocate_kv_cache(num_blocks, block_size, kv_dtype);
+StepExecutor::StepExecutor(ModelRunner& runner, ExecutorConfig config)
+    : impl_(std::make_unique<Impl>(nullptr, runner, config)) {}
+
+StepExecutor::StepExecutor(Transformer& model, ExecutorConfig config) {
+  auto own = std::make_unique<ModelRunner>(model);
+  ModelRunner& runner = *own;
+  impl_ = std::make_unique<Impl>(std::move(own), runner, config);
 }
 
 StepExecutor::~StepExecutor() = default;
 
-StepInput StepExecutor::build_input(const StepPlan& plan, const Scheduler& seqs) const {
+int64_t StepExecutor::vocab_size() const { return impl_->model.config().vocab_size; }
+int64_t StepExecutor::max_position() const { return impl_->model.config().max_position; }
+
+int64_t StepExecutor::kv_cache_bytes_per_block(int64_t block_size, DType dtype) const {
+  return impl_->model.kv_cache_bytes_per_block(block_size, dtype);
+}
+
+void StepExecutor::allocate_kv_cache(int64_t num_blocks, int64_t block_size, DType dtype) {
+  impl_->cache = impl_->model.allocate_kv_cache(num_blocks, block_size, dtype);
+}
+
+bool StepExecutor::has_in_flight() const { return impl_->in_flight.download != nullptr; }
+const ExecutorStats& StepExecutor::stats() const { return impl_->stats; }
+std::optional<StepOutput> StepExecutor::finish_in_flight() { return impl_->finish_in_flight(); }
+
+StepInput StepExecutor::Impl::build_input(const StepPlan& plan, const Scheduler& seqs) {
   const int32_t bs = seqs.block_size();
   StepInput step;
   AttentionMetadata& m = step.attn;
@@ -29,9 +47,12 @@ StepInput StepExecutor::build_input(const StepPlan& plan, const Scheduler& seqs)
   m.slot_mapping.reserve(size_t(plan.num_tokens));
   m.block_tables.reserve(plan.seqs.size() * size_t(max_blocks));
   m.query_start.push_back(0);
+  layout.clear();
+  extra_rows = false;
   for (const auto& e : plan.seqs) {
     const Sequence& s = seqs.get(e.seq);
     const auto& blocks = s.blocks.blocks();
+    const int32_t first = int32_t(step.tokens.size());
     for (int32_t p = e.start; p < e.start + e.num_tokens; ++p) {
       step.tokens.push_back(s.tokens[size_t(p)]);
       step.positions.push_back(p);
@@ -41,55 +62,132 @@ StepInput StepExecutor::build_input(const StepPlan& plan, const Scheduler& seqs)
     m.context_lens.push_back(e.start + e.num_tokens);
     for (int32_t b = 0; b < max_blocks; ++b)
       m.block_tables.push_back(b < int32_t(blocks.size()) ? blocks[size_t(b)] : 0);
-    if (e.sample) step.logit_rows.push_back(int32_t(step.tokens.size()) - 1);
+    RowLayout row;
+    row.seq = e.seq;
+    row.prompt_row = int32_t(step.logit_rows.size());
+    if (s.params().prompt_logprobs) {
+      // Position p's logits score prompt token p + 1; the owed ones only (a
+      // preempted sequence recomputes positions it already scored).
+      const int32_t from = std::max(e.start, s.prompt_logprobs_next - 1);
+      const int32_t to = std::min(e.start + e.num_tokens, s.prompt_len - 1);
+      row.prompt_pos = from;
+      for (int32_t p = from; p < to; ++p) step.logit_rows.push_back(first + (p - e.start));
+      row.prompt_rows = std::max(0, to - from);
+      extra_rows = extra_rows || row.prompt_rows > 0;
+    }
+    if (e.sample) {
+      row.sample_row = int32_t(step.logit_rows.size());
+      step.logit_rows.push_back(int32_t(step.tokens.size()) - 1);
+    }
+    layout.push_back(row);
   }
   // The model always returns at least one row; a step of prefill chunks only
   // asks for one and ignores it.
   if (step.logit_rows.empty()) step.logit_rows.push_back(int32_t(step.tokens.size()) - 1);
   // Placeholders name rows of the step in flight; every other token is known.
-  if (in_flight_.download) step.token_source = &in_flight_.ids;
+  if (in_flight.download) step.token_source = &in_flight.ids;
   return step;
 }
 
-std::vector<SeqId> StepExecutor::sampled_rows(const StepPlan& plan, const Scheduler& seqs) {
+void StepExecutor::Impl::score_prompts(const Tensor& logits, const Scheduler& seqs, StepOutput& out) {
+  std::vector<int32_t> rows;
+  for (const RowLayout& r : layout)
+    for (int32_t i = 0; i < r.prompt_rows; ++i) rows.push_back(r.prompt_row + i);
+  if (rows.empty()) return;
+  Backend& be = model.backend();
+  const int64_t vocab = logits.dim(1);
+  Tensor dst = be.alloc(logits.dtype(), {int64_t(rows.size()), vocab});
+  be.gather_rows(logits, rows, dst);
+  copy_to_host_f32(be, dst, prompt_host);
+  size_t at = 0;
+  for (const RowLayout& r : layout) {
+    if (r.prompt_rows == 0) continue;
+    const Sequence* s = seqs.find(r.seq);
+    PromptLogprobs p;
+    p.seq = r.seq;
+    p.first = r.prompt_pos + 1;
+    for (int32_t i = 0; i < r.prompt_rows; ++i, ++at) {
+      if (s == nullptr) continue;
+      std::span<const float> row(prompt_host.data() + at * size_t(vocab), size_t(vocab));
+      const int32_t token = s->tokens[size_t(r.prompt_pos + i + 1)];
+      p.entries.push_back(sampler.logprobs_of(row, token, *s->params().prompt_logprobs));
+    }
+    if (s != nullptr) out.prompt_logprobs.push_back(std::move(p));
+  }
+}
+
+Tensor StepExecutor::Impl::sample_rows_only(const Tensor& logits, int64_t num_sampled) {
+  std::vector<int32_t> rows;
+  for (const RowLayout& r : layout)
+    if (r.sample_row >= 0) rows.push_back(r.sample_row);
+  LOOM_CHECK(int64_t(rows.size()) == num_sampled, "{} sample rows for {} sampled sequences", rows.size(),
+             num_sampled);
+  Backend& be = model.backend();
+  const int64_t vocab = logits.dim(1);
+  if (compact_logits.data() == nullptr || compact_logits.dtype() != logits.dtype() || compact_logits.cols() != vocab ||
+      compact_logits.rows() < num_sampled)
+    compact_logits = be.alloc(logits.dtype(), {std::max<int64_t>(num_sampled, 2 * compact_logits.rows()), vocab});
+  Tensor dst = compact_logits.slice_rows(0, num_sampled);
+  be.gather_rows(logits, rows, dst);
+  return dst;
+}
+
+std::vector<SeqId> StepExecutor::Impl::sampled_rows(const StepPlan& plan, const Scheduler& seqs) {
   std::vector<SeqId> rows;
-  for (const auto& e : plan.seqs)
-    if (e.sample) rows.push_back(seqs.find(e.seq) != nullptr ? e.seq : 0);
+  for (const auto& e : plan.seqs) {
+    if (!e.sample) continue;
+    const Sequence* s = seqs.find(e.seq);
+    // Gone meanwhile, or scoring its prompt only (max_tokens 0): no token.
+    rows.push_back(s != nullptr && s->max_tokens > 0 ? e.seq : 0);
+  }
   return rows;
 }
 
 StepOutput StepExecutor::execute(const StepPlan& plan, const Scheduler& seqs, const Deliver& deliver_previous) {
+  Impl& x = *impl_;
   LOOM_CHECK(!plan.empty(), "execute of an empty plan");
   if (!plan.copies.empty()) {
     std::vector<KvBlockCopy> blocks;
     blocks.reserve(plan.copies.size());
     for (const BlockCopy& c : plan.copies) blocks.push_back({c.src, c.dst});
-    model_.copy_blocks(blocks, cache_);
+    x.model.copy_blocks(blocks, x.cache);
   }
-  const StepInput step = build_input(plan, seqs);
-  Tensor logits = model_.forward(step, cache_);
+  const StepInput step = x.build_input(plan, seqs);
+  Tensor logits = x.model.forward(step, x.cache);
   // The device runs this step while the host delivers the previous one's
   // tokens (which may end sequences of this plan: their rows are ignored).
-  if (auto previous = finish_in_flight()) deliver_previous(*previous);
-  const std::vector<SeqId> rows = sampled_rows(plan, seqs);
+  if (auto previous = x.finish_in_flight()) deliver_previous(*previous);
+  const std::vector<SeqId> rows = Impl::sampled_rows(plan, seqs);
   const bool any_row = std::any_of(rows.begin(), rows.end(), [](SeqId s) { return s != 0; });
-  if (rows.empty() || !any_row) return StepOutput{};
-  LOOM_CHECK(int64_t(rows.size()) == logits.dim(0), "{} logits rows for {} sampled sequences", logits.dim(0),
-             rows.size());
-  apply_constraints(rows, seqs, logits);
-  if (can_run_async(rows, seqs)) return launch_async(rows, seqs, logits);
-  return choose_tokens(rows, seqs, logits);
+  if (!x.extra_rows) {
+    if (rows.empty() || !any_row) return StepOutput{};
+    LOOM_CHECK(int64_t(rows.size()) == logits.dim(0), "{} logits rows for {} sampled sequences", logits.dim(0),
+               rows.size());
+    x.apply_constraints(rows, seqs, logits);
+    if (x.can_run_async(rows, seqs)) return x.launch_async(rows, seqs, logits);
+    return x.choose_tokens(rows, seqs, logits);
+  }
+  // Rows beyond the sample rows (prompt logprobs): scored on the host, and
+  // the sample rows go on alone, synchronously.
+  StepOutput scored;
+  x.score_prompts(logits, seqs, scored);
+  if (!any_row) return scored;
+  Tensor sampled = x.sample_rows_only(logits, int64_t(rows.size()));
+  x.apply_constraints(rows, seqs, sampled);
+  StepOutput out = x.choose_tokens(rows, seqs, sampled);
+  out.prompt_logprobs = std::move(scored.prompt_logprobs);
+  return out;
 }
 
-std::optional<StepOutput> StepExecutor::finish_in_flight() {
-  if (!in_flight_.download) return std::nullopt;
-  InFlight f = std::move(in_flight_);
-  in_flight_ = InFlight{};
+std::optional<StepOutput> StepExecutor::Impl::finish_in_flight() {
+  if (!in_flight.download) return std::nullopt;
+  InFlight f = std::move(in_flight);
+  in_flight = InFlight{};
   // Until the ids are back, every row of the step counts as lost if it fails.
-  failed_ = f.rows;
+  failed = f.rows;
   const std::vector<int32_t>& ids = f.download->wait();
   LOOM_CHECK(ids.size() == f.rows.size(), "{} tokens back for {} rows", ids.size(), f.rows.size());
-  failed_.clear();
+  failed.clear();
   StepOutput out;
   out.kind = StepOutput::Kind::Resolutions;
   for (size_t r = 0; r < f.rows.size(); ++r) {
@@ -103,28 +201,29 @@ std::optional<StepOutput> StepExecutor::finish_in_flight() {
 }
 
 std::vector<SeqId> StepExecutor::take_failed_in_flight() {
-  std::vector<SeqId> out = std::move(failed_);
-  failed_.clear();
-  for (SeqId s : in_flight_.rows) out.push_back(s);
-  in_flight_ = InFlight{};
+  Impl& x = *impl_;
+  std::vector<SeqId> out = std::move(x.failed);
+  x.failed.clear();
+  for (SeqId s : x.in_flight.rows) out.push_back(s);
+  x.in_flight = Impl::InFlight{};
   out.erase(std::remove(out.begin(), out.end(), SeqId{0}), out.end());
   return out;
 }
 
-StepOutput StepExecutor::launch_async(const std::vector<SeqId>& rows, const Scheduler& seqs, const Tensor& logits) {
-  Backend& be = model_.backend();
+StepOutput StepExecutor::Impl::launch_async(const std::vector<SeqId>& rows, const Scheduler& seqs, const Tensor& logits) {
+  Backend& be = model.backend();
   const int64_t vocab = logits.dim(1);
   const auto n = static_cast<int64_t>(rows.size());
   InFlight next;
   next.rows = rows;
-  Tensor& buf = step_ids_[step_ids_next_];
-  step_ids_next_ ^= 1;
+  Tensor& buf = step_ids[step_ids_next];
+  step_ids_next ^= 1;
   if (buf.data() == nullptr || buf.numel() < n) buf = be.alloc(DType::I32, {std::max<int64_t>(n, 2 * buf.numel())});
   next.ids = buf.slice_rows(0, n);
   be.argmax_rows_to(logits, next.ids);
-  sample_specs_.clear();
-  logit_edits_.clear();
-  const bool device_sampling = config_.device_sampling && be.has_device_sampler();
+  sample_specs.clear();
+  logit_edits.clear();
+  const bool device_sampling = config.device_sampling && be.has_device_sampler();
   StepOutput out;
   out.kind = StepOutput::Kind::Placeholders;
   for (size_t r = 0; r < rows.size(); ++r) {
@@ -132,20 +231,20 @@ StepOutput StepExecutor::launch_async(const std::vector<SeqId>& rows, const Sche
     const Sequence& s = seqs.get(rows[r]);
     if (device_sampling && !s.params().greedy()) {
       add_device_specs(int32_t(r), s, vocab);
-      stats_.device_sampled_tokens++;
+      stats.device_sampled_tokens++;
     } else {
-      stats_.argmax_tokens++;
+      stats.argmax_tokens++;
     }
     SequenceTokens t;
     t.seq = rows[r];
     t.tokens.push_back(SampleResult{-int32_t(r) - 1, 0.0f, {}});
     out.rows.push_back(std::move(t));
   }
-  if (!sample_specs_.empty())
-    LOOM_CHECK(be.sample_rows_to(logits, sample_specs_, logit_edits_, next.ids), "the backend's device sampler failed");
+  if (!sample_specs.empty())
+    LOOM_CHECK(be.sample_rows_to(logits, sample_specs, logit_edits, next.ids), "the backend's device sampler failed");
   next.download = be.download_tokens(next.ids, n);
-  stats_.async_steps++;
-  in_flight_ = std::move(next);
+  stats.async_steps++;
+  in_flight = std::move(next);
   return out;
 }
 

@@ -5,7 +5,8 @@
 // rows), the forward pass (through the ModelRunner), every decision on the
 // logits (token constraints' masks, argmax on the backend, sampling on the
 // backend, the host Sampler with logprobs and penalties) and the step left in
-// flight by async scheduling. The engine makes no backend call itself.
+// flight by async scheduling. The engine makes no backend call itself; this
+// header names neither the backend nor the model (executor_impl.h does).
 // Engine thread only.
 #pragma once
 
@@ -15,13 +16,14 @@
 #include <optional>
 #include <vector>
 
-#include "backend/backend.h"
-#include "engine/sampler.h"
+#include "core/dtype.h"
 #include "engine/scheduler.h"
 #include "engine/step_output.h"
-#include "model/model_runner.h"
 
 namespace loom {
+
+class ModelRunner;
+class Transformer;
 
 struct ExecutorConfig {
   // See EngineConfig (engine.h) for each.
@@ -40,13 +42,20 @@ struct ExecutorStats {
 
 class StepExecutor {
  public:
-  // `model` must outlive the executor. Allocates the KV cache of num_blocks
-  // blocks of block_size tokens in kv_dtype.
-  StepExecutor(ModelRunner& model, int64_t num_blocks, int64_t block_size, DType kv_dtype,
-               ExecutorConfig config);
+  // Runs the model through `runner` (which must outlive the executor), or
+  // through a runner of its own over `model` (one rank).
+  StepExecutor(ModelRunner& runner, ExecutorConfig config);
+  StepExecutor(Transformer& model, ExecutorConfig config);
   ~StepExecutor();
   StepExecutor(const StepExecutor&) = delete;
   StepExecutor& operator=(const StepExecutor&) = delete;
+
+  int64_t vocab_size() const;
+  int64_t max_position() const;  // the model's context length (0: unknown)
+  // Bytes of one KV block (every layer, K and V) of block_size tokens.
+  int64_t kv_cache_bytes_per_block(int64_t block_size, DType dtype) const;
+  // Allocates the KV cache (before the first execute()).
+  void allocate_kv_cache(int64_t num_blocks, int64_t block_size, DType dtype);
 
   // Runs `plan` (its sequences read from `seqs`) and returns its output:
   // Kind Tokens, or Kind Placeholders when every sampled row's token is
@@ -54,71 +63,25 @@ class StepExecutor {
   // flight; a later execute() or finish_in_flight() resolves it). With a step
   // already in flight, its tokens are handed to `deliver_previous` (Kind
   // Resolutions) once this step is launched and before its tokens are chosen
-  // (they feed its penalties and may end some of its sequences, whose rows
-  // are then ignored). Throws on a failed step (failed_sequences() names the
-  // sequences whose tokens are lost).
+  // (they feed its penalties and constraints and may end some of its
+  // sequences, whose rows are then ignored). Throws on a failed step
+  // (take_failed_in_flight() names the sequences whose tokens are lost).
   using Deliver = std::function<void(const StepOutput&)>;
   StepOutput execute(const StepPlan& plan, const Scheduler& seqs, const Deliver& deliver_previous);
   // The tokens of the step in flight (Kind Resolutions); nullopt when none.
   std::optional<StepOutput> finish_in_flight();
-  bool has_in_flight() const { return in_flight_.download != nullptr; }
+  bool has_in_flight() const;
   // After execute() or finish_in_flight() threw: the in-flight sequences
   // whose tokens were not delivered (their placeholders stay unresolved).
   // Clears the step in flight.
   std::vector<SeqId> take_failed_in_flight();
 
-  const ExecutorStats& stats() const { return stats_; }
-  Backend& backend() const { return model_.backend(); }
+  const ExecutorStats& stats() const;
+
+  struct Impl;
 
  private:
-  // Per sampled row of a synchronous step (plan order), where its tokens come
-  // from: host_row >= 0: the Sampler on row host_row of logits_host_;
-  // device_first >= 0: device_tokens[device_first + i] for draw i; otherwise argmax.
-  struct RowSource {
-    int32_t host_row = -1;
-    int32_t device_first = -1;
-  };
-  struct Selection {
-    std::vector<RowSource> rows;
-    std::vector<int32_t> argmax;
-    std::vector<int32_t> device_tokens;
-  };
-
-  StepInput build_input(const StepPlan& plan, const Scheduler& seqs) const;
-  // The sequences of the plan's sampled rows (0: ended meanwhile).
-  static std::vector<SeqId> sampled_rows(const StepPlan& plan, const Scheduler& seqs);
-  // Applies the constraints' allowed-token masks of the live rows to `logits`.
-  void apply_constraints(const std::vector<SeqId>& rows, const Scheduler& seqs, Tensor& logits);
-  // Whether every live row gets its token on the device (no logprobs, no
-  // fork, greedy or device-sampled) so the step can stay in flight.
-  bool can_run_async(const std::vector<SeqId>& rows, const Scheduler& seqs) const;
-  // Appends the device-sampler specs of row r (one per sibling still to fork).
-  void add_device_specs(int32_t r, const Sequence& s, int64_t vocab);
-  StepOutput choose_tokens(const std::vector<SeqId>& rows, const Scheduler& seqs, const Tensor& logits);
-  Selection select(const std::vector<SeqId>& rows, const Scheduler& seqs, const Tensor& logits);
-  StepOutput launch_async(const std::vector<SeqId>& rows, const Scheduler& seqs, const Tensor& logits);
-
-  ModelRunner& model_;
-  ExecutorConfig config_;
-  KvCache cache_;
-  Sampler sampler_;
-  ExecutorStats stats_;
-  std::vector<float> logits_host_;
-  Tensor sample_logits_;  // device rows gathered for the host sampler (grown on demand)
-  std::vector<SampleSpec> sample_specs_;
-  std::vector<LogitEdit> logit_edits_;
-  std::vector<int32_t> mask_rows_;
-  std::vector<uint32_t> mask_words_;
-  // The step in flight (async scheduling): the sequence of each sampled row
-  // (0: none), its device ids (a view of step_ids_[k]) and their copy to the host.
-  struct InFlight {
-    std::vector<SeqId> rows;
-    Tensor ids;
-    std::unique_ptr<Backend::TokenDownload> download;
-  } in_flight_;
-  Tensor step_ids_[2];  // alternate: one step writes while the next reads the other
-  int step_ids_next_ = 0;
-  std::vector<SeqId> failed_;  // undelivered rows of a failed step in flight
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace loom

@@ -6,7 +6,7 @@
 #include <algorithm>
 
 #include "core/error.h"
-#include "engine/executor.h"
+#include "engine/executor_impl.h"
 
 namespace loom {
 namespace {
@@ -27,49 +27,49 @@ SampleContext context_of(const Sequence& s, int32_t seq_index) {
 
 }  // namespace
 
-void StepExecutor::apply_constraints(const std::vector<SeqId>& rows, const Scheduler& seqs, Tensor& logits) {
+void StepExecutor::Impl::apply_constraints(const std::vector<SeqId>& rows, const Scheduler& seqs, Tensor& logits) {
   const int64_t vocab = logits.dim(1);
   const size_t words = size_t((vocab + 31) / 32);
-  mask_rows_.clear();
-  mask_words_.clear();
+  mask_rows.clear();
+  mask_words.clear();
   for (size_t r = 0; r < rows.size(); ++r) {
     if (rows[r] == 0) continue;
     const Sequence& s = seqs.get(rows[r]);
     if (!s.constraint) continue;
-    const size_t at = mask_words_.size();
-    mask_words_.resize(at + words, 0u);
-    if (!s.constraint->fill_next_token_bitmask(std::span<uint32_t>(mask_words_.data() + at, words))) {
-      mask_words_.resize(at);
+    const size_t at = mask_words.size();
+    mask_words.resize(at + words, 0u);
+    if (!s.constraint->fill_next_token_bitmask(std::span<uint32_t>(mask_words.data() + at, words))) {
+      mask_words.resize(at);
       continue;
     }
-    mask_rows_.push_back(int32_t(r));
+    mask_rows.push_back(int32_t(r));
   }
-  if (mask_rows_.empty()) return;
-  model_.backend().apply_token_bitmask(logits, mask_rows_, mask_words_);
-  stats_.masked_rows += mask_rows_.size();
+  if (mask_rows.empty()) return;
+  model.backend().apply_token_bitmask(logits, mask_rows, mask_words);
+  stats.masked_rows += mask_rows.size();
 }
 
-bool StepExecutor::can_run_async(const std::vector<SeqId>& rows, const Scheduler& seqs) const {
-  if (!config_.async_scheduling || model_.distributed()) return false;
-  const bool device_sampling = config_.device_sampling && model_.backend().has_device_sampler();
+bool StepExecutor::Impl::can_run_async(const std::vector<SeqId>& rows, const Scheduler& seqs) const {
+  if (!config.async_scheduling || model.distributed()) return false;
+  const bool device_sampling = config.device_sampling && model.backend().has_device_sampler();
   bool any = false;
   for (SeqId id : rows) {
     if (id == 0) continue;
     const Sequence& s = seqs.get(id);
     const SamplingParams& p = s.params();
     if (s.pending_forks > 0 || p.logprobs) return false;
-    const bool on_device = (config_.greedy_fast_path && plain_greedy(s)) || (device_sampling && !p.greedy());
+    const bool on_device = (config.greedy_fast_path && plain_greedy(s)) || (device_sampling && !p.greedy());
     if (!on_device) return false;
     any = true;
   }
   return any;
 }
 
-void StepExecutor::add_device_specs(int32_t r, const Sequence& s, int64_t vocab) {
+void StepExecutor::Impl::add_device_specs(int32_t r, const Sequence& s, int64_t vocab) {
   const SamplingParams& p = s.params();
   SampleContext ctx = context_of(s, s.index);
-  const int32_t edits_begin = int32_t(logit_edits_.size());
-  Sampler::logit_edits(ctx, int32_t(vocab), logit_edits_);
+  const int32_t edits_begin = int32_t(logit_edits.size());
+  Sampler::logit_edits(ctx, int32_t(vocab), logit_edits);
   // One draw per sibling (n > 1 forks sample their first token here).
   for (int32_t i = 0; i <= s.pending_forks; ++i) {
     ctx.seq_index = s.index + i;
@@ -79,31 +79,31 @@ void StepExecutor::add_device_specs(int32_t r, const Sequence& s, int64_t vocab)
     spec.top_k = p.top_k;
     spec.top_p = p.top_p;
     spec.min_p = p.min_p;
-    spec.uniform = sampler_.draw_uniform(ctx);
+    spec.uniform = sampler.draw_uniform(ctx);
     spec.edits_begin = edits_begin;
-    spec.edits_end = int32_t(logit_edits_.size());
-    sample_specs_.push_back(spec);
+    spec.edits_end = int32_t(logit_edits.size());
+    sample_specs.push_back(spec);
   }
 }
 
-StepExecutor::Selection StepExecutor::select(const std::vector<SeqId>& rows, const Scheduler& seqs,
+StepExecutor::Impl::Selection StepExecutor::Impl::select(const std::vector<SeqId>& rows, const Scheduler& seqs,
                                              const Tensor& logits) {
   Selection out;
-  Backend& be = model_.backend();
+  Backend& be = model.backend();
   const int64_t vocab = logits.dim(1);
   std::vector<int32_t> slow;  // logits rows the Sampler needs on the host
   size_t device = 0;          // rows drawn on the device
-  sample_specs_.clear();
-  logit_edits_.clear();
-  const bool device_sampling = config_.device_sampling && be.has_device_sampler();
+  sample_specs.clear();
+  logit_edits.clear();
+  const bool device_sampling = config.device_sampling && be.has_device_sampler();
   out.rows.assign(rows.size(), RowSource{});
   for (size_t r = 0; r < rows.size(); ++r) {
     if (rows[r] == 0) continue;  // ended by the step before (async scheduling): argmax, unused
     const Sequence& s = seqs.get(rows[r]);
     const SamplingParams& p = s.params();
-    if (config_.greedy_fast_path && plain_greedy(s)) continue;
+    if (config.greedy_fast_path && plain_greedy(s)) continue;
     if (device_sampling && !p.greedy() && !p.logprobs) {
-      out.rows[r].device_first = int32_t(sample_specs_.size());
+      out.rows[r].device_first = int32_t(sample_specs.size());
       add_device_specs(int32_t(r), s, vocab);
       ++device;
       continue;
@@ -111,29 +111,29 @@ StepExecutor::Selection StepExecutor::select(const std::vector<SeqId>& rows, con
     out.rows[r].host_row = int32_t(slow.size());
     slow.push_back(int32_t(r));
   }
-  if (!sample_specs_.empty())
-    LOOM_CHECK(be.sample_rows(logits, sample_specs_, logit_edits_, out.device_tokens) &&
-                   out.device_tokens.size() == sample_specs_.size(),
+  if (!sample_specs.empty())
+    LOOM_CHECK(be.sample_rows(logits, sample_specs, logit_edits, out.device_tokens) &&
+                   out.device_tokens.size() == sample_specs.size(),
                "the backend's device sampler failed");
   if (slow.size() + device < rows.size()) be.argmax_rows(logits, out.argmax);
   if (slow.empty()) return out;
   if (slow.size() == rows.size()) {
-    copy_to_host_f32(be, logits, logits_host_);  // every row (bf16 on GPU)
+    copy_to_host_f32(be, logits, logits_host);  // every row (bf16 on GPU)
     return out;
   }
   // Only the rows the Sampler needs: gathered on the device, then copied.
   const auto n = static_cast<int64_t>(slow.size());
-  if (sample_logits_.data() == nullptr || sample_logits_.dtype() != logits.dtype() ||
-      sample_logits_.cols() != vocab || sample_logits_.rows() < n)
-    sample_logits_ =
-        be.alloc(logits.dtype(), {std::min(logits.dim(0), std::max<int64_t>(n, 2 * sample_logits_.rows())), vocab});
-  Tensor dst = sample_logits_.slice_rows(0, n);
+  if (sample_logits.data() == nullptr || sample_logits.dtype() != logits.dtype() ||
+      sample_logits.cols() != vocab || sample_logits.rows() < n)
+    sample_logits =
+        be.alloc(logits.dtype(), {std::min(logits.dim(0), std::max<int64_t>(n, 2 * sample_logits.rows())), vocab});
+  Tensor dst = sample_logits.slice_rows(0, n);
   be.gather_rows(logits, slow, dst);
-  copy_to_host_f32(be, dst, logits_host_);
+  copy_to_host_f32(be, dst, logits_host);
   return out;
 }
 
-StepOutput StepExecutor::choose_tokens(const std::vector<SeqId>& rows, const Scheduler& seqs, const Tensor& logits) {
+StepOutput StepExecutor::Impl::choose_tokens(const std::vector<SeqId>& rows, const Scheduler& seqs, const Tensor& logits) {
   const int64_t vocab = logits.dim(1);
   const Selection sel = select(rows, seqs, logits);
   StepOutput out;
@@ -148,14 +148,14 @@ StepOutput StepExecutor::choose_tokens(const std::vector<SeqId>& rows, const Sch
     if (src.device_first >= 0) {
       for (int32_t i = 0; i < n; ++i)
         t.tokens.push_back(SampleResult{sel.device_tokens[size_t(src.device_first + i)], 0.0f, {}});
-      stats_.device_sampled_tokens += uint64_t(n);
+      stats.device_sampled_tokens += uint64_t(n);
     } else if (src.host_row < 0) {
       // Plain greedy: every sibling gets the argmax.
       t.tokens.assign(size_t(n), SampleResult{sel.argmax[r], 0.0f, {}});
-      stats_.argmax_tokens += uint64_t(n);
+      stats.argmax_tokens += uint64_t(n);
     } else {
-      std::span<const float> row(logits_host_.data() + size_t(src.host_row) * size_t(vocab), size_t(vocab));
-      for (int32_t i = 0; i < n; ++i) t.tokens.push_back(sampler_.sample(row, context_of(s, s.index + i)));
+      std::span<const float> row(logits_host.data() + size_t(src.host_row) * size_t(vocab), size_t(vocab));
+      for (int32_t i = 0; i < n; ++i) t.tokens.push_back(sampler.sample(row, context_of(s, s.index + i)));
     }
     out.rows.push_back(std::move(t));
   }

@@ -44,7 +44,11 @@ void SamplingParams::validate(int64_t vocab_size) const {
   for (const auto& s : stop)
     if (s.empty()) LOOM_THROW("stop strings must not be empty");
   if (stop.size() > 16) LOOM_THROW("at most 16 stop strings, got {}", stop.size());
-  if (max_tokens < 1) LOOM_THROW("max_tokens must be at least 1, got {}", max_tokens);
+  if (prompt_logprobs && (*prompt_logprobs < 0 || *prompt_logprobs > 20))
+    LOOM_THROW("prompt_logprobs must be in [0, 20], got {}", *prompt_logprobs);
+  if (max_tokens < (prompt_logprobs ? 0 : 1))
+    LOOM_THROW("max_tokens must be at least {}, got {}", prompt_logprobs ? 0 : 1, max_tokens);
+  if (max_tokens == 0 && n != 1) LOOM_THROW("max_tokens 0 (prompt scoring) needs n = 1, got n = {}", n);
   if (min_tokens < 0 || min_tokens > max_tokens)
     LOOM_THROW("min_tokens must be in [0, max_tokens], got {}", min_tokens);
   if (logprobs && (*logprobs < 0 || *logprobs > 20))

@@ -90,25 +90,6 @@ SampleResult Sampler::sample(std::span<const float> logits, const SampleContext&
   LOOM_CHECK(vocab > 0, "empty logits row");
   SampleResult result;
 
-  // Raw logprobs (before any processing).
-  if (p.logprobs) {
-    float mx = kNegInf;
-    for (float x : logits) mx = std::max(mx, x);
-    double sum = 0.0;
-    for (float x : logits) sum += std::exp(double(x) - mx);
-    const float lse = mx + float(std::log(sum));
-    const int32_t k = std::min<int32_t>(*p.logprobs, vocab);
-    if (k > 0) {
-      order_.resize(vocab);
-      for (int32_t i = 0; i < vocab; ++i) order_[i] = i;
-      std::partial_sort(order_.begin(), order_.begin() + k, order_.end(), [&](int32_t a, int32_t b) {
-        return logits[a] != logits[b] ? logits[a] > logits[b] : a < b;
-      });
-      for (int32_t i = 0; i < k; ++i) result.top.push_back({order_[i], logits[order_[i]] - lse});
-    }
-    result.logprob = lse;  // chosen token's raw logit subtracted below
-  }
-
   // Penalties, bias, bans on a working copy.
   work_.assign(logits.begin(), logits.end());
   edits_.clear();
@@ -187,9 +168,34 @@ SampleResult Sampler::sample(std::span<const float> logits, const SampleContext&
     }
   }
   if (chosen < 0) chosen = 0;
+  if (p.logprobs) result = logprobs_of(logits, chosen, *p.logprobs);
   result.token = chosen;
-  if (p.logprobs) result.logprob = logits[chosen] - result.logprob;
   return result;
+}
+
+SampleResult Sampler::logprobs_of(std::span<const float> logits, int32_t token, int32_t top) {
+  const int32_t vocab = int32_t(logits.size());
+  LOOM_CHECK(vocab > 0 && token >= 0 && token < vocab, "logprob of token {} in a row of {}", token, vocab);
+  float mx = kNegInf;
+  for (float x : logits) mx = std::max(mx, x);
+  double sum = 0.0;
+  for (float x : logits) sum += std::exp(double(x) - mx);
+  const float lse = mx + float(std::log(sum));
+  SampleResult r;
+  r.token = token;
+  r.logprob = logits[size_t(token)] - lse;
+  r.rank = 1;
+  for (float x : logits) r.rank += x > logits[size_t(token)];
+  const int32_t k = std::min<int32_t>(top, vocab);
+  if (k > 0) {
+    order_.resize(size_t(vocab));
+    for (int32_t i = 0; i < vocab; ++i) order_[size_t(i)] = i;
+    std::partial_sort(order_.begin(), order_.begin() + k, order_.end(), [&](int32_t a, int32_t b) {
+      return logits[size_t(a)] != logits[size_t(b)] ? logits[size_t(a)] > logits[size_t(b)] : a < b;
+    });
+    for (int32_t i = 0; i < k; ++i) r.top.push_back({order_[size_t(i)], logits[size_t(order_[size_t(i)])] - lse});
+  }
+  return r;
 }
 
 }  // namespace loom

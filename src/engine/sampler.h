@@ -40,6 +40,10 @@ class Sampler {
   // logits: the sequence's row, [vocab] f32 (not modified).
   SampleResult sample(std::span<const float> logits, const SampleContext& ctx);
 
+  // `token`'s raw logprob in `logits` (log-softmax of the row as given) and
+  // the `top` best alternatives, best first (ties: lowest id).
+  SampleResult logprobs_of(std::span<const float> logits, int32_t token, int32_t top);
+
   // The uniform sample() would draw for ctx (consuming the engine-wide
   // generator when the request has no seed): for device sampling.
   double draw_uniform(const SampleContext& ctx);

@@ -29,6 +29,11 @@ struct SamplingParams {
   int32_t min_tokens = 0;          // eos / stop ids are banned until this many
   bool ignore_eos = false;         // eos does not stop (stop_token_ids still do)
   std::optional<int32_t> logprobs; // return the chosen token's logprob and this many top ones
+  // Score the prompt: each prompt token's logprob given the tokens before it
+  // (none for the first) and this many top alternatives. With it, max_tokens
+  // may be 0 (score only). Such requests never take prefix-cache hits (every
+  // prompt position must be computed).
+  std::optional<int32_t> prompt_logprobs;
   bool skip_special_tokens = true; // in the output text
 
   bool greedy() const { return temperature <= 0.0f; }

@@ -207,7 +207,8 @@ AdmitStatus Scheduler::add_request(std::shared_ptr<RequestState> state, SeqId* f
   const RequestId id = state->id;
   const Request& request = state->request;
   const SamplingParams& p = request.params;
-  if (request.prompt_ids.empty() || p.n < 1 || p.max_tokens < 1 || by_request_.count(id) != 0 ||
+  const int32_t min_tokens = p.prompt_logprobs && p.n == 1 ? 0 : 1;  // 0: prompt scoring only
+  if (request.prompt_ids.empty() || p.n < 1 || p.max_tokens < min_tokens || by_request_.count(id) != 0 ||
       !std::isfinite(request.tenant_weight) || !(request.tenant_weight > 0.0f)) {
     ++stats_.rejected_requests;
     return AdmitStatus::Invalid;
@@ -345,7 +346,7 @@ StepPlan Scheduler::schedule(Clock::time_point now) {
       if (s.status != SeqStatus::Running) continue;  // preempted earlier in this step
       // At its length limit (async scheduling: its last token is in flight):
       // it ends with that token, whose KV is never needed.
-      if (s.num_output_tokens() >= s.max_tokens) continue;
+      if (s.num_computed >= s.prompt_len && s.num_output_tokens() >= s.max_tokens) continue;
       const int32_t pending = s.num_pending();
       if (phase == 0 ? pending != 1 : pending <= 1) continue;
       place(s, std::min(pending, budget));
@@ -361,8 +362,10 @@ StepPlan Scheduler::schedule(Clock::time_point now) {
       if (budget <= 0 || running_seats_ + seats(s) > config_.max_num_seqs) return false;
       LOOM_CHECK(s.blocks.empty() && s.num_computed == 0, "waiting sequence {} holds KV", s.id);
       // Cached blocks never cover the last token: its logits must be computed.
+      // Prompt logprobs need every prompt position computed: no cache hits.
+      const bool scoring = s.request && s.params().prompt_logprobs.has_value();
       const int32_t hit =
-          kv_.acquire_cached_prefix(s.blocks, s.tokens, s.cache_salt, s.num_tokens() - 1);
+          scoring ? 0 : kv_.acquire_cached_prefix(s.blocks, s.tokens, s.cache_salt, s.num_tokens() - 1);
       s.num_computed = hit;
       const int32_t pending = s.num_pending();
       const int32_t n = std::min(pending, budget);

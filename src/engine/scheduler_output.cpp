@@ -81,6 +81,20 @@ void Scheduler::update_from_output(const StepPlan& plan, const StepOutput& outpu
   LOOM_CHECK(output.kind != StepOutput::Kind::Resolutions, "resolutions applied as step {}'s output",
              plan.step);
   complete_step(plan);
+  for (const PromptLogprobs& p : output.prompt_logprobs) {
+    Sequence* s = find(p.seq) ? &at(p.seq) : nullptr;
+    if (s == nullptr || p.entries.empty()) continue;
+    LOOM_CHECK(p.first == s->prompt_logprobs_next, "prompt logprobs of sequence {} from token {}, {} owed",
+               p.seq, p.first, s->prompt_logprobs_next);
+    s->prompt_logprobs_next += int32_t(p.entries.size());
+    s->prompt_scores.insert(s->prompt_scores.end(), p.entries.begin(), p.entries.end());
+  }
+  // Prompt scoring only (max_tokens 0): done once the prompt is computed.
+  for (const ScheduledSeq& e : plan.seqs) {
+    const Sequence* s = find(e.seq);
+    if (s != nullptr && s->max_tokens == 0 && s->num_computed >= s->prompt_len)
+      end_sequence(e.seq, FinishReason::Length, EngineErrorKind::None, "");
+  }
   const bool placeholders = output.kind == StepOutput::Kind::Placeholders;
   for (const SequenceTokens& row : output.rows) {
     Sequence* s = find(row.seq) ? &at(row.seq) : nullptr;
@@ -128,6 +142,8 @@ void Scheduler::apply_token(SeqId id, const SampleResult& sample, bool resolve) 
   e.first_scheduled = s.first_scheduled_time;
   e.text = s.output->append(token, s.num_output_tokens(), &e.finish);
   if (s.params().logprobs) e.logprobs.push_back(sample);
+  e.prompt_logprobs = std::move(s.prompt_scores);
+  s.prompt_scores.clear();
   if (s.constraint && e.finish == FinishReason::None) {
     if (!s.constraint->accept_token(token)) {
       e.finish = FinishReason::Error;
@@ -187,6 +203,7 @@ void Scheduler::end_sequence(SeqId id, FinishReason reason, EngineErrorKind erro
   e.finish = reason;
   e.error = error;
   e.error_message = message;
+  e.prompt_logprobs = std::move(s.prompt_scores);
   close_sequence(s, std::move(e));
 }
 

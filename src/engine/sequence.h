@@ -49,6 +49,10 @@ struct Sequence {
   int32_t max_tokens = 0;       // generated tokens allowed (for admission checks)
   int32_t num_computed = 0;     // tokens whose KV is in the cache
   int32_t pending_forks = 0;    // siblings still to fork when the prompt finishes
+  // SamplingParams::prompt_logprobs: the next prompt token to score, and the
+  // scores so far (handed over on the sequence's first event).
+  int32_t prompt_logprobs_next = 1;
+  std::vector<SampleResult> prompt_scores;
   BlockTable blocks;
   SeqStatus status = SeqStatus::Waiting;
   int32_t num_preemptions = 0;

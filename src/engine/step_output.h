@@ -18,6 +18,14 @@ struct SequenceTokens {
   std::vector<SampleResult> tokens;
 };
 
+// SamplingParams::prompt_logprobs of one sequence's prompt chunk: the
+// logprobs of prompt tokens [first, first + entries.size()).
+struct PromptLogprobs {
+  SeqId seq = 0;
+  int32_t first = 0;
+  std::vector<SampleResult> entries;
+};
+
 struct StepOutput {
   enum class Kind : uint8_t {
     Tokens,        // the plan's step is computed and these are its tokens
@@ -27,6 +35,7 @@ struct StepOutput {
   };
   Kind kind = Kind::Tokens;
   std::vector<SequenceTokens> rows;  // in the step's sampled-row order
+  std::vector<PromptLogprobs> prompt_logprobs;  // Kind Tokens only
 };
 
 }  // namespace loom

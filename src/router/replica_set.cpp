@@ -3,14 +3,14 @@
 
 #include <algorithm>
 
-#include "http_client.h"
+#include "net/url.h"
 
 namespace loom::router {
 
 std::vector<std::string> ReplicaSet::assign(const std::vector<std::string>& urls) {
   std::vector<std::shared_ptr<Replica>> next;
   for (const auto& url : urls) {
-    const bench::Url u = bench::parse_url(url);
+    const net::Url u = net::parse_url(url);
     const std::string id = u.host.find(':') != std::string::npos
                                ? "http://[" + u.host + "]:" + u.port
                                : "http://" + u.host + ":" + u.port;

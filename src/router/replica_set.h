@@ -54,7 +54,7 @@ class ReplicaSet {
  public:
   explicit ReplicaSet(RoutingConfig config = {}) : config_(config) {}
 
-  // Makes `urls` ("http://host:port", parsed with bench::parse_url; throws
+  // Makes `urls` ("http://host:port", parsed with net::parse_url; throws
   // loom::Error on a bad one) the replica set. Replicas already known keep
   // their state and identity; returns the URLs that left the set.
   std::vector<std::string> assign(const std::vector<std::string>& urls);

@@ -21,8 +21,8 @@
 #include <thread>
 
 #include "core/error.h"
+#include "net/prometheus_text.h"
 #include "router/prefix_key.h"
-#include "serve_stats.h"
 #include "server/api_error.h"
 #include "server/json_body.h"
 
@@ -70,7 +70,7 @@ server::HttpResponse error_response(int status, const std::string& message) {
 std::optional<ReplicaStats> parse_replica_stats(const std::string& text) {
   ReplicaStats s;
   bool any = false;
-  for (const auto& sample : bench::parse_prometheus(text)) {
+  for (const auto& sample : ::loom::net::parse_prometheus(text)) {
     if (!sample.labels.empty()) continue;
     if (sample.name == "loom_num_requests_running")
       s.running = sample.value, any = true;

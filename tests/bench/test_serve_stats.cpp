@@ -1,5 +1,5 @@
 // Pure parts of `loom bench serve`: SSE parsing, stream events -> records,
-// summaries (percentiles, goodput), Poisson arrivals, Prometheus parsing.
+// summaries (percentiles, goodput), Poisson arrivals, the /metrics tracker.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -147,22 +147,16 @@ TEST(PoissonArrivals, SeededIncreasingWithTheRightMean) {
   for (double t : poisson_arrivals(5, std::numeric_limits<double>::infinity(), 1)) EXPECT_EQ(t, 0);
 }
 
-TEST(Prometheus, ParsesSamplesAndTracksPeaksAndDeltas) {
+TEST(ServerMetricsTracker, TracksPeaksAndDeltas) {
   const std::string before =
       "# HELP loom_kv_cache_usage_ratio used\n# TYPE loom_kv_cache_usage_ratio gauge\n"
       "loom_kv_cache_usage_ratio 0.1\nloom_preemptions_total 3\n"
-      "loom_requests_total{route=\"/v1/completions\",status=\"200\"} 5\n"
-      "vllm:num_requests_running{model_name=\"m}\"} 2 1700000000\nbad line here\n";
-  auto s = parse_prometheus(before);
-  ASSERT_EQ(s.size(), 4u);
-  EXPECT_EQ(s[2].name, "loom_requests_total");
-  EXPECT_EQ(s[2].labels, "route=\"/v1/completions\",status=\"200\"");
-  EXPECT_EQ(s[3].name, "vllm:num_requests_running");
-  EXPECT_EQ(s[3].value, 2);
+      "loom_requests_total{route=\"/v1/completions\",status=\"200\"} 5\n";
+  const auto s = net::parse_prometheus(before);
   ServerMetricsTracker t;
   t.observe(s, true);
-  t.observe(parse_prometheus("loom_kv_cache_usage_ratio 0.9\nloom_preemptions_total 4\n"), false);
-  t.observe(parse_prometheus("loom_kv_cache_usage_ratio 0\nloom_preemptions_total 7\n"), false);
+  t.observe(net::parse_prometheus("loom_kv_cache_usage_ratio 0.9\nloom_preemptions_total 4\n"), false);
+  t.observe(net::parse_prometheus("loom_kv_cache_usage_ratio 0\nloom_preemptions_total 7\n"), false);
   t.observe_rss(100 << 20, 150 << 20);
   auto j = t.to_json();
   EXPECT_EQ(j["scrapes"], 3);

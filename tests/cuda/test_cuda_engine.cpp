@@ -12,17 +12,56 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <random>
+#include <string>
 
 #include "backend/cuda/cuda_backend.h"
 #include "engine/engine.h"
 #include "model/model.h"
+#include "../common/test_constraints.h"
 
 namespace loom {
 namespace {
 
 std::string fixture(const std::string& name) {
   return std::string(LOOM_SOURCE_DIR) + "/tests/fixtures/models/" + name;
+}
+
+// Tokens of `got` equal those of `alone` up to the first position where
+// either run's top-2 logprob margin is below kNearTie (a near-tie bf16 noise
+// can flip), and at least 3/4 of the requests agree entirely. Both runs must
+// have asked for logprobs >= 2.
+void expect_same_up_to_near_ties(const std::vector<Result>& alone, const std::vector<Result>& got,
+                                 const std::string& what) {
+  constexpr float kNearTie = 0.15f;
+  auto margin = [](const SequenceResult& s, size_t j) {
+    const auto& top = s.logprobs[j].top;
+    return top.size() >= 2 ? top[0].logprob - top[1].logprob : 1e9f;
+  };
+  ASSERT_EQ(alone.size(), got.size());
+  int identical = 0, near_ties = 0;
+  for (size_t i = 0; i < alone.size(); ++i) {
+    ASSERT_EQ(got[i].error, EngineErrorKind::None) << got[i].error_message;
+    const SequenceResult& a = alone[i].sequences[0];
+    const SequenceResult& b = got[i].sequences[0];
+    ASSERT_EQ(a.output_ids.size(), b.output_ids.size()) << what << " request " << i;
+    ASSERT_EQ(a.logprobs.size(), a.output_ids.size());
+    ASSERT_EQ(b.logprobs.size(), b.output_ids.size());
+    size_t j = 0;
+    while (j < a.output_ids.size() && a.output_ids[j] == b.output_ids[j]) ++j;
+    if (j == a.output_ids.size()) {
+      ++identical;
+      continue;
+    }
+    ++near_ties;
+    EXPECT_TRUE(margin(a, j) < kNearTie || margin(b, j) < kNearTie)
+        << what << ": request " << i << " differs at token " << j << " where the margins are " << margin(a, j)
+        << " (alone) and " << margin(b, j);
+  }
+  std::printf("[%s] %d of %zu requests identical, %d part at a near-tie (margin < %.2f)\n", what.c_str(),
+              identical, alone.size(), near_ties, kNearTie);
+  EXPECT_GE(identical, static_cast<int>(alone.size()) * 3 / 4) << what;
 }
 
 // The fixture model on the GPU, decode steps recorded as CUDA graphs.
@@ -139,7 +178,6 @@ TEST_P(CudaEngineTest, AsyncSchedulingMatchesSync) {
 // near-tie that bf16 noise can flip — after which they may differ; and most
 // requests must agree entirely.
 TEST_P(CudaEngineTest, BatchAndPrefixCacheInvariance) {
-  constexpr float kNearTie = 0.15f;
   Transformer& transformer = *transformer_;
   const auto vocab = static_cast<int32_t>(model_.config.vocab_size);
   std::mt19937_64 rng(5);
@@ -175,33 +213,8 @@ TEST_P(CudaEngineTest, BatchAndPrefixCacheInvariance) {
     auto engine = make(false);
     for (const auto& r : reqs) alone.push_back(engine->generate({r})[0]);
   }
-  auto margin = [](const SequenceResult& s, size_t j) {
-    const auto& top = s.logprobs[j].top;
-    return top.size() >= 2 ? top[0].logprob - top[1].logprob : 1e9f;
-  };
   auto compare = [&](const std::vector<Result>& got, const char* what) {
-    int identical = 0, near_ties = 0;
-    for (size_t i = 0; i < reqs.size(); ++i) {
-      ASSERT_EQ(got[i].error, EngineErrorKind::None) << got[i].error_message;
-      const SequenceResult& a = alone[i].sequences[0];
-      const SequenceResult& b = got[i].sequences[0];
-      ASSERT_EQ(a.output_ids.size(), b.output_ids.size()) << what << " request " << i;
-      ASSERT_EQ(a.logprobs.size(), a.output_ids.size());
-      ASSERT_EQ(b.logprobs.size(), b.output_ids.size());
-      size_t j = 0;
-      while (j < a.output_ids.size() && a.output_ids[j] == b.output_ids[j]) ++j;
-      if (j == a.output_ids.size()) {
-        ++identical;
-        continue;
-      }
-      ++near_ties;
-      EXPECT_TRUE(margin(a, j) < kNearTie || margin(b, j) < kNearTie)
-          << what << ": request " << i << " differs at token " << j << " where the margins are " << margin(a, j)
-          << " (alone) and " << margin(b, j);
-    }
-    std::printf("[%s] %s: %d of %zu requests identical, %d part at a near-tie (margin < %.2f)\n",
-                GetParam().c_str(), what, identical, reqs.size(), near_ties, kNearTie);
-    EXPECT_GE(identical, static_cast<int>(reqs.size()) * 3 / 4) << what;
+    expect_same_up_to_near_ties(alone, got, GetParam() + ": " + what);
   };
   compare(make(false)->generate(reqs), "batched, prefix cache off");
   auto cached = make(true);
@@ -209,6 +222,80 @@ TEST_P(CudaEngineTest, BatchAndPrefixCacheInvariance) {
   compare(cached->generate(reqs), "batched again, cache warm");
   EXPECT_GT(cached->stats().kv.prefix_hit_rate(), 0.2);
   EXPECT_EQ(cached->stats().kv.used_blocks, 0);
+}
+
+// The step executor's token-constraint hook on the GPU: a ban list applied
+// through the mask path (the bitmask kernel, then argmax or sampling on the
+// device, async steps, recorded decode steps) gives exactly the tokens of the
+// same bans as -inf logit edits (min_tokens bans of stop ids: host greedy,
+// device sampling with edits, synchronous steps) in the same batches; banned
+// tokens never appear; and the masked greedy requests are batch-invariant
+// (alone vs batched, up to bf16 near-ties).
+TEST_P(CudaEngineTest, TokenConstraintMaskMatchesBans) {
+  Transformer& transformer = *transformer_;
+  const auto vocab = static_cast<int32_t>(model_.config.vocab_size);
+  std::mt19937_64 rng(17);
+  std::vector<Request> plain;
+  for (int i = 0; i < 32; ++i) {
+    Request r;
+    const int len = 3 + static_cast<int>(rng() % 50);
+    for (int k = 0; k < len; ++k) r.prompt_ids.push_back(static_cast<int32_t>(rng() % uint64_t(vocab)));
+    SamplingParams& p = r.params;
+    p.max_tokens = 8 + static_cast<int>(rng() % 16);
+    p.temperature = 0.0f;
+    if (i % 3 == 1) p.temperature = 0.9f, p.seed = 40 + i, p.top_k = 40;
+    if (i % 3 == 2) p.temperature = 0.8f, p.seed = 70 + i, p.top_p = 0.9f;
+    plain.push_back(r);
+  }
+  auto run = [&](const std::vector<Request>& reqs, bool alone = false) {
+    EngineConfig c;
+    c.num_kv_blocks = 1024;
+    c.kv_dtype = DType::BF16;
+    c.scheduler.max_num_batched_tokens = 2048;
+    c.scheduler.max_num_seqs = 64;
+    c.eos_ids = {vocab + 1};  // none: every request runs to max_tokens
+    Engine engine(transformer, nullptr, c);
+    std::vector<Result> res;
+    if (alone)
+      for (const auto& r : reqs) res.push_back(engine.generate({r})[0]);
+    else
+      res = engine.generate(reqs);
+    for (const auto& r : res) EXPECT_EQ(r.error, EngineErrorKind::None) << r.error_message;
+    EXPECT_EQ(engine.stats().kv.used_blocks, 0);
+    return res;
+  };
+  const auto free_run = run(plain);
+  std::map<int32_t, int> counts;
+  for (const auto& r : free_run)
+    for (int32_t t : r.sequences[0].output_ids) ++counts[t];
+  std::vector<std::pair<int, int32_t>> by_count;
+  for (const auto& [t, c] : counts) by_count.emplace_back(-c, t);
+  std::sort(by_count.begin(), by_count.end());
+  std::vector<int32_t> banned;
+  for (size_t i = 0; i < std::min<size_t>(16, by_count.size()); ++i) banned.push_back(by_count[i].second);
+  const auto factory = std::make_shared<testing_util::BanListFactory>(banned, vocab);
+  std::vector<Request> masked = plain, edited = plain;
+  for (size_t i = 0; i < plain.size(); ++i) {
+    masked[i].constraint = factory;
+    edited[i].params.stop_token_ids = banned;
+    edited[i].params.min_tokens = edited[i].params.max_tokens;
+  }
+  const auto with_mask = run(masked);
+  const auto with_edits = run(edited);
+  int changed = 0;
+  for (size_t i = 0; i < plain.size(); ++i) {
+    const auto& m = with_mask[i].sequences[0].output_ids;
+    EXPECT_EQ(m, with_edits[i].sequences[0].output_ids) << "request " << i;
+    EXPECT_EQ(static_cast<int32_t>(m.size()), plain[i].params.max_tokens) << "request " << i;
+    for (int32_t t : m) EXPECT_EQ(std::count(banned.begin(), banned.end(), t), 0) << "request " << i;
+    changed += m != free_run[i].sequences[0].output_ids;
+  }
+  EXPECT_GT(changed, static_cast<int>(plain.size()) / 2) << "the bans did not change the outputs";
+
+  std::vector<Request> greedy;
+  for (const auto& r : masked)
+    if (r.params.temperature == 0.0f) greedy.push_back(r), greedy.back().params.logprobs = 2;
+  expect_same_up_to_near_ties(run(greedy, /*alone=*/true), run(greedy), GetParam() + ": masked, alone vs batched");
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaEngineTest, ::testing::Values("llama3", "qwen2"));

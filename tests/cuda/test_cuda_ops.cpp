@@ -6,6 +6,7 @@
 //  rms_norm / add_rms_norm: rel 1e-2 + abs 2e-3 (rounded residual, then rounded output)
 //  rope: rel 5e-3 + abs 5e-3;  gated_activation, softcap: rel 6e-3 + abs 1e-3
 //  argmax_rows: exact (the Sampler's greedy rule: first maximum, NaNs skipped)
+#include "../backend/reference.h"
 #include "backend/quant/quant.h"
 #include "cuda_test_util.h"
 
@@ -299,21 +300,6 @@ TEST_F(CudaOpsTest, FusedProjectionOpsEqualUnfused) {
   }
 }
 
-// The Sampler's greedy rule: first index of the maximum, NaNs skipped, 0 when
-// the row holds only NaNs.
-std::vector<int32_t> reference_argmax(const std::vector<float>& v, int64_t rows, int64_t vocab) {
-  std::vector<int32_t> out(static_cast<size_t>(rows), 0);
-  for (int64_t r = 0; r < rows; ++r) {
-    int64_t best = -1;
-    for (int64_t i = 0; i < vocab; ++i) {
-      const float x = v[r * vocab + i];
-      if (!std::isnan(x) && (best < 0 || x > v[r * vocab + best])) best = i;
-    }
-    out[r] = static_cast<int32_t>(std::max<int64_t>(best, 0));
-  }
-  return out;
-}
-
 TEST_F(CudaOpsTest, ArgmaxRows) {
   const float inf = INFINITY, nan = NAN;
   for (int64_t vocab : {1, 7, 9, 1000, 32000, 128256, 151936, 262144})
@@ -338,7 +324,7 @@ TEST_F(CudaOpsTest, ArgmaxRows) {
           default: break;
         }
       }
-      const auto want = reference_argmax(v, rows, vocab);
+      const auto want = ref::argmax_rows(v, rows, vocab);
       std::vector<int32_t> got;
       gpu_->argmax_rows(gpu_bf16(*gpu_, v, {rows, vocab}), got);
       EXPECT_EQ(got, want) << "bf16";
@@ -355,7 +341,7 @@ TEST_F(CudaOpsTest, ArgmaxRows) {
   std::vector<int32_t> got;
   gpu_->argmax_rows(all.slice_rows(1, 3), got);
   const std::vector<float> tail(v.begin() + vocab, v.end());
-  EXPECT_EQ(got, reference_argmax(tail, 3, vocab));
+  EXPECT_EQ(got, ref::argmax_rows(tail, 3, vocab));
   EXPECT_EQ(got[0], 4);
   Tensor i32 = gpu_->alloc(DType::I32, {2, 4});
   EXPECT_THROW(gpu_->argmax_rows(i32, got), Error);

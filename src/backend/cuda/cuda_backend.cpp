@@ -98,6 +98,18 @@ void CudaBackend::copy_to_host(void* dst, const Tensor& src, size_t bytes) {
   LOOM_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
+std::optional<Backend::DeviceMemory> CudaBackend::device_memory() const {
+  // cudaMemGetInfo reports on the calling thread's current device.
+  int previous = 0;
+  LOOM_CUDA_CHECK(cudaGetDevice(&previous));
+  LOOM_CUDA_CHECK(cudaSetDevice(device_));
+  size_t free_b = 0, total_b = 0;
+  const cudaError_t err = cudaMemGetInfo(&free_b, &total_b);
+  LOOM_CUDA_CHECK(cudaSetDevice(previous));
+  LOOM_CUDA_CHECK(err);
+  return DeviceMemory{static_cast<int64_t>(free_b), static_cast<int64_t>(total_b)};
+}
+
 void CudaBackend::prepare_attention(const AttentionMetadata& meta, int64_t num_tokens,
                                     int64_t block_size, int64_t num_blocks) {
   check_not_capturing("prepare_attention");

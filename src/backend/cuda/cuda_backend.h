@@ -1,14 +1,14 @@
 // The CUDA backend (backend/cuda): bf16 activations, weights and KV cache, fp32
 // accumulation, GEMMs through cuBLASLt, own kernels for the other ops. Only
-// builds configured with -DLOOM_CUDA=ON compile and link this (they define
-// LOOM_HAVE_CUDA=1); nothing else may include it.
+// builds configured with -DLOOM_CUDA=ON compile and link this. Its users are
+// the backend registry (backend/registry: make_backend, the one place that
+// knows whether CUDA is built) and the CUDA tests and benchmarks.
 #pragma once
 
 #include <memory>
-#include <string>
-#include <vector>
 
 #include "backend/backend.h"
+#include "backend/gpu_info.h"
 
 namespace loom {
 
@@ -16,28 +16,9 @@ namespace loom {
 // the driver is missing or too old.
 bool cuda_device_available();
 
-struct CudaGpuInfo {
-  int index = 0;
-  std::string name;
-  int major = 0, minor = 0;  // compute capability
-  int multiprocessors = 0;
-  size_t memory_total = 0, memory_free = 0;
-  bool supported = false;    // this build carries code it can run
-  std::string problem;       // why not, when unsupported
-};
-
-struct CudaEnvironment {
-  int driver_version = 0;    // e.g. 13000 for 13.0 (0: no driver)
-  int runtime_version = 0;
-  size_t cublaslt_version = 0;
-  int nccl_version = 0;      // 0: libnccl not found
-  std::string build_archs;   // the architectures compiled in, e.g. "90a,80"
-  std::vector<CudaGpuInfo> gpus;
-  std::string error;         // set when the driver or runtime cannot be used
-};
-
-// What the CUDA driver, runtime and libraries of this machine offer. Never throws.
-CudaEnvironment cuda_environment();
+// What the CUDA driver, runtime and libraries of this machine offer (built is
+// true). Never throws.
+GpuEnvironment cuda_environment();
 
 // Throws loom::Error, naming the GPU, its compute capability and this build's
 // architectures, when this build has no code GPU `device` can run.

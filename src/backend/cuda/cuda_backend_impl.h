@@ -65,6 +65,7 @@ class CudaBackend final : public Backend {
   void copy_to_host(void* dst, const Tensor& src, size_t bytes) override;
   void synchronize() override { LOOM_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
   void copy(Tensor& dst, const Tensor& src) override;
+  std::optional<DeviceMemory> device_memory() const override;
 
   // --- step preparation and CUDA graphs (cuda_backend.cpp) ---
   void prepare_attention(const AttentionMetadata& meta, int64_t num_tokens, int64_t block_size,
@@ -104,6 +105,8 @@ class CudaBackend final : public Backend {
 
   // --- sampling (cuda_backend_sampling.cpp) ---
   void argmax_rows(const Tensor& logits, std::vector<int32_t>& out) override;
+  void apply_token_bitmask(Tensor& logits, const std::vector<int32_t>& rows,
+                           const std::vector<uint32_t>& words) override;
   bool has_device_sampler() const override { return true; }
   bool sample_rows(const Tensor& logits, const std::vector<SampleSpec>& specs,
                    const std::vector<LogitEdit>& edits, std::vector<int32_t>& out) override;
@@ -155,12 +158,13 @@ class CudaBackend final : public Backend {
   std::unique_ptr<Gemm> gemm_;
   PinnedUploader uploader_;
   StepMetadataCache metadata_;
-  DeviceBuffer param_buf_[2], bias_buf_, gather_idx_, attn_partials_, attn_counters_, argmax_ids_;
+  DeviceBuffer param_buf_[2], bias_buf_, gather_idx_, token_mask_, attn_partials_, attn_counters_, argmax_ids_;
   DeviceBuffer sample_in_, sample_ws_;  // sample_rows: specs + edits; ids, bitmaps, edited values
   std::vector<unsigned char> sample_staging_;  // sample_rows: specs + edits, uploaded in one copy
   std::vector<uint32_t> sample_seen_;          // sample_rows: per-token stamp (duplicate edits)
   uint32_t sample_stamp_ = 0;
   std::vector<float> host_floats_;
+  std::vector<uint32_t> mask_staging_;  // apply_token_bitmask: rows + words, uploaded in one copy
   bool capturing_ = false;
   uint64_t capture_reallocations_ = 0;
   bool flash_prefill_ = true;  // prefill sequences go to the flash kernel (head sizes it has)

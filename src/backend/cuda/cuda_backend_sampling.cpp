@@ -9,6 +9,37 @@
 
 namespace loom::cuda {
 
+void CudaBackend::apply_token_bitmask(Tensor& logits, const std::vector<int32_t>& rows,
+                                      const std::vector<uint32_t>& words) {
+  LOOM_CHECK(logits.device() == Device::Cuda, "apply_token_bitmask logits must be on the GPU");
+  const DType t = logits.dtype();
+  LOOM_CHECK(t == DType::BF16 || t == DType::F32 || t == DType::F16,
+             "apply_token_bitmask logits must be bf16, f16 or f32, got {}", dtype_name(t));
+  LOOM_CHECK(logits.ndim() == 2 && logits.cols() > 0 && logits.rows() < (int64_t{1} << 31),
+             "apply_token_bitmask: logits {} must be [rows, vocab]", shape_str(logits.shape()));
+  const int64_t vocab = logits.cols();
+  const auto per_row = static_cast<size_t>((vocab + 31) / 32);
+  LOOM_CHECK(words.size() == rows.size() * per_row, "apply_token_bitmask: {} mask words for {} rows of {} tokens",
+             words.size(), rows.size(), vocab);
+  for (int32_t r : rows)
+    LOOM_CHECK(r >= 0 && r < logits.rows(), "apply_token_bitmask: row {} outside [0, {})", r, logits.rows());
+  if (rows.empty()) return;
+  check_not_capturing("apply_token_bitmask");
+  // Row indices, then the words, in one upload.
+  const size_t n = rows.size() + words.size();
+  void* dev = token_mask_.ensure(n * sizeof(uint32_t), stream_);
+  Tensor dst(dev, DType::I32, {static_cast<int64_t>(n)}, Device::Cuda);
+  mask_staging_.resize(n);
+  std::copy(rows.begin(), rows.end(), reinterpret_cast<int32_t*>(mask_staging_.data()));
+  std::copy(words.begin(), words.end(), mask_staging_.begin() + static_cast<std::ptrdiff_t>(rows.size()));
+  copy_from_host(dst, mask_staging_.data(), n * sizeof(uint32_t));
+  const auto* d_rows = static_cast<const int32_t*>(dev);
+  const auto* d_words = static_cast<const uint32_t*>(dev) + rows.size();
+  cuda::apply_token_bitmask(t, logits.data(), logits.row_stride_bytes(), vocab, d_rows,
+                            static_cast<int32_t>(rows.size()), d_words, stream_);
+  check_launch();
+}
+
 void CudaBackend::argmax_rows(const Tensor& logits, std::vector<int32_t>& out) {
   LOOM_CHECK(logits.device() == Device::Cuda, "argmax_rows logits must be on the GPU");
   const DType t = logits.dtype();

@@ -28,15 +28,15 @@ int nccl_version() {
   return version;
 }
 
-std::string unsupported_message(const CudaGpuInfo& g, cudaError_t err) {
+std::string unsupported_message(const GpuInfo& g, cudaError_t err) {
   return fmt::format("GPU {} ({}, compute capability {}.{}) cannot run this build of loom, which carries "
                      "code for the CUDA architectures {} only ({}); rebuild with -DLOOM_CUDA_ARCHS={}{}",
                      g.index, g.name, g.major, g.minor, LOOM_CUDA_ARCH_LIST, cudaGetErrorString(err), g.major,
                      g.minor);
 }
 
-CudaGpuInfo gpu_info(int index) {
-  CudaGpuInfo g;
+GpuInfo gpu_info(int index) {
+  GpuInfo g;
   g.index = index;
   cudaDeviceProp p{};
   if (cudaGetDeviceProperties(&p, index) != cudaSuccess) {
@@ -65,8 +65,9 @@ CudaGpuInfo gpu_info(int index) {
 
 }  // namespace
 
-CudaEnvironment cuda_environment() {
-  CudaEnvironment env;
+GpuEnvironment cuda_environment() {
+  GpuEnvironment env;
+  env.built = true;
   env.build_archs = LOOM_CUDA_ARCH_LIST;
   env.cublaslt_version = cublasLtGetVersion();
   env.nccl_version = nccl_version();
@@ -84,7 +85,7 @@ CudaEnvironment cuda_environment() {
 }
 
 void check_cuda_device_supported(int device) {
-  const CudaGpuInfo g = gpu_info(device);
+  const GpuInfo g = gpu_info(device);
   LOOM_CHECK(g.supported, "{}", g.problem.empty() ? "the GPU cannot be used" : g.problem);
 }
 

@@ -1,5 +1,6 @@
 // The NCCL communicator (GPU tensors). Only builds configured with
-// -DLOOM_CUDA=ON and MPI compile and link this; nothing else may include it.
+// -DLOOM_CUDA=ON and MPI compile and link this; its one user is the backend
+// registry (make_device_communicator in backend/registry).
 #pragma once
 
 #include <memory>

@@ -98,6 +98,12 @@ void gated_activation_fused_bf16(const void* gate_up, void* out, int64_t rows, i
 // device array of rows int32.
 void argmax_rows(DType type, const void* logits, int64_t rows, int64_t vocab, int32_t* out, cudaStream_t stream);
 
+// logits[rows[i], t] = -inf where bit t % 32 of words[i * W + t / 32] is
+// clear, W = ceil(vocab / 32); logits F32, F16 or BF16 rows of
+// row_stride_bytes; rows and words are device arrays (num_rows rows).
+void apply_token_bitmask(DType type, void* logits, int64_t row_stride_bytes, int64_t vocab, const int32_t* rows,
+                         int32_t num_rows, const uint32_t* words, cudaStream_t stream);
+
 // One draw of sample_rows as the kernel reads it (cuda_backend_sampling.cpp derives it
 // from a SampleSpec). Fixed-point masses: round(exp(x - max) * 2^32).
 struct SampleRowSpec {

@@ -1,5 +1,5 @@
-// Minimal HTTP/1.1 client for the serving benchmark (Boost.Beast; plain
-// http:// only). StreamingHttpClient runs many requests at once on one
+// Minimal HTTP/1.1 client (Boost.Beast; plain http:// only), used by the
+// serving benchmark (`loom bench serve`). StreamingHttpClient runs many requests at once on one
 // io_context (no thread per request), hands body bytes over as they arrive
 // and keeps idle keep-alive connections for reuse. http_request is a blocking
 // call for the few side requests (/metrics, /tokenize, /v1/models).
@@ -12,19 +12,13 @@
 #include <utility>
 #include <vector>
 
+#include "net/url.h"
+
 namespace boost::asio {
 class io_context;
 }
 
-namespace loom::bench {
-
-struct Url {
-  std::string host;
-  std::string port = "80";
-  std::string base_path;  // without a trailing '/', "" for the root
-};
-// "http://host[:port][/path]"; throws loom::Error otherwise.
-Url parse_url(const std::string& url);
+namespace loom::net {
 
 struct HttpResult {
   int status = 0;  // 0: no response (see error)
@@ -67,4 +61,4 @@ class StreamingHttpClient {
   std::shared_ptr<Impl> impl_;
 };
 
-}  // namespace loom::bench
+}  // namespace loom::net

@@ -1,4 +1,5 @@
-#include "http_client.h"
+// The HTTP/1.1 clients of net/http_client.h (Boost.Beast).
+#include "net/http_client.h"
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
@@ -12,36 +13,12 @@
 
 #include "core/error.h"
 
-namespace loom::bench {
+namespace loom::net {
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = asio::ip::tcp;
-
-Url parse_url(const std::string& text) {
-  const std::string scheme = "http://";
-  if (text.rfind(scheme, 0) != 0)
-    LOOM_THROW("base URL '{}' must start with http:// (https is not supported)", text);
-  Url u;
-  std::string rest = text.substr(scheme.size());
-  const size_t slash = rest.find('/');
-  std::string hostport = rest.substr(0, slash);
-  if (slash != std::string::npos) u.base_path = rest.substr(slash);
-  while (!u.base_path.empty() && u.base_path.back() == '/') u.base_path.pop_back();
-  const size_t colon = hostport.rfind(':');
-  if (colon != std::string::npos && hostport.find(']') == std::string::npos) {
-    u.port = hostport.substr(colon + 1);
-    hostport = hostport.substr(0, colon);
-  }
-  if (!hostport.empty() && hostport.front() == '[' && hostport.back() == ']')
-    hostport = hostport.substr(1, hostport.size() - 2);
-  u.host = hostport;
-  if (u.host.empty() || u.port.empty() ||
-      u.port.find_first_not_of("0123456789") != std::string::npos)
-    LOOM_THROW("cannot parse base URL '{}'", text);
-  return u;
-}
 
 namespace {
 
@@ -49,7 +26,7 @@ http::request<http::string_body> make_request(const Url& url, const std::string&
                                               const std::string& path, std::string body) {
   http::request<http::string_body> req{http::string_to_verb(method), url.base_path + path, 11};
   req.set(http::field::host, url.host + ":" + url.port);
-  req.set(http::field::user_agent, "loom-bench");
+  req.set(http::field::user_agent, "loom");
   req.keep_alive(true);
   if (req.method() != http::verb::get) {
     req.set(http::field::content_type, "application/json");
@@ -268,4 +245,4 @@ std::function<void()> StreamingHttpClient::send(const std::string& method, const
   };
 }
 
-}  // namespace loom::bench
+}  // namespace loom::net
