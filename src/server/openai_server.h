@@ -32,7 +32,7 @@ struct OpenAiServerConfig {
   RequestLimits limits;
   std::chrono::milliseconds watchdog{30000};  // /ready fails when busy and no step for this long
   std::chrono::milliseconds stats_interval{500};
-  std::chrono::milliseconds parse_timeout{2000};  // a JSON body still parsing then: 400
+  std::chrono::milliseconds parse_timeout{10000};  // a JSON body still parsing then: 400
   int64_t retry_after_seconds = 1;                // on 503 queue full / shutting down
   std::shared_ptr<GpuMetricsSource> gpu_metrics;  // null: no loom_gpu_* series
   // The watchdog's clock; null: steady_clock::now. Tests step it by hand.
