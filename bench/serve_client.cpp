@@ -206,6 +206,7 @@ class Driver {
       if (answers_[conv].size() <= turn) answers_[conv].resize(turn + 1);
       answers_[conv][turn] = std::move(st->answer);
       records_.push_back(std::move(rec));
+      if (opt_.on_progress) opt_.on_progress(records_.size(), total_);
       --in_flight_;
       if (turn + 1 < convs_[conv].turns.size()) ready_.push_front({conv, turn + 1});
       pump();

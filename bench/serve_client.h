@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -28,6 +29,9 @@ struct ServeRunOptions {
   double timeout_s = 600;                                         // each wait for the server
   double scrape_interval_s = 0.5;  // /metrics while running; 0: before and after only
   int64_t server_pid = 0;          // sample /proc/PID/status (local server) when > 0
+  // Called on the driver's thread after each request ends (done of total);
+  // must not block. Null: none.
+  std::function<void(size_t done, size_t total)> on_progress;
 };
 
 struct ServeRun {

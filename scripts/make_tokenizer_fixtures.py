@@ -24,6 +24,7 @@ import json
 import os
 import random
 import sys
+import unicodedata
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(ROOT, "tests", "fixtures", "tokenizer")
@@ -170,9 +171,34 @@ def write_json(path, obj):
         f.write("\n")
 
 
-def expected_cases(encode, decode, encode_unparsed):
+# Strings whose Unicode normal forms differ: composed letters, Hangul, and
+# compatibility characters (ligatures, full-width, circled, fractions, the
+# Ohm and Angstrom signs). GGUF fixtures hold each in NFC, NFD, NFKC and NFKD,
+# so a tokenizer that normalises differently from transformers' GGUF loader
+# shows up as a mismatch on exactly those forms.
+NORMALIZATION_BASES = [
+    "café résumé naïve Ångström",
+    "Tiếng Việt có dấu: người, được, những",
+    "한국어 텍스트 가나다",
+    "ﬁne ﬂour, ＦＵＬＬ ｗｉｄｔｈ １２３, ① ② ⅷ, ½ ¾, x² H₂O",
+    "Ohm Ω vs omega Ω, Kelvin K vs K, Angstrom Å vs Å",
+    "ｶﾀｶﾅ half-width and ㌀ squared, ℌ ℍ ℕ",
+]
+
+
+def normalization_corpus():
+    out = []
+    for base in NORMALIZATION_BASES:
+        for form in ("NFC", "NFD", "NFKC", "NFKD"):
+            text = unicodedata.normalize(form, base)
+            if text not in out:
+                out.append(text)
+    return out
+
+
+def expected_cases(encode, decode, encode_unparsed, extra=()):
     cases = []
-    for text in CORPUS + random_corpus():
+    for text in CORPUS + random_corpus() + list(extra):
         ids = encode(text, False)
         cases.append({
             "text": text,
@@ -209,7 +235,7 @@ def save_fixture(name, tok, config, description):
     write_json(os.path.join(d, "expected.json"), {
         "description": description,
         "vocab_size": tok.get_vocab_size(with_added_tokens=True),
-        "cases": expected_cases(encode, decode, encode_unparsed),
+        "cases": expected_cases(encode, decode, encode_unparsed, normalization_corpus()),
     })
     print(f"{name}: vocab {tok.get_vocab_size()}", file=sys.stderr)
 
@@ -352,12 +378,14 @@ def make_gguf(path, name):
     out = os.path.join(OUT, f"gguf_{name}.json")
     write_json(out, {
         "description": f"HF transformers' tokenizer built from {os.path.basename(path)}",
+        # The loader's version: which normaliser it applies (if any) is its choice.
+        "transformers_version": __import__("transformers").__version__,
         "model_file": os.path.basename(path),
         "sha256": h.hexdigest(),
         "general_name": general_name,
         "n_vocab": n_vocab,
         "fetch": f"scripts/fetch_model.sh {name}",
-        "cases": expected_cases(encode, decode, encode_unparsed),
+        "cases": expected_cases(encode, decode, encode_unparsed, normalization_corpus()),
     })
     print(f"wrote {out}", file=sys.stderr)
 

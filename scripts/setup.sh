@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs what loom needs to build and test on Debian 12: compilers, CMake,
 # the C++ libraries (Debian packages only) and, with --test, the Python test
-# tooling from PyPI. Safe to run again: installs only what is missing.
+# tooling from PyPI, and fetches the pinned source of the dependencies Debian
+# lacks (xgrammar's C++ core, built by CMake beside loom into
+# third_party/). Safe to run again: installs only what is missing.
 set -euo pipefail
 
 packages=(
@@ -25,4 +27,41 @@ fi
 if [ "${1:-}" = "--test" ]; then
   python3 -m pip install -q --disable-pip-version-check -r "$(dirname "$0")/requirements-test.txt" 2>&1 \
     | grep -v "Running pip as the 'root' user" || true
+fi
+
+# xgrammar (Apache-2.0): the grammar engine behind structured output. Its PyPI
+# source distribution carries the C++ core (cpp/, include/, 3rdparty/); CMake
+# builds that as a static library (cmake/xgrammar.cmake), never the Python
+# bindings. pip needs the sdist's build backend only to read its metadata.
+xgrammar_version=0.2.8
+xgrammar_sha256=8305646fd2b319d6c3003f51a1665e54cbbe9cba1fb636bc41d0b46434ccbb80
+# scripts/patches/xgrammar-<version>-*.patch fix bugs found by our tests
+# (each says what it fixes); the stamp covers them, so a new patch re-extracts.
+root="$(cd "$(dirname "$0")/.." && pwd)"
+xgrammar_dir="$root/third_party/xgrammar"
+xgrammar_stamp="$(cat "$root"/scripts/patches/xgrammar-"$xgrammar_version"-*.patch 2>/dev/null |
+  sha256sum | cut -c1-16)-$xgrammar_sha256"
+if [ "$(cat "$xgrammar_dir/.stamp" 2>/dev/null)" != "$xgrammar_stamp" ]; then
+  echo "setup: fetching xgrammar $xgrammar_version (source)"
+  pip_q=(python3 -m pip -q --disable-pip-version-check)
+  python3 -c 'import scikit_build_core, nanobind, setuptools_scm' 2>/dev/null ||
+    "${pip_q[@]}" install "scikit-build-core>=0.10" "nanobind>=2.5" "setuptools_scm>=8" 2>&1 \
+      | grep -v "Running pip as the 'root' user" || true
+  work="$(mktemp -d)"
+  "${pip_q[@]}" download --no-deps --no-binary :all: --no-build-isolation -d "$work" \
+    "xgrammar==$xgrammar_version"
+  sdist="$work/xgrammar-$xgrammar_version.tar.gz"
+  if ! echo "$xgrammar_sha256  $sdist" | sha256sum -c --status; then
+    echo "setup: $sdist has the wrong SHA-256" >&2; rm -rf "$work"; exit 1
+  fi
+  rm -rf "$xgrammar_dir"; mkdir -p "$xgrammar_dir"
+  tar -xzf "$sdist" -C "$xgrammar_dir" --strip-components=1 \
+    "xgrammar-$xgrammar_version/cpp" "xgrammar-$xgrammar_version/include" \
+    "xgrammar-$xgrammar_version/3rdparty/picojson" "xgrammar-$xgrammar_version/3rdparty/dlpack/include" \
+    "xgrammar-$xgrammar_version/LICENSE" "xgrammar-$xgrammar_version/NOTICE"
+  for p in "$root"/scripts/patches/xgrammar-"$xgrammar_version"-*.patch; do
+    [ -f "$p" ] && patch -s -p1 -d "$xgrammar_dir" < "$p"
+  done
+  echo "$xgrammar_stamp" > "$xgrammar_dir/.stamp"
+  rm -rf "$work"
 fi

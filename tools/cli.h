@@ -14,6 +14,7 @@ int cmd_detokenize(int argc, char** argv);
 int cmd_render(int argc, char** argv);
 int cmd_env(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
+int cmd_bench_serve(int argc, char** argv);
 int cmd_serve(int argc, char** argv);
 int cmd_router(int argc, char** argv);
 

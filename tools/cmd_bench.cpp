@@ -4,22 +4,21 @@
 //             tokens/s at several batch sizes; --peer llama.cpp runs llama.cpp
 //             on the same GGUF, prompt and threads in the same run
 //   offline   N requests straight into the engine (no HTTP), all at once
-//   serve     streamed requests to an OpenAI-compatible server (bench/serve_cli.h)
+//   serve     streamed requests to an OpenAI-compatible server (cmd_bench_serve.cpp)
 #include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
-
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
 
 #include "cli.h"
+#include "cli_app.h"
 #include "core/error.h"
 #include "driver.h"
 #include "report.h"
 #include "runtime.h"
-#include "serve_cli.h"
 #include "tokenizer/tokenizer.h"
 #include "workload.h"
 
@@ -53,9 +52,28 @@ Request fixed_request(std::vector<int32_t> prompt, int32_t output_len) {
 nlohmann::json run_info(const RuntimeOptions& ro, const ModelRuntime& rt) {
   return {{"model", ro.model},
           {"device", rt.device_name},
-          {"threads", ro.threads > 0 ? ro.threads : static_cast<int>(std::thread::hardware_concurrency())},
+          {"threads",
+           ro.threads > 0 ? ro.threads : static_cast<int>(std::thread::hardware_concurrency())},
           {"kv_blocks", rt.engine->num_kv_blocks()},
-          {"block_size", rt.engine->block_size()}};
+          {"block_size", rt.engine->block_size()},
+          {"kv_cache_dtype", dtype_name(rt.kv_dtype)},
+          {"quantization", rt.model.config.quantization.describe()}};
+}
+
+// Speculative decoding over the stats' interval (after - before): drafts
+// verified, accepted, the acceptance rate and the tokens a verify step gave.
+nlohmann::json speculative_report(const EngineStats& before, const EngineStats& after) {
+  const uint64_t drafted = after.spec_draft_tokens - before.spec_draft_tokens;
+  const uint64_t accepted = after.spec_accepted_tokens - before.spec_accepted_tokens;
+  uint64_t steps = 0;
+  for (size_t a = 0; a < after.spec_accepted_lengths.size(); ++a)
+    steps += after.spec_accepted_lengths[a] -
+             (a < before.spec_accepted_lengths.size() ? before.spec_accepted_lengths[a] : 0);
+  return {{"draft_tokens", drafted},
+          {"accepted_tokens", accepted},
+          {"acceptance_rate", drafted ? double(accepted) / double(drafted) : 0.0},
+          {"verify_steps", steps},
+          {"mean_accepted_length", steps ? 1.0 + double(accepted) / double(steps) : 0.0}};
 }
 
 // GPU memory (the process's device footprint: weights, KV pool, workspaces),
@@ -65,6 +83,7 @@ void add_device_report(const ModelRuntime& rt, const EngineStats& stats, nlohman
                               {"sampled_on_device", stats.device_sampled_tokens},
                               {"generated", stats.generated_tokens}};
   report["steps"] = {{"total", stats.steps}, {"async", stats.async_steps}};
+  report["speculative"] = speculative_report(EngineStats{}, stats);
   report["graphs"] = {{"replayed_steps", rt.transformer->graph_stats().replayed},
                       {"recordings", rt.transformer->graph_stats().recorded},
                       {"eager_steps", rt.transformer->graph_stats().eager}};
@@ -88,15 +107,16 @@ double steady_decode_rate(const bench::RunResult& run) {
   return double(n) / (end - start);
 }
 
-nlohmann::json run_llamacpp_peer(const std::string& model, int threads, const std::vector<int32_t>& prompt,
-                                 int decode_tokens) {
+nlohmann::json run_llamacpp_peer(const std::string& model, int threads,
+                                 const std::vector<int32_t>& prompt, int decode_tokens) {
   std::ostringstream ids;
   for (size_t i = 0; i < prompt.size(); ++i) ids << (i ? "," : "") << prompt[i];
   const std::string script =
       (std::filesystem::path(LOOM_SOURCE_DIR) / "bench/peers/llamacpp_latency.py").string();
   const std::string cmd = "python3 '" + script + "' --model '" + model + "' --threads " +
-                          std::to_string(threads) + " --decode-tokens " + std::to_string(decode_tokens) +
-                          " --prompt-ids " + ids.str() + " 2>/dev/null";
+                          std::to_string(threads) + " --decode-tokens " +
+                          std::to_string(decode_tokens) + " --prompt-ids " + ids.str() +
+                          " 2>/dev/null";
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return {{"engine", "llama.cpp"}, {"error", "cannot start python3"}};
   std::string out;
@@ -109,7 +129,9 @@ nlohmann::json run_llamacpp_peer(const std::string& model, int threads, const st
 }
 
 int bench_workload(int argc, char** argv) {
-  CLI::App app{"Write a benchmark workload as JSONL ({prompt_ids, output_len} per line)"};
+  CLI::App app{"Write a benchmark workload as JSONL ({prompt_ids, output_len} per line)",
+               "bench workload"};
+  show_defaults(app);
   std::string model, output;
   bench::WorkloadSpec spec;
   app.add_option("--model", model, "model whose vocabulary prompts draw from")->required();
@@ -119,7 +141,7 @@ int bench_workload(int argc, char** argv) {
   app.add_option("--output-len", spec.output_len, "fixed: output tokens");
   app.add_option("--seed", spec.seed, "workload seed");
   app.add_option("--output", output, "JSONL file to write")->required();
-  CLI11_PARSE(app, argc, argv);
+  LOOM_PARSE(app, argc, argv);
   return guarded("bench workload", [&] {
     RuntimeOptions ro;
     ro.model = model;
@@ -139,7 +161,9 @@ int bench_workload(int argc, char** argv) {
 }
 
 int bench_latency(int argc, char** argv) {
-  CLI::App app{"Single-stream prefill and decode speed, and decode tokens/s by batch size"};
+  CLI::App app{"Single-stream prefill and decode speed, and decode tokens/s by batch size",
+               "bench latency"};
+  show_defaults(app);
   RuntimeOptions ro;
   add_runtime_options(app, ro);
   int32_t input_len = 128, output_len = 64;
@@ -148,14 +172,15 @@ int bench_latency(int argc, char** argv) {
   bool json = false;
   uint64_t seed = 1;
   app.add_option("--input-len", input_len, "prompt tokens")->check(CLI::Range(1, 1 << 20));
-  app.add_option("--output-len", output_len, "generated tokens per request")->check(CLI::Range(2, 1 << 20));
+  app.add_option("--output-len", output_len, "generated tokens per request")
+      ->check(CLI::Range(2, 1 << 20));
   app.add_option("--batch-sizes", batch_sizes, "concurrent sequences to measure, e.g. 1,4,16,64")
       ->delimiter(',');
   app.add_option("--peer", peer, "also measure llama.cpp (CPU, GGUF) in this run")
       ->check(CLI::IsMember({"", "llama.cpp"}));
   app.add_option("--seed", seed, "prompt seed");
   app.add_flag("--json", json, "print only the JSON line");
-  CLI11_PARSE(app, argc, argv);
+  LOOM_PARSE(app, argc, argv);
   return guarded("bench latency", [&] {
     auto rt = build_runtime(ro);
     const auto ids = allowed_ids(*rt);
@@ -191,21 +216,24 @@ int bench_latency(int argc, char** argv) {
       spec.num_requests = b;
       spec.seed = seed + static_cast<uint64_t>(b);
       std::vector<Request> reqs;
-      for (auto& w : bench::make_workload(spec, ids)) reqs.push_back(fixed_request(std::move(w.prompt_ids), output_len));
+      for (auto& w : bench::make_workload(spec, ids))
+        reqs.push_back(fixed_request(std::move(w.prompt_ids), output_len));
       auto run = bench::run_all(*rt->engine, std::move(reqs));
       auto lat = bench::latency_report(run);
       const double rate = steady_decode_rate(run);
       by_batch.push_back({{"batch", b},
                           {"decode_tokens_per_s", std::round(rate * 10) / 10},
                           {"itl_ms", lat["itl_ms"]},
-                          {"tpot_ms", lat["tpot_ms"]}});
+                          {"tpot_ms", lat["tpot_ms"]},
+                          {"speculative", speculative_report(run.stats_before, run.stats_after)}});
     }
     report["decode"] = by_batch;
     if (!by_batch.empty()) report["decode_tokens_per_s_batch1"] = by_batch[0]["decode_tokens_per_s"];
     report["peak_rss_mib"] = bench::peak_rss_bytes() >> 20;
     rt->engine->stop();
     if (peer == "llama.cpp") {
-      const int threads = ro.threads > 0 ? ro.threads : static_cast<int>(std::thread::hardware_concurrency());
+      const int threads =
+          ro.threads > 0 ? ro.threads : static_cast<int>(std::thread::hardware_concurrency());
       auto p = run_llamacpp_peer(ro.model, threads, single_prompt, output_len);
       report["peer"] = p;
       if (p.contains("decode_tokens_per_s") && !by_batch.empty()) {
@@ -223,7 +251,9 @@ int bench_latency(int argc, char** argv) {
 }
 
 int bench_offline(int argc, char** argv) {
-  CLI::App app{"Offline throughput: N requests submitted at once straight into the engine"};
+  CLI::App app{"Offline throughput: N requests submitted at once straight into the engine",
+               "bench offline"};
+  show_defaults(app);
   RuntimeOptions ro;
   add_runtime_options(app, ro);
   bench::WorkloadSpec spec;
@@ -237,11 +267,16 @@ int bench_offline(int argc, char** argv) {
   app.add_option("--workload", workload_file, "read the workload from this JSONL instead");
   float temperature = 0.0f, top_p = 1.0f;
   int32_t top_k = 0;
-  app.add_option("--temperature", temperature, "sampling temperature (0: greedy)")->check(CLI::Range(0.0, 100.0));
+  app.add_option("--temperature", temperature, "sampling temperature (0: greedy)")
+      ->check(CLI::Range(0.0, 100.0));
   app.add_option("--top-p", top_p, "nucleus sampling")->check(CLI::Range(0.0, 1.0));
   app.add_option("--top-k", top_k, "top-k sampling (0: off)")->check(CLI::Range(0, 1 << 20));
+  bool stop_at_eos = false;
+  app.add_flag("--stop-at-eos", stop_at_eos,
+               "requests end at the model's end-of-sequence token (output_len is then a cap); "
+               "default: exactly output_len tokens each");
   app.add_flag("--json", json, "print only the JSON line");
-  CLI11_PARSE(app, argc, argv);
+  LOOM_PARSE(app, argc, argv);
   return guarded("bench offline", [&] {
     auto rt = build_runtime(ro);
     auto work = workload_file.empty() ? bench::make_workload(spec, allowed_ids(*rt))
@@ -255,6 +290,10 @@ int bench_offline(int argc, char** argv) {
       reqs.back().params.top_p = top_p;
       reqs.back().params.top_k = top_k;
       reqs.back().params.seed = static_cast<uint64_t>(reqs.size());
+      if (stop_at_eos) {
+        reqs.back().params.min_tokens = 0;
+        reqs.back().params.ignore_eos = false;
+      }
     }
     const size_t n = reqs.size();
     rt->engine->start();
@@ -279,7 +318,8 @@ int bench_offline(int argc, char** argv) {
     report["output_tokens_per_s"] = std::round(double(output_tokens) / run.duration_s * 10) / 10;
     report.update(bench::latency_report(run));
     report["peak_rss_mib"] = bench::peak_rss_bytes() >> 20;
-    if (temperature > 0) report["sampling"] = {{"temperature", temperature}, {"top_p", top_p}, {"top_k", top_k}};
+    if (temperature > 0)
+      report["sampling"] = {{"temperature", temperature}, {"top_p", top_p}, {"top_k", top_k}};
     add_device_report(*rt, a, report);
     report["kv"] = {{"peak_used_blocks", run.peak_used_blocks},
                     {"peak_usage", double(run.peak_used_blocks) / std::max(1, a.kv.num_blocks)},
@@ -293,17 +333,46 @@ int bench_offline(int argc, char** argv) {
 
 }  // namespace
 
+namespace {
+
+struct Benchmark {
+  const char* name;
+  int (*run)(int, char**);
+  const char* help;
+};
+
+constexpr Benchmark kBenchmarks[] = {
+    {"latency", bench_latency,
+     "single-stream prefill/decode speed and decode tokens/s by batch size"},
+    {"offline", bench_offline, "N requests straight into the engine (no HTTP), all at once"},
+    {"serve", cmd_bench_serve,
+     "streamed requests to an OpenAI-compatible server (loom serve, vLLM...)"},
+    {"workload", bench_workload, "write a benchmark workload as JSONL (peers read the same one)"},
+};
+
+void bench_usage(FILE* out) {
+  std::fprintf(
+      out,
+      "usage: loom bench <benchmark> [flags]   (loom bench <benchmark> --help for its flags)\n\n");
+  for (const auto& b : kBenchmarks) std::fprintf(out, "  %-9s %s\n", b.name, b.help);
+}
+
+}  // namespace
+
 int cmd_bench(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: loom bench <latency|offline|workload|serve> [flags]\n");
+    bench_usage(stderr);
     return 2;
   }
   const std::string sub = argv[1];
-  if (sub == "latency") return bench_latency(argc - 1, argv + 1);
-  if (sub == "offline") return bench_offline(argc - 1, argv + 1);
-  if (sub == "workload") return bench_workload(argc - 1, argv + 1);
-  if (sub == "serve") return bench::bench_serve_main(argc - 1, argv + 1);
-  std::fprintf(stderr, "loom bench: unknown benchmark '%s' (latency, offline, workload, serve)\n", sub.c_str());
+  if (sub == "--help" || sub == "-h") {
+    bench_usage(stdout);
+    return 0;
+  }
+  for (const auto& b : kBenchmarks)
+    if (sub == b.name) return b.run(argc - 1, argv + 1);
+  std::fprintf(stderr, "loom bench: unknown benchmark '%s'\n\n", sub.c_str());
+  bench_usage(stderr);
   return 2;
 }
 

@@ -1,15 +1,17 @@
 // loom env: what this machine and this build offer.
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 
 #include "backend/registry/registry.h"
 #include "cli.h"
+#include "cli_app.h"
 #include "model/loader/weights.h"
 #include "model/model.h"
 
@@ -37,8 +39,74 @@ std::string version_str(long v, bool three_part) {
   return fmt::format("{}.{}", v / 1000, v % 1000 / 10);
 }
 
-// GPUs, driver and libraries; with a model, whether it fits on GPU 0.
-nlohmann::json gpu_section(const std::string& model_path, double utilization, int64_t context) {
+// A linear layer's weight matrix (what FP8 quantises): blk.N.attn_{q,k,v,output}
+// or blk.N.ffn_{gate,up,down}.
+bool is_linear_weight(const std::string& name) {
+  if (!name.starts_with("blk.") || !name.ends_with(".weight")) return false;
+  for (const char* m : {".attn_q.", ".attn_k.", ".attn_v.", ".attn_output.", ".ffn_gate.",
+                        ".ffn_up.", ".ffn_down."})
+    if (name.find(m) != std::string::npos) return true;
+  return false;
+}
+
+// The model's dtypes and quantisation, its weights as the GPU holds them
+// (matrices bf16 or FP8, vectors and scales f32) as stored and with FP8
+// linear layers (--quantization fp8: 1 byte per value plus a scale per row),
+// and the KV cache each leaves at `utilization` of `memory_total`, in bf16
+// and FP8 E4M3 (no such options without a GPU: memory_total 0).
+nlohmann::json model_fit(const std::string& model_path, double utilization, int64_t context,
+                         size_t memory_total) {
+  const LoadedModel m = open_model(model_path);
+  const ModelConfig& c = m.config;
+  int64_t stored = 0, fp8 = 0;
+  std::map<std::string, int64_t> params_by_dtype;
+  for (const std::string& name : m.weights->names()) {
+    const auto t = m.weights->find(name);
+    if (!t) continue;
+    params_by_dtype[std::string(dtype_name(t->dtype()))] += t->numel();
+    const int64_t as_stored = t->dtype() == DType::F8_E4M3 ? t->numel()
+                              : t->ndim() >= 2             ? 2 * t->numel()
+                                                           : 4 * t->numel();
+    stored += as_stored;
+    fp8 += is_linear_weight(name) && t->dtype() != DType::F8_E4M3 ? t->numel() + 4 * t->dim(0)
+                                                                  : as_stored;
+  }
+  const int64_t kv_elems_per_token = 2 * c.num_layers * c.num_kv_heads * c.head_dim;
+  const int64_t ctx = context > 0 ? context : (c.max_position > 0 ? c.max_position : 4096);
+  const int64_t reserve = int64_t{1} << 30;
+  const auto budget = static_cast<int64_t>(utilization * double(memory_total));
+  nlohmann::json options = nlohmann::json::array();
+  for (const bool fp8_weights : memory_total ? std::vector<bool>{false, true} : std::vector<bool>{})
+    for (const int kv_bytes : {2, 1}) {
+      if (fp8_weights && c.quantization.fp8) continue;  // already FP8: the rows as stored say it
+      const int64_t weights = fp8_weights ? fp8 : stored;
+      const int64_t room = budget - weights - reserve;
+      const int64_t per_token = kv_bytes * kv_elems_per_token;
+      options.push_back({{"weights", fp8_weights ? "fp8 (--quantization fp8)" : "as stored"},
+                         {"kv_cache_dtype", kv_bytes == 2 ? "bf16" : "fp8"},
+                         {"weights_bytes", weights},
+                         {"kv_bytes_per_token", per_token},
+                         {"max_tokens_in_kv", room > 0 ? room / per_token : 0},
+                         {"fits", room >= per_token * ctx}});
+    }
+  nlohmann::json fit = {{"model", model_path},
+                        {"params_by_dtype", params_by_dtype},
+                        {"quantization", c.quantization.describe()},
+                        {"weights_bytes", stored},
+                        {"kv_bytes_per_token", 2 * kv_elems_per_token},
+                        {"context", ctx},
+                        {"options", options}};
+  if (!options.empty()) {
+    fit["gpu_memory_utilization"] = utilization;
+    fit["kv_room_bytes"] = std::max<int64_t>(0, budget - stored - reserve);
+    fit["max_tokens_in_kv"] = options[0]["max_tokens_in_kv"];
+    fit["fits"] = options[0]["fits"];
+  }
+  return fit;
+}
+
+// GPUs, driver and libraries.
+nlohmann::json gpu_section() {
   nlohmann::json out = nlohmann::json::object();
   const GpuEnvironment env = gpu_environment();
   if (!env.built) {
@@ -65,27 +133,6 @@ nlohmann::json gpu_section(const std::string& model_path, double utilization, in
     gpus.push_back(j);
   }
   out["gpus"] = gpus;
-  if (!model_path.empty() && !env.gpus.empty()) {
-    const LoadedModel m = open_model(model_path);
-    const ModelConfig& c = m.config;
-    int64_t weight_bytes = 0;  // as the GPU holds them: bf16
-    for (const std::string& name : m.weights->names())
-      if (auto t = m.weights->find(name)) weight_bytes += 2 * t->numel();
-    const int64_t kv_per_token = 2 * 2 * c.num_layers * c.num_kv_heads * c.head_dim;
-    const int64_t ctx = context > 0 ? context : (c.max_position > 0 ? c.max_position : 4096);
-    const int64_t need_kv = kv_per_token * ctx;
-    const int64_t reserve = int64_t{1} << 30;
-    const auto budget = static_cast<int64_t>(utilization * double(env.gpus[0].memory_total));
-    const int64_t kv_room = budget - weight_bytes - reserve;
-    out["fit"] = {{"model", model_path},
-                  {"weights_bytes", weight_bytes},
-                  {"kv_bytes_per_token", kv_per_token},
-                  {"context", ctx},
-                  {"gpu_memory_utilization", utilization},
-                  {"kv_room_bytes", std::max<int64_t>(0, kv_room)},
-                  {"max_tokens_in_kv", kv_room > 0 ? kv_room / kv_per_token : 0},
-                  {"fits", kv_room >= need_kv}};
-  }
   return out;
 }
 
@@ -93,16 +140,20 @@ nlohmann::json gpu_section(const std::string& model_path, double utilization, in
 
 int cmd_env(int argc, char** argv) {
   CLI::App app{"Print what this machine and this build offer"};
+  show_defaults(app);
   bool json = false;
   std::string model;
   double utilization = 0.9;
   int64_t context = 0;
   app.add_flag("--json", json, "print JSON");
-  app.add_option("--model", model, "also say whether this model's weights and a KV budget fit on GPU 0");
+  app.add_option("--model", model,
+                 "also report the model's dtypes and quantisation, and whether its weights and a "
+                 "KV budget fit on "
+                 "GPU 0 (as stored and with FP8 weights / FP8 KV cache)");
   app.add_option("--gpu-memory-utilization", utilization, "fraction of GPU memory loom may use")
       ->check(CLI::Range(0.05, 1.0));
   app.add_option("--max-model-len", context, "context the KV budget must hold at least once (0: the model's)");
-  CLI11_PARSE(app, argc, argv);
+  LOOM_PARSE(app, argc, argv);
   return guarded("env", [&] {
     __builtin_cpu_init();
     nlohmann::json features = nlohmann::json::object();
@@ -113,7 +164,7 @@ int cmd_env(int argc, char** argv) {
     features["avx512bw"] = static_cast<bool>(__builtin_cpu_supports("avx512bw"));
     features["avx512vnni"] = static_cast<bool>(__builtin_cpu_supports("avx512vnni"));
     features["avx512bf16"] = static_cast<bool>(__builtin_cpu_supports("avx512bf16"));
-    const nlohmann::json gpu = gpu_section(model, utilization, context);
+    const nlohmann::json gpu = gpu_section();
     nlohmann::json out = {
         {"cpu", {{"model", cpu_model()},
                  {"threads", std::thread::hardware_concurrency()},
@@ -122,8 +173,13 @@ int cmd_env(int argc, char** argv) {
         {"gpus", gpu["gpus"]},
     };
     out["build"]["compiler"] = __VERSION__;
-    for (const char* k : {"driver", "cuda_runtime", "cublaslt", "nccl", "error", "fit"})
+    for (const char* k : {"driver", "cuda_runtime", "cublaslt", "nccl", "error"})
       if (gpu.contains(k)) out[k] = gpu[k];
+    if (!model.empty()) {
+      const auto& gpus = out["gpus"];
+      out["fit"] = model_fit(model, utilization, context,
+                             gpus.empty() ? 0 : gpus[0]["memory_total_bytes"].get<size_t>());
+    }
     if (json) {
       std::printf("%s\n", out.dump(2).c_str());
       return 0;
@@ -133,8 +189,33 @@ int cmd_env(int argc, char** argv) {
     for (auto& [k, v] : features.items())
       if (v.get<bool>()) std::printf(" %s", k.c_str());
     std::printf("\n");
+    auto print_fit = [&] {
+      if (!out.contains("fit")) return;
+      const auto& f = out["fit"];
+      std::string dtypes;
+      for (const auto& [dt, n] : f["params_by_dtype"].items())
+        dtypes +=
+            fmt::format("{}{} {:.2f}B", dtypes.empty() ? "" : ", ", dt, n.get<double>() / 1e9);
+      std::printf("model %s: parameters %s; quantization: %s\n",
+                  f["model"].get<std::string>().c_str(), dtypes.c_str(),
+                  f["quantization"].get<std::string>().c_str());
+      for (const auto& o : f["options"])
+        std::printf(
+            "  weights %-24s %6.2f GiB, KV %-4s %4.0f KiB/token: at utilization %.2f the KV cache "
+            "holds %lld "
+            "tokens; a %lld-token context %s\n",
+            o["weights"].get<std::string>().c_str(),
+            o["weights_bytes"].get<double>() / 1073741824.0,
+            o["kv_cache_dtype"].get<std::string>().c_str(),
+            o["kv_bytes_per_token"].get<double>() / 1024.0,
+            f["gpu_memory_utilization"].get<double>(),
+            static_cast<long long>(o["max_tokens_in_kv"].get<int64_t>()),
+            static_cast<long long>(f["context"].get<int64_t>()),
+            o["fits"].get<bool>() ? "fits" : "does NOT fit");
+    };
     if (!out["build"]["cuda"].get<bool>()) {
       std::printf("build: CUDA off\ngpus: none\n");
+      print_fit();
       return 0;
     }
     std::printf("build: CUDA on, architectures %s\n", out["build"]["archs"].get<std::string>().c_str());
@@ -150,15 +231,7 @@ int cmd_env(int argc, char** argv) {
                   g["memory_free_bytes"].get<double>() / 1073741824.0, g["supported"].get<bool>() ? "" : " UNSUPPORTED");
       if (g.contains("problem")) std::printf("  %s\n", g["problem"].get<std::string>().c_str());
     }
-    if (out.contains("fit")) {
-      const auto& f = out["fit"];
-      std::printf("model %s: weights %.2f GiB (bf16), KV %.0f KiB/token; at utilization %.2f the KV cache holds "
-                  "%lld tokens; a %lld-token context %s\n",
-                  f["model"].get<std::string>().c_str(), f["weights_bytes"].get<double>() / 1073741824.0,
-                  f["kv_bytes_per_token"].get<double>() / 1024.0, f["gpu_memory_utilization"].get<double>(),
-                  static_cast<long long>(f["max_tokens_in_kv"].get<int64_t>()),
-                  static_cast<long long>(f["context"].get<int64_t>()), f["fits"].get<bool>() ? "fits" : "does NOT fit");
-    }
+    print_fit();
     return 0;
   });
 }

@@ -2,13 +2,12 @@
 // streamed to stdout, or with --json one object {prompt_ids, output_ids, text,
 // finish_reason}.
 #include <CLI/CLI.hpp>
+#include <cstdio>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
-#include <cstdio>
-
-#include <fstream>
-
 #include "cli.h"
+#include "cli_app.h"
 #include "core/error.h"
 #include "runtime.h"
 #include "server/api_error.h"
@@ -142,12 +141,24 @@ int run_batch_file(const std::string& path, ModelRuntime& rt) {
         rc = 1;
         continue;
       }
-      for (const auto& seq : r.sequences)
-        print({{"id", line.id},
-               {"index", index++},
-               {"output_ids", seq.output_ids},
-               {"text", seq.text},
-               {"finish_reason", finish_reason_name(seq.finish_reason)}});
+      for (const auto& seq : r.sequences) {
+        nlohmann::json choice = {{"id", line.id},
+                                 {"index", index++},
+                                 {"output_ids", seq.output_ids},
+                                 {"text", seq.text},
+                                 {"finish_reason", finish_reason_name(seq.finish_reason)}};
+        if (!seq.logprobs
+                 .empty()) {  // per token: its logprob and the best alternatives [[id, logprob]...]
+          nlohmann::json lps = nlohmann::json::array();
+          for (const SampleResult& t : seq.logprobs) {
+            nlohmann::json top = nlohmann::json::array();
+            for (const TokenLogprob& alt : t.top) top.push_back({alt.token, alt.logprob});
+            lps.push_back({{"token", t.token}, {"logprob", t.logprob}, {"top", top}});
+          }
+          choice["logprobs"] = lps;
+        }
+        print(choice);
+      }
     }
   }
   return rc;
@@ -157,6 +168,7 @@ int run_batch_file(const std::string& path, ModelRuntime& rt) {
 
 int cmd_generate(int argc, char** argv) {
   CLI::App app{"Generate a continuation of a prompt"};
+  show_defaults(app);
   RuntimeOptions ro;
   GenerateFlags f;
   add_runtime_options(app, ro);
@@ -177,8 +189,8 @@ int cmd_generate(int argc, char** argv) {
   std::string batch_file;
   app.add_option("--batch-file", batch_file,
                  "JSONL of completions-API bodies with an \"id\"; runs them all concurrently and prints "
-                 "one JSON line per choice");
-  CLI11_PARSE(app, argc, argv);
+                 "one JSON line per choice (with \"logprobs\" when asked)");
+  LOOM_PARSE(app, argc, argv);
   return guarded("generate", [&] {
     auto rt = build_runtime(ro);
     if (!batch_file.empty()) return run_batch_file(batch_file, *rt);

@@ -1,10 +1,10 @@
 // loom render: OpenAI-style messages on stdin -> the model's chat-template output.
 #include <CLI/CLI.hpp>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 
-#include <cstdio>
-
 #include "cli.h"
+#include "cli_app.h"
 #include "core/error.h"
 #include "tokenizer/chat.h"
 #include "tokenizer/tokenizer.h"
@@ -14,12 +14,13 @@ namespace loom::cli {
 int cmd_render(int argc, char** argv) {
   CLI::App app{"Render chat messages (JSON on stdin: an array, or {\"messages\": [...], ...}) "
                "with the model's chat template"};
+  show_defaults(app);
   std::string model;
   bool no_generation_prompt = false;
   app.add_option("--model", model, "a .gguf file or an HF model directory")->required();
   app.add_flag("--no-generation-prompt", no_generation_prompt,
                "do not append the assistant turn's opening");
-  CLI11_PARSE(app, argc, argv);
+  LOOM_PARSE(app, argc, argv);
   return guarded("render", [&] {
     auto input = nlohmann::ordered_json::parse(read_stdin(), nullptr, false);
     if (input.is_discarded()) LOOM_THROW("stdin is not valid JSON");

@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "cli.h"
+#include "cli_app.h"
 #include "router/router.h"
 #include "server/http_server.h"
 
@@ -22,6 +23,7 @@ int cmd_router(int argc, char** argv) {
   CLI::App app{
       "Route OpenAI requests over several loom serve replicas: same prefix, same "
       "replica (its prefix cache), unless that one is overloaded"};
+  show_defaults(app);
   router::RouterConfig cfg;
   server::HttpServerConfig http;
   double health_interval = 2, health_timeout = 2, upstream_timeout = 600, connect_timeout = 5;
@@ -70,7 +72,7 @@ int cmd_router(int argc, char** argv) {
                  "seconds to let open requests finish on SIGTERM")
       ->check(CLI::Range(0, 3600));
   app.add_flag("--quiet", quiet, "no access log");
-  CLI11_PARSE(app, argc, argv);
+  LOOM_PARSE(app, argc, argv);
   return guarded("router", [&] {
     spdlog::set_level(quiet ? spdlog::level::warn : spdlog::level::info);
     cfg.health_interval = millis(health_interval);

@@ -1,10 +1,10 @@
 // loom tokenize / detokenize: the model's tokenizer on stdin/stdout.
 #include <CLI/CLI.hpp>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 
-#include <cstdio>
-
 #include "cli.h"
+#include "cli_app.h"
 #include "core/error.h"
 #include "tokenizer/chat.h"
 #include "tokenizer/tokenizer.h"
@@ -13,6 +13,7 @@ namespace loom::cli {
 
 int cmd_tokenize(int argc, char** argv) {
   CLI::App app{"Tokenise UTF-8 text read from stdin; prints token ids"};
+  show_defaults(app);
   std::string model;
   bool special = false, json = false;
   app.add_option("--model", model, "a .gguf file or an HF model directory")->required();
@@ -20,7 +21,7 @@ int cmd_tokenize(int argc, char** argv) {
                "add the model's special tokens (bos) and read special-token text such as "
                "<|im_start|> as those tokens");
   app.add_flag("--json", json, "print {\"ids\": [...], \"tokens\": [...]}");
-  CLI11_PARSE(app, argc, argv);
+  LOOM_PARSE(app, argc, argv);
   return guarded("tokenize", [&] {
     auto bundle = load_tokenizer_bundle(model);
     const std::string text = read_stdin();
@@ -40,11 +41,12 @@ int cmd_tokenize(int argc, char** argv) {
 
 int cmd_detokenize(int argc, char** argv) {
   CLI::App app{"Decode token ids read from stdin (\"1 2 3\", \"1,2,3\" or a JSON array)"};
+  show_defaults(app);
   std::string model;
   bool special = false;
   app.add_option("--model", model, "a .gguf file or an HF model directory")->required();
   app.add_flag("--special", special, "keep special tokens' text in the output");
-  CLI11_PARSE(app, argc, argv);
+  LOOM_PARSE(app, argc, argv);
   return guarded("detokenize", [&] {
     auto bundle = load_tokenizer_bundle(model);
     const auto ids = parse_id_list(read_stdin());

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <string_view>
 
+#include "build_info.h"
 #include "cli.h"
 
 namespace {
@@ -24,12 +25,13 @@ constexpr Command kCommands[] = {
     {"tokenize", loom::cli::cmd_tokenize, "text on stdin -> token ids"},
     {"detokenize", loom::cli::cmd_detokenize, "token ids on stdin -> text"},
     {"render", loom::cli::cmd_render, "chat messages JSON on stdin -> prompt text"},
-    {"bench", loom::cli::cmd_bench, "benchmarks: latency, offline, workload"},
+    {"bench", loom::cli::cmd_bench, "benchmarks: latency, offline, serve, workload"},
     {"env", loom::cli::cmd_env, "what this machine and build offer"},
 };
 
 void usage(FILE* out) {
-  std::fprintf(out, "usage: loom <command> [flags]   (loom <command> --help for its flags)\n\n");
+  std::fprintf(out, "usage: loom <command> [flags]   (loom <command> --help for its flags)\n");
+  std::fprintf(out, "       loom --version\n\n");
   for (const auto& c : kCommands) std::fprintf(out, "  %-11s %s\n", c.name, c.help);
 }
 
@@ -42,6 +44,10 @@ int main(int argc, char** argv) {
   if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
     usage(argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
+  }
+  if (std::strcmp(argv[1], "--version") == 0 || std::strcmp(argv[1], "-V") == 0) {
+    std::printf("%s\n", loom::cli::build_info_line().c_str());
+    return 0;
   }
   for (const auto& c : kCommands)
     if (std::string_view(argv[1]) == c.name) return c.run(argc - 1, argv + 1);

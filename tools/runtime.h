@@ -6,7 +6,6 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
-
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -28,15 +27,29 @@ struct RuntimeOptions {
   int threads = 0;               // CPU threads; 0: all cores
   std::string kv_cache_memory = "1GiB";  // CPU KV pool budget
   double gpu_memory_utilization = 0.9;   // GPU: fraction of device memory loom may use
-  std::string kv_cache_dtype = "auto";   // auto (f32 on CPU, bf16 on GPU) | f32 | f16 | bf16
+  std::string kv_cache_dtype = "auto";   // auto (f32 on CPU, bf16 on GPU) | f32 | f16 | bf16 | fp8
+  std::string quantization = "none";     // none | fp8 (quantise bf16/fp16 weights to FP8 at load)
   int32_t block_size = 16;
   int32_t max_num_seqs = 256;
   int32_t max_num_batched_tokens = 2048;
   int32_t max_model_len = 0;
-  bool no_prefix_caching = false;
+  bool enable_prefix_caching = true;
+  std::string dtype = "auto";            // activations: auto (the backend's) or that same dtype
+  std::string chat_template;             // a file, or the template itself; "": the model's
   bool enforce_eager = false;            // GPU: no CUDA graphs for decode steps
-  bool no_async_scheduling = false;      // every step waits for its tokens (EngineConfig::async_scheduling)
+  bool no_async_scheduling =
+      false;  // every step waits for its tokens (EngineConfig::async_scheduling)
   uint64_t seed = 0x10011;
+  // Speculative decoding: --speculative-method ngram|draft, or vLLM's
+  // --speculative-config JSON ({"method", "num_speculative_tokens",
+  // "prompt_lookup_min", "prompt_lookup_max", "model"}).
+  std::string speculative_method;
+  int32_t num_speculative_tokens = 0;
+  std::string speculative_model;
+  int32_t ngram_min = 1;
+  int32_t ngram_max = 4;
+  int32_t speculative_max_batch = 16;
+  std::string speculative_config;
   int tensor_parallel_size = 1;  // > 1: one rank per process, started by mpirun
   int pipeline_parallel_size = 1;  // stages; the job has tensor x pipeline ranks
   int pipeline_micro_batches = 0;  // per step; 0: one per stage
@@ -45,7 +58,8 @@ struct RuntimeOptions {
   std::string test_fault_file;
 };
 
-// Adds --model, --device, --threads, --kv-cache-memory, ... to `app`.
+// Adds the model (positional or --model), --device, --threads,
+// --kv-cache-memory, ... to `app`, with vLLM's spellings where it has them.
 void add_runtime_options(CLI::App& app, RuntimeOptions& options);
 
 // Parses "1GiB", "512MiB", "1e9", "2048" into bytes; throws loom::Error.
@@ -66,8 +80,11 @@ struct ModelRuntime {
   std::unique_ptr<ModelRunner> runner;  // broadcasts steps to the other ranks
   std::unique_ptr<Engine> engine;
   std::string device_name;
+  DType kv_dtype = DType::F32;  // the KV cache's element type
 };
 
+// Logs one line per start-up stage (open, tokenizer, weights, KV cache); on a
+// terminal the weights' progress (tensors, bytes) is redrawn in place.
 std::unique_ptr<ModelRuntime> build_runtime(const RuntimeOptions& options);
 
 // Bytes of GPU memory in use on the runtime's GPU (0 on the CPU).

@@ -14,26 +14,52 @@
 #   small    0.5B-shaped model served over HTTP: 128 in / 32 out, Poisson arrivals
 #            at rising rates (loom bench serve), p99 TTFT per rate
 #   faults   the server's fault-injection suite against the CUDA build (0.5B-shaped model)
+#   fp8test  FP8 op, model and engine tests (test_cuda_fp8, test_cuda_model, test_cuda_engine)
+#   fp8small a small Llama-3 shape end to end: FP8 checkpoints of both formats and
+#            --quantization fp8, FP8 KV cache, 16 prompts x 32 greedy tokens vs HF on
+#            the dequantised weights and vs bf16
+#   fp8acc   the same comparison on the 8B shape (HF fp8 128x128-block checkpoint)
+#   fp8latency  8B batch-1 decode ITL: bf16, --quantization fp8, the FP8 block checkpoint
+#   fp8fixed    8B 512 x 1000/1000: bf16 vs FP8 weights + FP8 KV cache (KV capacity too)
+#   fp8offline  8B 1,000 ShareGPT-like requests: bf16 vs FP8 weights + FP8 KV cache
+#   api      the CUDA build's --version and /version, and /v1/messages and
+#            /v1/responses (plain and streamed) on a 0.5B-shaped model on the GPU
+#   structured  0.5B-shaped random model on the GPU: every structured-output schema,
+#            regex and choice at temperature 0 and 1 must validate (masks on the
+#            device); needs third_party/xgrammar carried (scripts/setup.sh fetches it)
 # Env: OFFLINE_REQUESTS (1000), HF_REQUESTS (256).
 set -uo pipefail
 stages=${*:-test latency}
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-mkdir -p /tmp/loom-deps
-for f in .cuda-deps/*.deb; do dpkg -x "$f" /tmp/loom-deps; done
-D=/tmp/loom-deps/usr
-export CMAKE_PREFIX_PATH=$D PKG_CONFIG_PATH=$D/lib/x86_64-linux-gnu/pkgconfig:$D/share/pkgconfig
-export PKG_CONFIG_SYSROOT_DIR=/tmp/loom-deps CPATH=$D/include LIBRARY_PATH=$D/lib/x86_64-linux-gnu
-export LD_LIBRARY_PATH=$D/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)"
 t0=$(date +%s)
 tests=${TESTS:-$(for f in tests/cuda/test_*.cpp; do basename "$f" .cpp; done | tr '\n' ' ')}
-cmake -S . -B build/gpu -DCMAKE_BUILD_TYPE=Release -DLOOM_CUDA=ON -DLOOM_CUDA_ARCHS=90a \
-  > /tmp/configure.log 2>&1 || { tail -30 /tmp/configure.log; exit 1; }
-cmake --build build/gpu -j"$(nproc)" --target loom $tests bench_cuda_ops > /tmp/build.log 2>&1 ||
-  { grep -E "error" -A5 /tmp/build.log | head -60; exit 1; }
-echo "build: $(( $(date +%s) - t0 )) s"
-L=build/gpu/loom
+if [ -n "${LOOM_PREBUILT:-}" ]; then
+  # Binaries built elsewhere (scripts/gpu/prebuild.sh): a tarball of loom, the
+  # CUDA test programs and the shared libraries the image lacks. Saves the
+  # build's minutes of GPU-machine time.
+  mkdir -p /tmp/prebuilt && tar -xJf "$LOOM_PREBUILT" -C /tmp/prebuilt || exit 1
+  src=$(cat /tmp/prebuilt/source_dir)  # the test programs' fixture path
+  [ -e "$src" ] || { mkdir -p "$(dirname "$src")" && ln -sfn "$PWD" "$src"; }
+  export LD_LIBRARY_PATH=/tmp/prebuilt/libs:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+  L=/tmp/prebuilt/loom
+  T=/tmp/prebuilt
+else
+  mkdir -p /tmp/loom-deps
+  for f in .cuda-deps/*.deb; do dpkg -x "$f" /tmp/loom-deps; done
+  D=/tmp/loom-deps/usr
+  export CMAKE_PREFIX_PATH=$D PKG_CONFIG_PATH=$D/lib/x86_64-linux-gnu/pkgconfig:$D/share/pkgconfig
+  export PKG_CONFIG_SYSROOT_DIR=/tmp/loom-deps CPATH=$D/include LIBRARY_PATH=$D/lib/x86_64-linux-gnu
+  export LD_LIBRARY_PATH=$D/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+  cmake -S . -B build/gpu -DCMAKE_BUILD_TYPE=Release -DLOOM_CUDA=ON -DLOOM_CUDA_ARCHS=90a \
+    > /tmp/configure.log 2>&1 || { tail -30 /tmp/configure.log; exit 1; }
+  cmake --build build/gpu -j"$(nproc)" --target loom $tests bench_cuda_ops > /tmp/build.log 2>&1 ||
+    { grep -E "error" -A5 /tmp/build.log | head -60; exit 1; }
+  echo "build: $(( $(date +%s) - t0 )) s"
+  L=build/gpu/loom
+  T=build/gpu/tests
+fi
 $L env
 commit=$(cat .commit 2>/dev/null || echo unknown)
 meta() { python3 - "$@" <<'EOF'
@@ -44,6 +70,23 @@ gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format
 rows = [json.loads(l) for l in open(path) if l.strip().startswith("{")]
 print(json.dumps({"what": what, "machine": gpu, "commit": open(".commit").read().strip() if __import__("os").path.exists(".commit") else "unknown", "results": rows}))
 EOF
+}
+# 16 greedy requests of random token ids (17..120 tokens), 32 tokens each,
+# with top-5 logprobs, as `loom generate --batch-file` reads them.
+fp8_requests() {
+  python3 -c '
+import json, random
+r = random.Random(7)
+for i in range(16):
+    n = r.randrange(17, 121)
+    print(json.dumps({"id": "p%d" % i, "prompt": [r.randrange(300, 120000) for _ in range(n)], "max_tokens": 32,
+                      "temperature": 0, "logprobs": 5, "ignore_eos": True}))' > /tmp/fp8_req.jsonl
+}
+# fp8_generate NAME MODEL [flags...]: the requests through loom -> /tmp/b_NAME.jsonl
+fp8_generate() {
+  local name=$1 model=$2; shift 2
+  timeout 240 $L generate --device cuda --model "$model" --batch-file /tmp/fp8_req.jsonl "$@" \
+    > /tmp/b_$name.jsonl 2> /tmp/b_$name.err || { echo "generate $name failed:"; tail -5 /tmp/b_$name.err; }
 }
 model8b() {
   [ -d /tmp/llama8b ] && return
@@ -57,7 +100,7 @@ for stage in $stages; do
   case $stage in
   test)
     for t in $tests; do
-      timeout 300 build/gpu/tests/$t > /tmp/$t.log 2>&1; echo "$t rc=$? $(tail -1 /tmp/$t.log)"
+      timeout 300 $T/$t > /tmp/$t.log 2>&1; echo "$t rc=$? $(tail -1 /tmp/$t.log)"
       grep -E "FAILED|Failure|Expected|Which is|worst|recorded vs|us per|ms per|tok/s" /tmp/$t.log | sort -u | head -40
     done
     [ -n "${TESTS:-}" ] && continue  # a chosen subset: no end-to-end comparison
@@ -120,6 +163,38 @@ for stage in $stages; do
     [ -f /tmp/small.json ] && cp /tmp/small.json "$OUT/bench_serve_small.json"
     [ -f /tmp/small.png ] && cp /tmp/small.png "$OUT/bench_serve_small.png"
     ;;
+  api)
+    $L --version
+    python3 scripts/gpu/make_random_model.py --shape 0.5b --out /tmp/qwen05 > /dev/null || exit 1
+    $L serve /tmp/qwen05 --device cuda --port 18001 --served-model-name qwen05 --metrics-public \
+      > /tmp/serve_api.log 2>&1 &
+    spid=$!
+    for i in $(seq 1 120); do curl -sf http://127.0.0.1:18001/ready > /dev/null && break; sleep 1; done
+    curl -s http://127.0.0.1:18001/version; echo
+    curl -s http://127.0.0.1:18001/v1/messages -H 'x-api-key: x' -H 'Content-Type: application/json' \
+      -d '{"model": "qwen05", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]}'; echo
+    curl -sN http://127.0.0.1:18001/v1/messages -H 'Content-Type: application/json' \
+      -d '{"model": "qwen05", "max_tokens": 4, "stream": true, "messages": [{"role": "user", "content": "hi"}]}' \
+      | grep '^event:' | tr '\n' ' '; echo
+    curl -s http://127.0.0.1:18001/v1/responses -H 'Content-Type: application/json' \
+      -d '{"model": "qwen05", "max_output_tokens": 8, "input": "hi"}' | cut -c1-400; echo
+    curl -sN http://127.0.0.1:18001/v1/responses -H 'Content-Type: application/json' \
+      -d '{"model": "qwen05", "max_output_tokens": 4, "stream": true, "input": "hi"}' \
+      | grep '^event:' | tr '\n' ' '; echo
+    curl -s http://127.0.0.1:18001/metrics | grep -E '^(loom_build_info|process_resident_memory_bytes)'
+    kill -TERM $spid; wait $spid
+  structured)
+    [ -f third_party/xgrammar/cpp/grammar_compiler.cc ] || { echo "structured: carry third_party/xgrammar"; continue; }
+    python3 scripts/gpu/make_random_model.py --shape 0.5b --out /tmp/qwen05 > /dev/null || exit 1
+    $L serve --device cuda --model /tmp/qwen05 --port 18001 --max-grammar-compile-ms 60000 \
+      > /tmp/serve_structured.log 2>&1 &
+    spid=$!
+    for i in $(seq 1 120); do curl -sf http://127.0.0.1:18001/ready > /dev/null && break; sleep 1; done
+    timeout 900 python3 scripts/gpu/structured_check.py http://127.0.0.1:18001 qwen05 8 > /tmp/structured.json
+    echo "structured rc=$?"; cut -c1-1500 /tmp/structured.json
+    kill -TERM $spid; wait $spid
+    cp /tmp/structured.json "$OUT/structured_validity.json"
+    ;;
   latency1)
     model8b
     timeout 120 $L bench latency --device cuda --model /tmp/llama8b --input-len 128 --output-len 256 \
@@ -155,12 +230,92 @@ for stage in $stages; do
     LOOM_BIN=$L LOOM_TEST_MODEL=/tmp/qwen05 timeout 900 python3 -m pytest -q tests/server/test_faults.py 2>&1 | tail -30
     ;;
   ops)
-    timeout 300 build/gpu/tests/bench_cuda_ops > /tmp/ops.log 2>&1; echo "bench_cuda_ops rc=$?"
+    timeout 300 $T/bench_cuda_ops > /tmp/ops.log 2>&1; echo "bench_cuda_ops rc=$?"
     cat /tmp/ops.log | tail -60; cp /tmp/ops.log "$OUT/bench_cuda_ops.txt"
+    ;;
+  fp8test)
+    for t in test_cuda_fp8 test_cuda_model test_cuda_engine; do
+      timeout 400 $T/$t > /tmp/$t.log 2>&1; echo "$t rc=$? $(tail -1 /tmp/$t.log)"
+      grep -E "FAILED|Failure|Expected|Which is|worst|identical|has none|recorded vs" /tmp/$t.log |
+        sort -u | head -50
+    done
+    cat /tmp/test_cuda_fp8.log /tmp/test_cuda_model.log /tmp/test_cuda_engine.log > "$OUT/fp8test.log"
+    ;;
+  fp8small)
+    python3 scripts/gpu/make_random_model.py --shape small --out /tmp/small > /dev/null || exit 1
+    for scheme in fp8-block ct-channel; do
+      python3 scripts/gpu/make_fp8_model.py --src /tmp/small --scheme $scheme --out /tmp/small_$scheme | tail -1
+    done
+    fp8_requests
+    fp8_generate small_bf16 /tmp/small
+    fp8_generate small_fp8-block /tmp/small_fp8-block --kv-cache-dtype fp8
+    fp8_generate small_ct-channel /tmp/small_ct-channel --kv-cache-dtype fp8
+    fp8_generate small_online /tmp/small --quantization fp8 --kv-cache-dtype fp8
+    for scheme in fp8-block ct-channel; do
+      echo "-- small $scheme (FP8 weights + FP8 KV) vs HF on the dequantised weights, and vs loom bf16"
+      timeout 300 python3 scripts/gpu/hf_compare.py --model /tmp/small_$scheme --dequantize-fp8 \
+        --requests /tmp/fp8_req.jsonl --batch /tmp/b_small_$scheme.jsonl --bf16-batch /tmp/b_small_bf16.jsonl | tail -1
+    done
+    echo "-- small --quantization fp8 + FP8 KV vs HF on the bf16 weights, and vs loom bf16"
+    timeout 300 python3 scripts/gpu/hf_compare.py --model /tmp/small --requests /tmp/fp8_req.jsonl \
+      --batch /tmp/b_small_online.jsonl --bf16-batch /tmp/b_small_bf16.jsonl | tail -1
+    ;;
+  fp8acc)
+    model8b
+    [ -d /tmp/llama8b_fp8-block ] ||
+      python3 scripts/gpu/make_fp8_model.py --src /tmp/llama8b --scheme fp8-block --out /tmp/llama8b_fp8-block | tail -1
+    fp8_requests
+    fp8_generate 8b_bf16 /tmp/llama8b
+    fp8_generate 8b_fp8-block /tmp/llama8b_fp8-block --kv-cache-dtype fp8
+    fp8_generate 8b_online /tmp/llama8b --quantization fp8 --kv-cache-dtype fp8
+    echo "-- 8B fp8-block (FP8 weights + FP8 KV) vs HF on the dequantised weights, and vs loom bf16"
+    timeout 400 python3 scripts/gpu/hf_compare.py --model /tmp/llama8b_fp8-block --dequantize-fp8 \
+      --requests /tmp/fp8_req.jsonl --batch /tmp/b_8b_fp8-block.jsonl --bf16-batch /tmp/b_8b_bf16.jsonl | tail -1
+    echo "-- 8B --quantization fp8 + FP8 KV: greedy agreement with loom bf16 (HF: the bf16 weights)"
+    timeout 400 python3 scripts/gpu/hf_compare.py --model /tmp/llama8b --requests /tmp/fp8_req.jsonl \
+      --batch /tmp/b_8b_online.jsonl --bf16-batch /tmp/b_8b_bf16.jsonl | tail -1
+    ;;
+  fp8latency)
+    model8b
+    : > /tmp/fp8lat.jsonl
+    for v in "bf16" "fp8 --quantization fp8" "fp8kv --quantization fp8 --kv-cache-dtype fp8" \
+             "fp8block --kv-cache-dtype fp8"; do
+      set -- $v; name=$1; shift
+      model=/tmp/llama8b; [ "$name" = fp8block ] && model=/tmp/llama8b_fp8-block
+      [ -d "$model" ] || { echo "$name: no $model (run fp8acc first)"; continue; }
+      timeout 150 $L bench latency --device cuda --model $model --input-len 128 --output-len 256 \
+        --batch-sizes 1,64 --json "$@" > /tmp/lat_$name.jsonl 2> /tmp/lat_$name.err || tail -5 /tmp/lat_$name.err
+      echo "-- $name"; cut -c1-700 /tmp/lat_$name.jsonl; cat /tmp/lat_$name.jsonl >> /tmp/fp8lat.jsonl
+    done
+    meta /tmp/fp8lat.jsonl "bench latency, Llama-3-8B shape: bf16; --quantization fp8 (per-channel W8A8) with bf16 and FP8 KV; the HF fp8 128x128-block checkpoint with FP8 KV" > "$OUT/bench_latency_8b_fp8.json"
+    ;;
+  fp8fixed)
+    model8b
+    : > /tmp/fp8fixed.jsonl
+    for v in "bf16" "fp8 --quantization fp8 --kv-cache-dtype fp8"; do
+      set -- $v; name=$1; shift
+      timeout 280 $L bench offline --device cuda --model /tmp/llama8b --dataset fixed --input-len 1000 \
+        --output-len 1000 --num-requests 512 --max-num-seqs 512 --max-num-batched-tokens 16384 --json "$@" \
+        > /tmp/fixed_$name.jsonl 2> /tmp/fixed_$name.err || tail -5 /tmp/fixed_$name.err
+      echo "-- $name"; grep -v "^|" /tmp/fixed_$name.jsonl | cut -c1-900; cat /tmp/fixed_$name.jsonl >> /tmp/fp8fixed.jsonl
+    done
+    meta /tmp/fp8fixed.jsonl "bench offline: 512 requests, 1000 in / 1000 out, Llama-3-8B shape, --max-num-seqs 512 --max-num-batched-tokens 16384: bf16, then --quantization fp8 --kv-cache-dtype fp8 (run_info: KV blocks)" > "$OUT/bench_fixed_8b_fp8.json"
+    ;;
+  fp8offline)
+    model8b
+    $L bench workload --model /tmp/llama8b --dataset sharegpt --num-requests 1000 --seed 0 --output /tmp/w.jsonl
+    : > /tmp/fp8off.jsonl
+    for v in "bf16" "fp8 --quantization fp8 --kv-cache-dtype fp8"; do
+      set -- $v; name=$1; shift
+      timeout 200 $L bench offline --device cuda --model /tmp/llama8b --workload /tmp/w.jsonl --max-num-seqs 512 \
+        --max-num-batched-tokens 16384 --json "$@" > /tmp/off_$name.jsonl 2> /tmp/off_$name.err || tail -5 /tmp/off_$name.err
+      echo "-- $name"; grep -v "^|" /tmp/off_$name.jsonl | cut -c1-900; cat /tmp/off_$name.jsonl >> /tmp/fp8off.jsonl
+    done
+    meta /tmp/fp8off.jsonl "bench offline: 1,000 ShareGPT-like requests, Llama-3-8B shape, --max-num-seqs 512 --max-num-batched-tokens 16384 (greedy): bf16, then --quantization fp8 --kv-cache-dtype fp8" > "$OUT/bench_offline_8b_fp8.json"
     ;;
   check)
     # Quick: the model tests, GPU metrics from NVML on /metrics, the fit check.
-    timeout 300 build/gpu/tests/test_cuda_model > /tmp/m.log 2>&1; echo "test_cuda_model rc=$? $(tail -1 /tmp/m.log)"
+    timeout 300 $T/test_cuda_model > /tmp/m.log 2>&1; echo "test_cuda_model rc=$? $(tail -1 /tmp/m.log)"
     grep -E "FAILED  \]" /tmp/m.log | sort -u | head
     python3 scripts/gpu/make_random_model.py --shape small --out /tmp/small > /dev/null || exit 1
     $L env --model /tmp/small | tail -1

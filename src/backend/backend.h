@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/linear.h"
 #include "core/tensor.h"
 
 namespace loom {
@@ -44,9 +45,14 @@ void check_attention_metadata(const AttentionMetadata& meta, int64_t num_tokens,
                               int64_t num_blocks);
 
 // One layer's paged cache: K and V each [num_blocks, block_size, num_kv_heads, head_dim].
+// An F8_E4M3 cache also holds each KV head's dequantising scales (f32
+// [num_kv_heads] on the cache's device): a cached value is fp8 * scale,
+// written as fp8(x * (1 / scale)).
 struct KvLayerCache {
   Tensor k;
   Tensor v;
+  Tensor k_scale{};
+  Tensor v_scale{};
 };
 
 struct AttentionParams {
@@ -142,6 +148,24 @@ class Backend {
   // Runs a recorded step. False, running nothing, when device memory the
   // recording used has since been reallocated: record it again.
   virtual bool replay(StepGraph& graph);
+
+  // --- linear layers (backend/linear.h) ---
+  // A linear layer's weight as this backend runs it. Plain weights go
+  // through prepare_weight. The default runs FP8 weights dequantised: the
+  // weight becomes dequantize_fp8_linear's f32 matrix, prepared like any f32
+  // matrix (activations are then not quantised), and `quantize` throws:
+  // quantising at load is for backends with FP8 kernels.
+  virtual LinearWeight prepare_linear(const LinearWeight& host);
+  // out[M, N] = x[M, K] . w^T (+ bias[N]). Plain weights: matmul. FP8 ones:
+  // x is quantised as w.activation says and the FP8 products accumulate in
+  // f32 (out = sum_k xq * wq * x_scale * w_scale). The default handles plain
+  // weights only.
+  virtual void linear(const Tensor& x, const LinearWeight& w, const Tensor* bias, Tensor& out);
+  // The rows of prepared weights stacked in one (fused QKV, gate/up
+  // projections), or nullopt when they cannot share a matrix (different
+  // dtypes or FP8 scales that do not stack). The default stacks plain
+  // weights of one dtype.
+  virtual std::optional<LinearWeight> stack_linear(const std::vector<const LinearWeight*>& parts);
 
   // --- ops (outputs are preallocated by the caller; shapes are checked) ---
   // out[T, H] = table[ids[t], :] * scale. ids: i32 [T] on this device.

@@ -23,6 +23,44 @@ void Backend::copy(Tensor& dst, const Tensor& src) {
   copy_from_host(dst, staging.data(), bytes);
 }
 
+LinearWeight Backend::prepare_linear(const LinearWeight& host) {
+  LOOM_CHECK(!host.quantize,
+             "backend {} cannot quantise weights to FP8 at load (--quantization fp8 needs the CUDA "
+             "backend)",
+             name());
+  LinearWeight out;
+  out.weight = prepare_weight(host.fp8() ? dequantize_fp8_linear(host) : host.weight);
+  return out;
+}
+
+void Backend::linear(const Tensor& x, const LinearWeight& w, const Tensor* bias, Tensor& out) {
+  LOOM_CHECK(!w.fp8(), "backend {} has no FP8 matmul (prepare FP8 weights with prepare_linear)",
+             name());
+  matmul(x, w.weight, bias, out);
+}
+
+std::optional<LinearWeight> Backend::stack_linear(const std::vector<const LinearWeight*>& parts) {
+  LOOM_CHECK(!parts.empty(), "stack_linear of nothing");
+  const Tensor& first = parts[0]->weight;
+  int64_t rows = 0;
+  for (const LinearWeight* p : parts) {
+    const Tensor& t = p->weight;
+    if (p->fp8() || p->quantize || t.dtype() != first.dtype() || t.device() != first.device() ||
+        t.ndim() != 2 || t.dim(1) != first.dim(1))
+      return std::nullopt;
+    rows += t.dim(0);
+  }
+  LinearWeight out;
+  out.weight = alloc(first.dtype(), {rows, first.dim(1)});
+  int64_t at = 0;
+  for (const LinearWeight* p : parts) {
+    Tensor dst = out.weight.slice_rows(at, p->weight.dim(0));
+    copy(dst, p->weight);
+    at += p->weight.dim(0);
+  }
+  return out;
+}
+
 void Backend::split_qkv(const Tensor&, const QkvRope*, Tensor&, Tensor&, Tensor&, KvLayerCache*,
                         const AttentionMetadata*) {
   LOOM_THROW("backend {} has no fused projections", name());

@@ -11,7 +11,7 @@ const DTypeInfo& dtype_info(DType t) {
       {"i8", 1, 1, false},      {"i32", 1, 4, false},     {"i64", 1, 8, false},
       {"q8_0", 32, 34, true},   {"q4_0", 32, 18, true},   {"q4_K", 256, 144, true},
       {"q5_K", 256, 176, true}, {"q6_K", 256, 210, true},   {"q4_1", 32, 20, true},
-      {"q5_0", 32, 22, true},   {"q5_1", 32, 24, true},
+      {"q5_0", 32, 22, true},   {"q5_1", 32, 24, true},     {"f8_e4m3", 1, 1, false},
   };
   const auto i = static_cast<size_t>(t);
   LOOM_CHECK(i < std::size(kInfo), "unknown dtype {}", i);

@@ -1,5 +1,6 @@
-// Element types of tensors: plain floats and integers, and the GGUF block-
-// quantised formats that weights may keep in memory. Quantised types store
+// Element types of tensors: plain floats and integers, FP8 (E4M3, whose
+// scales travel beside the tensor), and the GGUF block-quantised formats that
+// weights may keep in memory. Quantised types store
 // `block_elems` values in `block_bytes` bytes along a row (the last dimension).
 #pragma once
 
@@ -23,6 +24,7 @@ enum class DType : uint8_t {
   Q4_1,  // 32 values: f16 scale, f16 min + 16 bytes of nibbles
   Q5_0,  // 32 values: f16 scale + 4 bytes of high bits + 16 bytes of nibbles
   Q5_1,  // 32 values: f16 scale, f16 min + 4 bytes of high bits + 16 bytes of nibbles
+  F8_E4M3,  // 8-bit float: 1 sign, 4 exponent (bias 7), 3 mantissa bits; max 448, no inf (core/fp8.h)
 };
 
 struct DTypeInfo {

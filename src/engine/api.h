@@ -49,6 +49,10 @@ struct StreamEvent {
   EngineErrorKind error = EngineErrorKind::None;
   std::string error_message;
   bool request_done = false;           // the request's last event
+  // Speculative decoding, on the request's last event: draft tokens
+  // verified for it and how many were accepted.
+  int32_t spec_draft_tokens = 0;
+  int32_t spec_accepted_tokens = 0;
   // When the sequence was first scheduled (token events; for queue time).
   std::optional<Clock::time_point> first_scheduled;
 };
@@ -102,6 +106,9 @@ struct EngineStats {
   uint64_t device_sampled_tokens = 0;  // of generated_tokens: drawn by the backend's sampler
   uint64_t async_steps = 0;            // steps whose tokens the next step took on the device
   uint64_t masked_rows = 0;            // logits rows restricted by a TokenConstraint
+  uint64_t spec_draft_tokens = 0;      // speculative tokens verified
+  uint64_t spec_accepted_tokens = 0;   // of those, accepted
+  std::vector<uint64_t> spec_accepted_lengths;  // [a]: verify steps that accepted a tokens
   uint64_t cached_prompt_tokens = 0;
   uint64_t preemptions = 0;
   uint64_t finished_requests = 0;

@@ -20,6 +20,7 @@ ExecutorConfig executor_config(const EngineConfig& c) {
   ec.device_sampling = c.device_sampling;
   ec.async_scheduling = c.async_scheduling;
   ec.seed = c.seed;
+  ec.speculative = c.speculative;
   return ec;
 }
 }  // namespace
@@ -45,6 +46,8 @@ Engine::Engine(std::unique_ptr<StepExecutor> executor, const Tokenizer* tokenize
                                              uint64_t(bytes_per_block));
   kv_ = std::make_unique<KvManager>(KvConfig{num_blocks, config_.block_size, config_.enable_prefix_caching});
   SchedulerConfig sc = config_.scheduler;
+  sc.spec_min_acceptance = config_.speculative.min_acceptance;
+  sc.spec_cooldown_steps = config_.speculative.cooldown_steps;
   const int64_t max_pos = executor_->max_position();
   if (sc.max_model_len == 0 && max_pos > 0) sc.max_model_len = int32_t(std::min<int64_t>(max_pos, INT32_MAX));
   scheduler_ = std::make_unique<Scheduler>(sc, *kv_, tokenizer, std::move(eos_ids));
@@ -192,6 +195,7 @@ void Engine::execute(const StepPlan& plan) {
     deliver_events();  // the previous step's tokens go out while the device runs this one
   });
   scheduler_->update_from_output(plan, out);
+  for (auto& [seq, draft] : executor_->propose(*scheduler_)) scheduler_->set_draft(seq, std::move(draft));
 }
 
 void Engine::fail_step(const StepPlan& plan, const std::exception& err) {
@@ -221,6 +225,9 @@ void Engine::publish_stats(bool step_in_progress) {
   s.device_sampled_tokens = xs.device_sampled_tokens;
   s.async_steps = xs.async_steps;
   s.masked_rows = xs.masked_rows;
+  s.spec_draft_tokens = ss.draft_tokens;
+  s.spec_accepted_tokens = ss.accepted_tokens;
+  s.spec_accepted_lengths = ss.accepted_lengths;
   s.cached_prompt_tokens = ss.cached_prompt_tokens;
   s.preemptions = ss.preemptions;
   s.finished_requests = ss.finished_requests;

@@ -21,6 +21,7 @@
 
 #include "core/dtype.h"
 #include "engine/api.h"
+#include "engine/proposer.h"
 #include "engine/scheduler.h"
 
 namespace loom {
@@ -49,6 +50,8 @@ struct EngineConfig {
   // Rows that sample (not greedy, no logprobs) draw on the device through
   // Backend::sample_rows when the backend has it; off: on the host.
   bool device_sampling = true;
+  // Speculative decoding (proposer.h): off unless method and num_tokens are set.
+  SpeculativeConfig speculative;
   // Async scheduling: a step whose tokens are all chosen on the device
   // (argmax or device sampling; no logprobs, no n > 1 fork) leaves them
   // there; the next step is planned and launched with those tokens as its

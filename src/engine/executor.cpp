@@ -8,6 +8,19 @@
 
 namespace loom {
 
+StepExecutor::Impl::Impl(std::unique_ptr<ModelRunner> own, ModelRunner& runner, ExecutorConfig cfg)
+    : own_runner(std::move(own)), model(runner), config(std::move(cfg)), sampler(config.seed) {
+  const SpeculativeConfig& sc = config.speculative;
+  if (!sc.enabled()) return;
+  if (sc.custom) {
+    proposer = sc.custom;
+  } else if (sc.method == SpeculativeConfig::Method::Ngram) {
+    proposer = make_ngram_proposer(sc.ngram_min, sc.ngram_max);
+  } else {
+    LOOM_THROW("speculative decoding with a draft model needs the draft model loaded (SpeculativeConfig::custom)");
+  }
+}
+
 StepExecutor::StepExecutor(ModelRunner& runner, ExecutorConfig config)
     : impl_(std::make_unique<Impl>(nullptr, runner, config)) {}
 
@@ -53,8 +66,11 @@ StepInput StepExecutor::Impl::build_input(const StepPlan& plan, const Scheduler&
     const Sequence& s = seqs.get(e.seq);
     const auto& blocks = s.blocks.blocks();
     const int32_t first = int32_t(step.tokens.size());
+    const int32_t known_end = e.start + e.num_tokens - e.num_draft;  // then the draft's tokens
+    LOOM_CHECK(e.num_draft <= int32_t(s.draft.size()), "sequence {} verifies {} of {} draft tokens", e.seq,
+               e.num_draft, s.draft.size());
     for (int32_t p = e.start; p < e.start + e.num_tokens; ++p) {
-      step.tokens.push_back(s.tokens[size_t(p)]);
+      step.tokens.push_back(p < known_end ? s.tokens[size_t(p)] : s.draft[size_t(p - known_end)]);
       step.positions.push_back(p);
       m.slot_mapping.push_back(int64_t(blocks[size_t(p / bs)]) * bs + p % bs);
     }
@@ -76,8 +92,12 @@ StepInput StepExecutor::Impl::build_input(const StepPlan& plan, const Scheduler&
       extra_rows = extra_rows || row.prompt_rows > 0;
     }
     if (e.sample) {
+      // The last known token's row, then one row per draft token.
       row.sample_row = int32_t(step.logit_rows.size());
-      step.logit_rows.push_back(int32_t(step.tokens.size()) - 1);
+      row.draft_rows = e.num_draft;
+      for (int32_t i = 0; i <= e.num_draft; ++i)
+        step.logit_rows.push_back(int32_t(step.tokens.size()) - 1 - e.num_draft + i);
+      extra_rows = extra_rows || e.num_draft > 0;
     }
     layout.push_back(row);
   }
@@ -119,7 +139,7 @@ void StepExecutor::Impl::score_prompts(const Tensor& logits, const Scheduler& se
 Tensor StepExecutor::Impl::sample_rows_only(const Tensor& logits, int64_t num_sampled) {
   std::vector<int32_t> rows;
   for (const RowLayout& r : layout)
-    if (r.sample_row >= 0) rows.push_back(r.sample_row);
+    if (r.sample_row >= 0 && r.draft_rows == 0) rows.push_back(r.sample_row);
   LOOM_CHECK(int64_t(rows.size()) == num_sampled, "{} sample rows for {} sampled sequences", rows.size(),
              num_sampled);
   Backend& be = model.backend();
@@ -167,15 +187,25 @@ StepOutput StepExecutor::execute(const StepPlan& plan, const Scheduler& seqs, co
     if (x.can_run_async(rows, seqs)) return x.launch_async(rows, seqs, logits);
     return x.choose_tokens(rows, seqs, logits);
   }
-  // Rows beyond the sample rows (prompt logprobs): scored on the host, and
-  // the sample rows go on alone, synchronously.
+  // Rows beyond the sample rows (prompt logprobs, drafts): prompts scored
+  // on the host, drafts verified, and the other sample rows go on alone,
+  // synchronously.
   StepOutput scored;
   x.score_prompts(logits, seqs, scored);
-  if (!any_row) return scored;
-  Tensor sampled = x.sample_rows_only(logits, int64_t(rows.size()));
-  x.apply_constraints(rows, seqs, sampled);
-  StepOutput out = x.choose_tokens(rows, seqs, sampled);
+  x.verify_drafts(logits, seqs, scored);
+  std::vector<SeqId> plain;  // the sample rows of sequences without a draft
+  for (const Impl::RowLayout& r : x.layout) {
+    if (r.sample_row < 0 || r.draft_rows > 0) continue;
+    const Sequence* s = seqs.find(r.seq);
+    plain.push_back(s != nullptr && s->max_tokens > 0 ? r.seq : 0);
+  }
+  if (std::none_of(plain.begin(), plain.end(), [](SeqId s) { return s != 0; })) return scored;
+  Tensor sampled = x.sample_rows_only(logits, int64_t(plain.size()));
+  x.apply_constraints(plain, seqs, sampled);
+  StepOutput out = x.choose_tokens(plain, seqs, sampled);
   out.prompt_logprobs = std::move(scored.prompt_logprobs);
+  out.rows.insert(out.rows.end(), std::make_move_iterator(scored.rows.begin()),
+                  std::make_move_iterator(scored.rows.end()));
   return out;
 }
 

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "engine/proposer.h"
 #include "engine/scheduler.h"
 #include "engine/step_output.h"
 
@@ -31,6 +32,7 @@ struct ExecutorConfig {
   bool device_sampling = true;
   bool async_scheduling = true;
   uint64_t seed = 0x10011;  // the host Sampler's engine-wide generator
+  SpeculativeConfig speculative;
 };
 
 struct ExecutorStats {
@@ -77,6 +79,12 @@ class StepExecutor {
   std::vector<SeqId> take_failed_in_flight();
 
   const ExecutorStats& stats() const;
+
+  // Speculative decoding, between steps: the drafts to verify in the next
+  // step (Scheduler::set_draft), for the running sequences the policy lets
+  // propose (few enough decoding, acceptance not in cooldown, every token
+  // known); constraints cut a draft at its first refused token.
+  std::vector<std::pair<SeqId, std::vector<int32_t>>> propose(const Scheduler& seqs);
 
   struct Impl;
 

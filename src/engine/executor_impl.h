@@ -15,8 +15,7 @@
 namespace loom {
 
 struct StepExecutor::Impl {
-  Impl(std::unique_ptr<ModelRunner> own, ModelRunner& runner, ExecutorConfig config)
-      : own_runner(std::move(own)), model(runner), config(config), sampler(config.seed) {}
+  Impl(std::unique_ptr<ModelRunner> own, ModelRunner& runner, ExecutorConfig config);
 
   // Per sampled row of a synchronous step (plan order), where its tokens come
   // from: host_row >= 0: the Sampler on row host_row of logits_host;
@@ -40,14 +39,23 @@ struct StepExecutor::Impl {
     int32_t prompt_rows = 0;  // they give prompt tokens prompt_pos + 1, ...
     int32_t prompt_pos = 0;
     int32_t sample_row = -1;  // -1: none
+    int32_t draft_rows = 0;   // speculative: the draft's rows, right after the sample row
   };
 
   // The step's model input; fills `layout` (and `extra_rows`).
   StepInput build_input(const StepPlan& plan, const Scheduler& seqs);
   // Prompt logprobs of the layout's prompt rows (host), into out.
   void score_prompts(const Tensor& logits, const Scheduler& seqs, StepOutput& out);
-  // The sample rows of `logits` gathered into a tensor of their own, in layout order.
+  // The sample rows of `logits` of sequences without a draft, gathered into
+  // a tensor of their own, in layout order.
   Tensor sample_rows_only(const Tensor& logits, int64_t num_sampled);
+  // Speculative decoding: each draft's rows verified (executor_verify.cpp);
+  // the accepted draft tokens and the step's own token into out.
+  void verify_drafts(Tensor& logits, const Scheduler& seqs, StepOutput& out);
+  // Masks of the constrained verify rows: row i's mask is the constraint's
+  // state after the draft's first i tokens (cut where it refuses one).
+  void mask_draft_rows(const RowLayout& r, const Sequence& s, int32_t vocab, std::vector<int32_t>& rows,
+                       std::vector<uint32_t>& words);
   // The sequences of the plan's sampled rows (0: ended meanwhile).
   static std::vector<SeqId> sampled_rows(const StepPlan& plan, const Scheduler& seqs);
   // Applies the constraints' allowed-token masks of the live rows to `logits`.
@@ -88,6 +96,9 @@ struct StepExecutor::Impl {
   Tensor step_ids[2];  // alternate: one step writes while the next reads the other
   int step_ids_next = 0;
   std::vector<SeqId> failed;  // undelivered rows of a failed step in flight
+  std::shared_ptr<Proposer> proposer;  // speculative decoding; null: off
+  std::vector<int32_t> verify_host_rows;
+  std::vector<float> verify_host;
 };
 
 }  // namespace loom

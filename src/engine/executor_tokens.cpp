@@ -51,6 +51,10 @@ void StepExecutor::Impl::apply_constraints(const std::vector<SeqId>& rows, const
 
 bool StepExecutor::Impl::can_run_async(const std::vector<SeqId>& rows, const Scheduler& seqs) const {
   if (!config.async_scheduling || model.distributed()) return false;
+  // Speculation needs every token on the host to propose the next draft:
+  // while the policy would speculate, steps wait for their tokens.
+  const SpeculativeConfig& sc = config.speculative;
+  if (proposer && (sc.max_batch == 0 || rows.size() <= size_t(sc.max_batch))) return false;
   const bool device_sampling = config.device_sampling && model.backend().has_device_sampler();
   bool any = false;
   for (SeqId id : rows) {

@@ -83,12 +83,13 @@ void Sampler::logit_edits(const SampleContext& ctx, int32_t vocab, std::vector<L
     if (LogitEdit* e = edit(t)) e->ban = true;
 }
 
-SampleResult Sampler::sample(std::span<const float> logits, const SampleContext& ctx) {
+int32_t Sampler::prepare(std::span<const float> logits, const SampleContext& ctx) {
   LOOM_CHECK(ctx.params != nullptr, "sampling without parameters");
   const SamplingParams& p = *ctx.params;
   const int32_t vocab = int32_t(logits.size());
   LOOM_CHECK(vocab > 0, "empty logits row");
-  SampleResult result;
+  keep_ = 0;
+  total_ = 0.0;
 
   // Penalties, bias, bans on a working copy.
   work_.assign(logits.begin(), logits.end());
@@ -99,76 +100,79 @@ SampleResult Sampler::sample(std::span<const float> logits, const SampleContext&
   auto better = [&](int32_t a, int32_t b) {
     return work_[a] != work_[b] ? work_[a] > work_[b] : a < b;
   };
-  int32_t chosen = -1;
   if (p.greedy()) {
+    int32_t chosen = -1;
     for (int32_t i = 0; i < vocab; ++i)
       if (!std::isnan(work_[i]) && (chosen < 0 || better(i, chosen))) chosen = i;
-  } else {
-    // Candidates sorted best first; top-k cuts the list before sorting it all.
-    order_.clear();
-    for (int32_t i = 0; i < vocab; ++i)
-      if (work_[i] > kNegInf) order_.push_back(i);
-    if (order_.empty()) {
-      chosen = 0;  // everything banned: nothing sensible left
-    } else {
-      // Candidates in id order unless a filter needs them best first; top-k
-      // and top-p sort lazily (the best 256 first, more only when needed).
-      const float inv_t = 1.0f / p.temperature;
-      size_t keep = order_.size();
-      size_t sorted = 0;
-      float mx = kNegInf;
-      for (int32_t t : order_) mx = std::max(mx, work_[t] * inv_t);
-      if (p.top_k > 0 || p.top_p < 1.0f) {
-        if (p.top_k > 0 && size_t(p.top_k) < keep) {
-          keep = size_t(p.top_k);  // [0, keep) becomes the top-k set
-          std::nth_element(order_.begin(), order_.begin() + long(keep), order_.end(), better);
-        }
-        sorted = std::min<size_t>(keep, 256);
-        std::partial_sort(order_.begin(), order_.begin() + long(sorted), order_.begin() + long(keep),
-                          better);
-      }
-      if (p.top_p < 1.0f) {
-        double z = 0.0;  // normaliser over the top-k set
-        for (size_t i = 0; i < keep; ++i) z += std::exp(double(work_[order_[i]] * inv_t - mx));
-        double cum = 0.0;
-        size_t i = 0;
-        for (; i < keep; ++i) {
-          if (i == sorted) {
-            std::sort(order_.begin() + long(sorted), order_.begin() + long(keep), better);
-            sorted = keep;
-          }
-          cum += std::exp(double(work_[order_[i]] * inv_t - mx)) / z;
-          if (cum >= double(p.top_p)) break;
-        }
-        keep = std::min(keep, i + 1);  // at least the best token (top_p = 0: greedy)
-        sorted = std::min(sorted, keep);
-      }
-      if (p.min_p > 0.0f) {
-        // prob >= min_p * max_prob  <=>  scaled logit >= max + log(min_p)
-        const float cut = mx + std::log(p.min_p);
-        auto mid = std::partition(order_.begin(), order_.begin() + long(keep),
-                                  [&](int32_t t) { return work_[t] * inv_t >= cut; });
-        keep = std::max<size_t>(1, size_t(mid - order_.begin()));
-        std::sort(order_.begin(), order_.begin() + long(keep), better);
+    return chosen < 0 ? 0 : chosen;
+  }
+  // Candidates sorted best first; top-k cuts the list before sorting it all.
+  order_.clear();
+  for (int32_t i = 0; i < vocab; ++i)
+    if (work_[i] > kNegInf) order_.push_back(i);
+  if (order_.empty()) return 0;  // everything banned: nothing sensible left
+  // Candidates in id order unless a filter needs them best first; top-k
+  // and top-p sort lazily (the best 256 first, more only when needed).
+  inv_t_ = 1.0f / p.temperature;
+  size_t keep = order_.size();
+  size_t sorted = 0;
+  mx_ = kNegInf;
+  for (int32_t t : order_) mx_ = std::max(mx_, work_[t] * inv_t_);
+  if (p.top_k > 0 || p.top_p < 1.0f) {
+    if (p.top_k > 0 && size_t(p.top_k) < keep) {
+      keep = size_t(p.top_k);  // [0, keep) becomes the top-k set
+      std::nth_element(order_.begin(), order_.begin() + long(keep), order_.end(), better);
+    }
+    sorted = std::min<size_t>(keep, 256);
+    std::partial_sort(order_.begin(), order_.begin() + long(sorted), order_.begin() + long(keep), better);
+  }
+  if (p.top_p < 1.0f) {
+    double z = 0.0;  // normaliser over the top-k set
+    for (size_t i = 0; i < keep; ++i) z += std::exp(double(work_[order_[i]] * inv_t_ - mx_));
+    double cum = 0.0;
+    size_t i = 0;
+    for (; i < keep; ++i) {
+      if (i == sorted) {
+        std::sort(order_.begin() + long(sorted), order_.begin() + long(keep), better);
         sorted = keep;
       }
-      double total = 0.0;
-      for (size_t i = 0; i < keep; ++i) total += std::exp(double(work_[order_[i]] * inv_t - mx));
-      const double u = draw_uniform(ctx);
-      const double target = u * total;
-      double cum = 0.0;
-      chosen = order_[keep - 1];
-      for (size_t i = 0; i < keep; ++i) {
-        cum += std::exp(double(work_[order_[i]] * inv_t - mx));
-        if (target < cum) {
-          chosen = order_[i];
-          break;
-        }
-      }
+      cum += std::exp(double(work_[order_[i]] * inv_t_ - mx_)) / z;
+      if (cum >= double(p.top_p)) break;
     }
+    keep = std::min(keep, i + 1);  // at least the best token (top_p = 0: greedy)
+    sorted = std::min(sorted, keep);
   }
-  if (chosen < 0) chosen = 0;
-  if (p.logprobs) result = logprobs_of(logits, chosen, *p.logprobs);
+  if (p.min_p > 0.0f) {
+    // prob >= min_p * max_prob  <=>  scaled logit >= max + log(min_p)
+    const float cut = mx_ + std::log(p.min_p);
+    auto mid = std::partition(order_.begin(), order_.begin() + long(keep),
+                              [&](int32_t t) { return work_[t] * inv_t_ >= cut; });
+    keep = std::max<size_t>(1, size_t(mid - order_.begin()));
+    std::sort(order_.begin(), order_.begin() + long(keep), better);
+  }
+  keep_ = keep;
+  for (size_t i = 0; i < keep; ++i) total_ += mass(order_[i]);
+  return -1;
+}
+
+double Sampler::mass(int32_t token) const { return std::exp(double(work_[size_t(token)] * inv_t_ - mx_)); }
+
+int32_t Sampler::draw(double u) {
+  if (keep_ == 0) return 0;
+  const double target = u * total_;
+  double cum = 0.0;
+  for (size_t i = 0; i < keep_; ++i) {
+    cum += mass(order_[i]);
+    if (target < cum) return order_[i];
+  }
+  return order_[keep_ - 1];
+}
+
+SampleResult Sampler::sample(std::span<const float> logits, const SampleContext& ctx) {
+  int32_t chosen = prepare(logits, ctx);
+  if (chosen < 0) chosen = draw(draw_uniform(ctx));
+  SampleResult result;
+  if (ctx.params->logprobs) result = logprobs_of(logits, chosen, *ctx.params->logprobs);
   result.token = chosen;
   return result;
 }

@@ -57,6 +57,18 @@ class Sampler {
   std::vector<float> work_;        // scratch, vocab sized
   std::vector<int32_t> order_;
   std::vector<LogitEdit> edits_;   // scratch: the row's penalties, bias and bans
+
+  // Fills work_ with the edited row; greedy: returns the choice. Sampling:
+  // returns -1 with the candidates in order_[0, keep_) (in draw order),
+  // scaled by inv_t_ around mx_, their masses summing to total_.
+  int32_t prepare(std::span<const float> logits, const SampleContext& ctx);
+  double mass(int32_t token) const;  // unnormalised probability of a candidate
+  // Walks the candidates to the one where the cumulative mass passes u * total.
+  int32_t draw(double u);
+  size_t keep_ = 0;
+  float inv_t_ = 1.0f;
+  float mx_ = 0.0f;
+  double total_ = 0.0;
 };
 
 }  // namespace loom

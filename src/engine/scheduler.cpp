@@ -287,6 +287,7 @@ StepPlan Scheduler::schedule(Clock::time_point now) {
     int32_t n;
     std::vector<BlockCopy> copies;
     bool live;
+    int32_t draft = 0;  // of n, speculative tokens
   };
   std::vector<Entry> entries;
   std::unordered_map<SeqId, size_t> entry_of;
@@ -302,6 +303,7 @@ StepPlan Scheduler::schedule(Clock::time_point now) {
     remove_running(v.id);
     v.blocks.reset();
     v.num_computed = 0;
+    v.draft.clear();
     ++v.num_preemptions;
     ++stats_.preemptions;
     add_waiting(v);
@@ -349,7 +351,10 @@ StepPlan Scheduler::schedule(Clock::time_point now) {
       if (s.num_computed >= s.prompt_len && s.num_output_tokens() >= s.max_tokens) continue;
       const int32_t pending = s.num_pending();
       if (phase == 0 ? pending != 1 : pending <= 1) continue;
-      place(s, std::min(pending, budget));
+      // A decode verifies its draft too, as far as the budget goes.
+      const int32_t want = phase == 0 ? pending + int32_t(s.draft.size()) : pending;
+      const int32_t n = std::min(want, budget);
+      if (place(s, n) && phase == 0) entries.back().draft = n - pending;
     }
   }
 
@@ -402,10 +407,10 @@ StepPlan Scheduler::schedule(Clock::time_point now) {
   for (Entry& e : entries) {
     if (!e.live) continue;
     const Sequence& s = at(e.id);
-    const bool sample = e.start + e.n == s.num_tokens();
-    plan.seqs.push_back(ScheduledSeq{e.id, e.start, e.n, sample});
+    const bool sample = e.start + e.n - e.draft == s.num_tokens();
+    plan.seqs.push_back(ScheduledSeq{e.id, e.start, e.n, e.draft, sample});
     plan.num_tokens += e.n;
-    if (e.n == 1 && e.start >= s.prompt_len) plan.num_decode_tokens += 1;
+    if (e.n - e.draft == 1 && e.start >= s.prompt_len) plan.num_decode_tokens += 1;
     plan.copies.insert(plan.copies.end(), e.copies.begin(), e.copies.end());
   }
   return plan;
@@ -421,7 +426,9 @@ void Scheduler::complete_step(const StepPlan& plan) {
                s.num_computed, e.start);
     if (e.start < s.prompt_len)
       stats_.prompt_tokens_computed += uint64_t(std::min(e.num_tokens, s.prompt_len - e.start));
-    s.num_computed += e.num_tokens;
+    // Draft tokens count as computed only once accepted (update_from_output).
+    s.num_computed += e.num_tokens - e.num_draft;
+    if (e.num_draft == 0 && s.spec_cooldown > 0) --s.spec_cooldown;
     LOOM_CHECK(s.num_computed <= s.blocks.num_tokens(), "sequence {} computed past its blocks",
                s.id);
     kv_.commit(s.blocks, s.tokens, s.num_computed, s.cache_salt);

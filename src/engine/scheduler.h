@@ -45,6 +45,10 @@ struct SchedulerConfig {
   int32_t max_model_len = 0;           // prompt + max_tokens limit; 0: the pool's capacity
   bool enable_chunked_prefill = true;  // false: a prompt is prefilled in one step
   int64_t starvation_steps = 1000;     // age (steps) after which a request is served FCFS first
+  // Speculative decoding's policy per sequence (SpeculativeConfig): below
+  // this running share of accepted draft tokens, no drafts for that many steps.
+  float spec_min_acceptance = 0.25f;
+  int32_t spec_cooldown_steps = 16;
   void validate() const;
 };
 
@@ -53,7 +57,11 @@ enum class AdmitStatus : uint8_t { Admitted, QueueFull, TooLong, Invalid };
 struct ScheduledSeq {
   SeqId seq = 0;
   int32_t start = 0;       // position of the first token computed (== num_computed before)
-  int32_t num_tokens = 0;  // tokens computed this step: tokens[start, start + num_tokens)
+  // Tokens computed this step: tokens[start, start + num_tokens - num_draft),
+  // then draft[0, num_draft) (speculative decoding: proposed tokens verified
+  // in this step; only the accepted ones stay).
+  int32_t num_tokens = 0;
+  int32_t num_draft = 0;
   bool sample = false;     // the step computes the last known token: sample the next
 };
 
@@ -75,6 +83,9 @@ struct SchedulerStats {
   uint64_t cached_prompt_tokens = 0;  // prompt tokens skipped thanks to prefix-cache hits
   uint64_t generated_tokens = 0;
   uint64_t finished_requests = 0;
+  uint64_t draft_tokens = 0;     // speculative tokens verified
+  uint64_t accepted_tokens = 0;  // of those, accepted
+  std::vector<uint64_t> accepted_lengths;  // [a]: verify steps that accepted a drafts
   uint64_t preemptions = 0;
   uint64_t expired = 0;
   uint64_t admitted_requests = 0;
@@ -133,6 +144,11 @@ class Scheduler {
   // The step's KV is written: advances num_computed, registers full blocks in
   // the prefix cache.
   void complete_step(const StepPlan& plan);
+  // Speculative decoding: tokens proposed to follow a running sequence whose
+  // tokens are all known and computed but the last (a decode); verified by
+  // the next step that schedules it. Cut to what its max_tokens and the
+  // context leave; replaced by the next call; dropped on preemption.
+  void set_draft(SeqId seq, std::vector<int32_t> draft);
   // Appends the token sampled for a sequence whose entry had sample == true.
   // Async scheduling: a token < 0 is a placeholder for a token still being
   // sampled on the device (StepInput::token_source); it is replaced by
@@ -154,6 +170,7 @@ class Scheduler {
   const Sequence& get(SeqId seq) const;
   size_t num_waiting() const { return waiting_by_arrival_.size(); }
   size_t num_running() const { return running_.size(); }
+  const std::vector<SeqId>& running() const { return running_; }
   bool idle() const { return seqs_.empty(); }
   int32_t block_size() const { return kv_.block_size(); }
   SchedulerStats stats() const;
@@ -220,6 +237,8 @@ class Scheduler {
   // Output side (scheduler_output.cpp).
   void attach_output(Sequence& s);
   void apply_token(SeqId id, const SampleResult& sample, bool resolve);
+  // A verify step's tokens: accepted drafts, then the step's own token.
+  void apply_verified(Sequence& s, int32_t num_draft, const std::vector<SampleResult>& tokens);
   // Marks s done in its request and removes it; the request's last sequence
   // sets e.request_done. Emits e.
   void close_sequence(Sequence& s, StreamEvent e);

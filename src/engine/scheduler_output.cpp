@@ -3,6 +3,7 @@
 // sequences ended (finish, abort, deadline, error) and the events that tell
 // their requests. See scheduler.h and engine/README.md.
 #include <algorithm>
+#include <unordered_map>
 
 #include "core/error.h"
 #include "engine/scheduler.h"
@@ -77,6 +78,18 @@ std::vector<SeqId> Scheduler::fork(SeqId parent, int32_t count) {
 
 void Scheduler::finish(SeqId id) { erase(id); }
 
+void Scheduler::set_draft(SeqId id, std::vector<int32_t> draft) {
+  Sequence& s = at(id);
+  LOOM_CHECK(s.status == SeqStatus::Running && s.num_pending() == 1 && s.tokens.back() >= 0,
+             "a draft for sequence {} whose tokens are not all known and computed", id);
+  // The verify step adds up to draft + 1 tokens: stay within max_tokens and the context.
+  int64_t room = int64_t(s.max_tokens) - s.num_output_tokens() - 1;
+  if (config_.max_model_len > 0) room = std::min<int64_t>(room, int64_t(config_.max_model_len) - s.num_tokens() - 1);
+  room = std::min<int64_t>(room, int64_t(capacity_tokens_) - s.num_tokens() - 1);
+  if (int64_t(draft.size()) > room) draft.resize(size_t(std::max<int64_t>(0, room)));
+  s.draft = std::move(draft);
+}
+
 void Scheduler::update_from_output(const StepPlan& plan, const StepOutput& output) {
   LOOM_CHECK(output.kind != StepOutput::Kind::Resolutions, "resolutions applied as step {}'s output",
              plan.step);
@@ -96,6 +109,9 @@ void Scheduler::update_from_output(const StepPlan& plan, const StepOutput& outpu
       end_sequence(e.seq, FinishReason::Length, EngineErrorKind::None, "");
   }
   const bool placeholders = output.kind == StepOutput::Kind::Placeholders;
+  std::unordered_map<SeqId, int32_t> drafts;  // verify entries: their draft tokens
+  for (const ScheduledSeq& e : plan.seqs)
+    if (e.num_draft > 0) drafts[e.seq] = e.num_draft;
   for (const SequenceTokens& row : output.rows) {
     Sequence* s = find(row.seq) ? &at(row.seq) : nullptr;
     if (s == nullptr) continue;  // ended while its step ran (abort, deadline, its previous token)
@@ -104,6 +120,10 @@ void Scheduler::update_from_output(const StepPlan& plan, const StepOutput& outpu
       LOOM_CHECK(row.tokens.size() == 1 && row.tokens[0].token < 0 && s->pending_forks == 0,
                  "bad placeholder for sequence {}", row.seq);
       append_token(row.seq, row.tokens[0].token);
+      continue;
+    }
+    if (auto d = drafts.find(row.seq); d != drafts.end()) {
+      apply_verified(*s, d->second, row.tokens);
       continue;
     }
     std::vector<SeqId> ids{row.seq};
@@ -116,6 +136,43 @@ void Scheduler::update_from_output(const StepPlan& plan, const StepOutput& outpu
     LOOM_CHECK(row.tokens.size() == ids.size(), "{} tokens for sequence {}", row.tokens.size(), row.seq);
     for (size_t i = 0; i < ids.size(); ++i) apply_token(ids[i], row.tokens[i], false);
   }
+}
+
+void Scheduler::apply_verified(Sequence& s, int32_t num_draft, const std::vector<SampleResult>& tokens) {
+  const SeqId id = s.id;
+  LOOM_CHECK(!tokens.empty() && tokens.size() <= size_t(num_draft) + 1 && num_draft <= int32_t(s.draft.size()),
+             "{} tokens verify {} drafts of sequence {}", tokens.size(), num_draft, id);
+  const int32_t accepted = int32_t(tokens.size()) - 1;
+  for (int32_t i = 0; i < accepted; ++i)
+    LOOM_CHECK(tokens[size_t(i)].token == s.draft[size_t(i)], "accepted token {} of sequence {} is not its draft",
+               i, id);
+  stats_.draft_tokens += uint64_t(num_draft);
+  stats_.accepted_tokens += uint64_t(accepted);
+  if (stats_.accepted_lengths.size() <= size_t(num_draft)) stats_.accepted_lengths.resize(size_t(num_draft) + 1);
+  ++stats_.accepted_lengths[size_t(accepted)];
+  if (s.request) {
+    s.request->draft_tokens += num_draft;
+    s.request->accepted_tokens += accepted;
+  }
+  // The policy's view of this sequence: a running average of the accepted
+  // share; too low, and it rests (then starts again from twice the bar).
+  s.spec_acceptance = 0.7f * s.spec_acceptance + 0.3f * float(accepted) / float(num_draft);
+  if (s.spec_acceptance < config_.spec_min_acceptance) {
+    s.spec_cooldown = config_.spec_cooldown_steps;
+    s.spec_acceptance = std::min(1.0f, 2.0f * config_.spec_min_acceptance);
+  }
+  s.draft.clear();
+  // Accepted drafts were computed by this step (their KV is written); the
+  // last token is new. A token that ends the sequence drops the rest.
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    apply_token(id, tokens[i], false);
+    Sequence* live = find(id) ? &at(id) : nullptr;
+    if (live == nullptr) return;
+    if (i + 1 < tokens.size()) ++live->num_computed;
+  }
+  // Rejected drafts' slots go back: the table holds exactly the computed tokens.
+  kv_.truncate(s.blocks, s.num_computed);
+  kv_.commit(s.blocks, s.tokens, s.num_computed, s.cache_salt);
 }
 
 void Scheduler::update_from_output(const StepOutput& resolutions) {
@@ -187,6 +244,8 @@ void Scheduler::close_sequence(Sequence& s, StreamEvent e) {
     }
     if (r->all_done()) {
       out.back().request_done = true;
+      out.back().spec_draft_tokens = r->draft_tokens;
+      out.back().spec_accepted_tokens = r->accepted_tokens;
       ++stats_.finished_requests;
     }
   }

@@ -29,6 +29,8 @@ struct RequestState {
   std::vector<bool> done;  // per sequence index
   int32_t num_done = 0;
   bool forked = false;     // n > 1: the siblings exist (always true for n == 1)
+  int32_t draft_tokens = 0;     // speculative decoding: tokens proposed, over all sequences
+  int32_t accepted_tokens = 0;  // of those, accepted
   bool all_done() const { return num_done == int32_t(done.size()); }
 };
 
@@ -49,6 +51,13 @@ struct Sequence {
   int32_t max_tokens = 0;       // generated tokens allowed (for admission checks)
   int32_t num_computed = 0;     // tokens whose KV is in the cache
   int32_t pending_forks = 0;    // siblings still to fork when the prompt finishes
+  // Speculative decoding: tokens proposed to follow `tokens` (Scheduler::
+  // set_draft), and how well this sequence's proposals have been accepted
+  // (for the speculation policy: an average of accepted / proposed, and steps
+  // to wait before proposing again).
+  std::vector<int32_t> draft;
+  float spec_acceptance = 1.0f;
+  int32_t spec_cooldown = 0;
   // SamplingParams::prompt_logprobs: the next prompt token to score, and the
   // scores so far (handed over on the sequence's first event).
   int32_t prompt_logprobs_next = 1;

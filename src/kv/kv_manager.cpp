@@ -262,6 +262,28 @@ bool KvManager::reserve(BlockTable& table, int32_t num_tokens, std::vector<Block
   return true;
 }
 
+void KvManager::truncate(BlockTable& table, int32_t num_tokens) {
+  const int32_t bs = config_.block_size;
+  LOOM_CHECK(num_tokens >= 0 && num_tokens <= table.num_tokens_, "truncate of a {}-slot table to {}",
+             table.num_tokens_, num_tokens);
+  LOOM_CHECK(num_tokens >= static_cast<int32_t>(table.hashes_.size()) * bs,
+             "truncate to {} slots would cut a cached block ({} cached)", num_tokens,
+             table.hashes_.size() * size_t(bs));
+  if (num_tokens == table.num_tokens_) return;
+  const int32_t want = (num_tokens + bs - 1) / bs;
+  while (table.num_blocks() > want) {
+    const BlockId b = table.blocks_.back();
+    LOOM_CHECK(blocks_[b].ref == 1, "truncate would drop shared block {}", b);
+    table.blocks_.pop_back();
+    release(b);
+  }
+  if (want > 0 && num_tokens % bs != 0) {
+    const BlockId b = table.blocks_[size_t(want - 1)];
+    if (blocks_[b].ref == 1) set_filled(b, num_tokens - (want - 1) * bs);
+  }
+  table.num_tokens_ = num_tokens;
+}
+
 void KvManager::commit(BlockTable& table, std::span<const int32_t> tokens, int32_t num_computed,
                        uint64_t salt) {
   if (!config_.enable_prefix_caching) return;

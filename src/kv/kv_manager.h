@@ -131,6 +131,12 @@ class KvManager {
   // nothing, when not enough free blocks remain (evicting cached free blocks
   // LRU first as needed).
   bool reserve(BlockTable& table, int32_t num_tokens, std::vector<BlockCopy>* copies);
+  // Shrinks the table to `num_tokens` slots (speculative decoding: the slots
+  // of rejected draft tokens), returning blocks that no longer hold a slot.
+  // num_tokens must cover every block registered in the prefix cache
+  // through this table; the slots dropped lie in blocks the table holds
+  // alone (reserve() made them private).
+  void truncate(BlockTable& table, int32_t num_tokens);
   // After tokens[0, num_computed) have been written: registers the table's
   // newly full blocks in the prefix cache (first writer of a hash wins).
   void commit(BlockTable& table, std::span<const int32_t> tokens, int32_t num_computed,

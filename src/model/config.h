@@ -10,6 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include "model/quantization.h"
+
 namespace loom {
 
 enum class RopeScalingType { None, Linear, Llama3, Yarn };
@@ -67,6 +69,8 @@ struct ModelConfig {
   int64_t sliding_window = 0;     // 0: none
   // Per layer: true when the layer uses sliding-window attention (and rope_local).
   std::vector<bool> layer_is_sliding;
+  // FP8 linear layers (HF quantization_config, or --quantization fp8).
+  QuantizationConfig quantization;
 
   void validate() const;  // throws loom::Error on inconsistent or out-of-range values
 

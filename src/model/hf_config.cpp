@@ -197,6 +197,7 @@ ModelConfig model_config_from_hf(const nlohmann::json& config) {
   m.final_logit_softcap = static_cast<float>(c.number("final_logit_softcapping", 0.0, 0.0, 1e6));
 
   spec.from_hf(c, m);
+  m.quantization = quantization_from_hf(config);
   m.validate();
   return m;
 }

@@ -7,6 +7,7 @@
 #include "model/transformer.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <map>
 
@@ -20,16 +21,20 @@
 namespace loom {
 
 struct Transformer::LayerWeights {
-  Tensor attn_norm, wq, wk, wv, wo;
+  Tensor attn_norm;
+  LinearWeight wq, wk, wv, wo;
   std::optional<Tensor> bq, bk, bv, bo;
   // Fused projections (Backend::supports_fused_projections): [q; k; v] and
   // [gate; up] rows in one matrix each; wq..wv, w_gate and w_up are then empty.
   bool fused = false;
-  Tensor wqkv, w_gate_up;
+  LinearWeight wqkv, w_gate_up;
   std::optional<Tensor> bqkv;
   Tensor q_norm, k_norm;                 // qk_norm
   Tensor post_attention_norm, post_ffw_norm;  // sandwich_norm
-  Tensor ffn_norm, w_gate, w_up, w_down;
+  Tensor ffn_norm;
+  LinearWeight w_gate, w_up, w_down;
+  // FP8 KV cache scales per KV head (the checkpoint's, else 1).
+  std::vector<float> k_cache_scale, v_cache_scale;
   AttentionParams attention;
   const Tensor* inv_freq = nullptr;
   const RopeConfig* rope = nullptr;
@@ -103,6 +108,10 @@ bool is_identity(const std::vector<int32_t>& rows, size_t n) {
   return true;
 }
 
+int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
+
 // A 1-D weight (norm or bias) as f32 host memory: the ops take f32 vectors.
 Tensor vector_as_f32(const Tensor& t, const std::string& name) {
   if (t.dtype() == DType::F32) return t;
@@ -120,6 +129,85 @@ Tensor vector_as_f32(const Tensor& t, const std::string& name) {
                dtype_name(t.dtype()));
   }
   return out;
+}
+
+// An FP8 scale tensor's values as floats (f32, f16 or bf16 of any shape).
+std::vector<float> scale_values(const Tensor& t, const std::string& name) {
+  const Tensor f = vector_as_f32(t.reshape({t.numel()}), name);
+  const float* p = f.data_as<const float>();
+  std::vector<float> v(p, p + f.numel());
+  for (float x : v)
+    if (!(std::isfinite(x) && x > 0))
+      LOOM_THROW("tensor '{}' holds scale {}; scales must be finite and > 0", name, x);
+  return v;
+}
+
+Tensor host_f32(const std::vector<float>& v, std::vector<int64_t> shape) {
+  Tensor t = Tensor::cpu(DType::F32, std::move(shape));
+  std::copy(v.begin(), v.end(), t.data_as<float>());
+  return t;
+}
+
+// The host LinearWeight of `name` ("blk.N.attn_q"): its .weight of shape
+// [rows, cols] and, when that is FP8, the scales `q` says it has.
+LinearWeight host_linear(const WeightSource& weights, const QuantizationConfig& q,
+                         const std::string& name, int64_t rows, int64_t cols) {
+  LinearWeight w;
+  w.weight = weights.get(name + ".weight", {rows, cols});
+  const DType dt = w.weight.dtype();
+  if (dt != DType::F8_E4M3) {
+    if (q.quantize_at_load) {
+      if (dt != DType::F32 && dt != DType::F16 && dt != DType::BF16)
+        LOOM_THROW("--quantization fp8 quantises f32, f16 or bf16 weights; '{}.weight' is {}", name,
+                   dtype_name(dt));
+      w.quantize = true;
+    }
+    return w;
+  }
+  if (!q.fp8 || q.quantize_at_load)
+    LOOM_THROW("tensor '{}.weight' is FP8 but config.json has no FP8 quantization_config", name);
+  const std::string scale_name = name + ".weight_scale";
+  const std::vector<float> scale = scale_values(weights.get(scale_name), scale_name);
+  w.scale_kind = q.weight_scale;
+  w.block_n = q.block_n > 0 ? q.block_n : 128;
+  w.block_k = q.block_k > 0 ? q.block_k : 128;
+  w.activation = q.activation;
+  const int64_t expect = q.weight_scale == Fp8WeightScale::Tensor ? 1
+                         : q.weight_scale == Fp8WeightScale::Channel
+                             ? rows
+                             : ceil_div(rows, w.block_n) * ceil_div(cols, w.block_k);
+  if (static_cast<int64_t>(scale.size()) != expect)
+    LOOM_THROW("tensor '{}' has {} values; a {} FP8 weight [{}, {}] needs {}", scale_name,
+               scale.size(), q.describe(), rows, cols, expect);
+  w.scale = host_f32(scale, {expect});
+  if (q.activation == Fp8Activation::Static) {
+    const std::string in_name = name + ".input_scale";
+    const std::vector<float> in = scale_values(weights.get(in_name), in_name);
+    if (in.size() != 1)
+      LOOM_THROW("tensor '{}' has {} values; static activations need one", in_name, in.size());
+    w.input_scale = host_f32(in, {1});
+  }
+  check_fp8_linear(w, name.c_str());
+  return w;
+}
+
+// A layer's FP8 KV cache scale per KV head: blk.N.kv_cache.{k,v}_scale (or
+// kv_scale for both), one value or one per head; 1 when the checkpoint has none.
+std::vector<float> kv_cache_scale(const WeightSource& weights, const std::string& layer,
+                                  const char* which, int64_t kv_heads) {
+  std::string name = layer + "kv_cache." + which;
+  std::optional<Tensor> t = weights.find(name);
+  if (!t) {
+    name = layer + "kv_cache.kv_scale";
+    t = weights.find(name);
+  }
+  if (!t) return std::vector<float>(static_cast<size_t>(kv_heads), 1.0f);
+  std::vector<float> v = scale_values(*t, name);
+  if (v.size() == 1) v.assign(static_cast<size_t>(kv_heads), v[0]);
+  if (static_cast<int64_t>(v.size()) != kv_heads)
+    LOOM_THROW("tensor '{}' has {} values; KV cache scales are one value or one per KV head ({})",
+               name, v.size(), kv_heads);
+  return v;
 }
 
 Tensor upload_f32(Backend& backend, const std::vector<float>& values) {
@@ -165,7 +253,18 @@ Transformer::Transformer(ModelConfig config, const WeightSource& all_weights, Ba
   eps_ = static_cast<float>(c.rms_norm_eps);
 
   auto matrix = [&](const std::string& name, int64_t rows, int64_t cols) {
-    return backend_.prepare_weight(weights.get(name, {rows, cols}));
+    Tensor t = weights.get(name, {rows, cols});
+    if (t.dtype() == DType::F8_E4M3)
+      LOOM_THROW("tensor '{}' is FP8: loom runs FP8 linear layers, not FP8 embeddings or lm_head",
+                 name);
+    return backend_.prepare_weight(t);
+  };
+  if (c.quantization.fp8 && tp_ && !c.quantization.quantize_at_load)
+    LOOM_THROW(
+        "FP8 checkpoints with --tensor-parallel-size > 1 are not supported yet (their scales are "
+        "not sharded)");
+  auto linear = [&](const std::string& name, int64_t rows, int64_t cols) {
+    return backend_.prepare_linear(host_linear(weights, c.quantization, name, rows, cols));
   };
   auto vec = [&](const std::string& name, int64_t n) {
     return backend_.prepare_weight(vector_as_f32(weights.get(name, {n}), name));
@@ -198,10 +297,10 @@ Transformer::Transformer(ModelConfig config, const WeightSource& all_weights, Ba
     LayerWeights& l = layers_[static_cast<size_t>(i)];
     const std::string p = "blk." + std::to_string(first_layer_ + i) + ".";
     l.attn_norm = vec(p + "attn_norm.weight", hidden);
-    l.wq = matrix(p + "attn_q.weight", q_dim, hidden);
-    l.wk = matrix(p + "attn_k.weight", kv_dim, hidden);
-    l.wv = matrix(p + "attn_v.weight", kv_dim, hidden);
-    l.wo = matrix(p + "attn_output.weight", hidden, q_dim);
+    l.wq = linear(p + "attn_q", q_dim, hidden);
+    l.wk = linear(p + "attn_k", kv_dim, hidden);
+    l.wv = linear(p + "attn_v", kv_dim, hidden);
+    l.wo = linear(p + "attn_output", hidden, q_dim);
     if (c.attention_bias) {
       l.bq = vec(p + "attn_q.bias", q_dim);
       l.bk = vec(p + "attn_k.bias", kv_dim);
@@ -217,10 +316,12 @@ Transformer::Transformer(ModelConfig config, const WeightSource& all_weights, Ba
       l.post_ffw_norm = vec(p + "post_ffw_norm.weight", hidden);
     }
     l.ffn_norm = vec(p + "ffn_norm.weight", hidden);
-    l.w_gate = matrix(p + "ffn_gate.weight", inter, hidden);
-    l.w_up = matrix(p + "ffn_up.weight", inter, hidden);
-    l.w_down = matrix(p + "ffn_down.weight", hidden, inter);
+    l.w_gate = linear(p + "ffn_gate", inter, hidden);
+    l.w_up = linear(p + "ffn_up", inter, hidden);
+    l.w_down = linear(p + "ffn_down", hidden, inter);
     if (backend_.supports_fused_projections()) fuse_projections(l);
+    l.k_cache_scale = kv_cache_scale(weights, p, "k_scale", c.num_kv_heads);
+    l.v_cache_scale = kv_cache_scale(weights, p, "v_scale", c.num_kv_heads);
 
     const bool sliding = !c.layer_is_sliding.empty() && c.layer_is_sliding[static_cast<size_t>(i)];
     l.attention.scale = scale;
@@ -235,18 +336,16 @@ Transformer::~Transformer() = default;
 
 namespace {
 
-// The rows of `parts` stacked in one tensor on the backend's device.
-Tensor stack_rows(Backend& be, const std::vector<const Tensor*>& parts) {
-  int64_t rows = 0;
-  for (const Tensor* t : parts) rows += t->dim(0);
-  std::vector<int64_t> shape = parts[0]->shape();
-  shape[0] = rows;
-  Tensor out = be.alloc(parts[0]->dtype(), shape);
+// The 1-D tensors (biases) of `parts` stacked in one on the backend's device.
+Tensor stack_vectors(Backend& be, const std::vector<const Tensor*>& parts) {
+  int64_t n = 0;
+  for (const Tensor* t : parts) n += t->numel();
+  Tensor out = be.alloc(parts[0]->dtype(), {n});
   int64_t at = 0;
   for (const Tensor* t : parts) {
-    Tensor dst = out.slice_rows(at, t->dim(0));
+    Tensor dst = out.slice_rows(at, t->numel());
     be.copy(dst, *t);
-    at += t->dim(0);
+    at += t->numel();
   }
   return out;
 }
@@ -261,14 +360,15 @@ bool same_type(const std::vector<const Tensor*>& parts) {
 }  // namespace
 
 void Transformer::fuse_projections(LayerWeights& l) {
-  const std::vector<const Tensor*> qkv = {&l.wq, &l.wk, &l.wv}, gu = {&l.w_gate, &l.w_up};
-  if (!same_type(qkv) || !same_type(gu)) return;
   if (l.bq.has_value() != l.bk.has_value() || l.bq.has_value() != l.bv.has_value()) return;
   if (l.bq && !same_type({&*l.bq, &*l.bk, &*l.bv})) return;
-  l.wqkv = stack_rows(backend_, qkv);
-  if (l.bq) l.bqkv = stack_rows(backend_, {&*l.bq, &*l.bk, &*l.bv});
-  l.w_gate_up = stack_rows(backend_, gu);
-  l.wq = l.wk = l.wv = l.w_gate = l.w_up = Tensor();
+  std::optional<LinearWeight> qkv = backend_.stack_linear({&l.wq, &l.wk, &l.wv});
+  std::optional<LinearWeight> gate_up = backend_.stack_linear({&l.w_gate, &l.w_up});
+  if (!qkv || !gate_up) return;
+  l.wqkv = std::move(*qkv);
+  l.w_gate_up = std::move(*gate_up);
+  if (l.bq) l.bqkv = stack_vectors(backend_, {&*l.bq, &*l.bk, &*l.bv});
+  l.wq = l.wk = l.wv = l.w_gate = l.w_up = LinearWeight();
   l.bq.reset();
   l.bk.reset();
   l.bv.reset();
@@ -292,8 +392,15 @@ KvCache Transformer::allocate_kv_cache(int64_t num_blocks, int64_t block_size, D
   cache.dtype = dtype;
   cache.layers.reserve(static_cast<size_t>(config_.num_layers));
   const std::vector<int64_t> shape = {num_blocks, block_size, config_.num_kv_heads, config_.head_dim};
-  for (int64_t i = 0; i < config_.num_layers; ++i)
-    cache.layers.push_back(KvLayerCache{backend_.alloc(dtype, shape), backend_.alloc(dtype, shape)});
+  for (int64_t i = 0; i < config_.num_layers; ++i) {
+    KvLayerCache layer{backend_.alloc(dtype, shape), backend_.alloc(dtype, shape)};
+    if (dtype == DType::F8_E4M3) {
+      const LayerWeights& l = layers_[static_cast<size_t>(i)];
+      layer.k_scale = upload_f32(backend_, l.k_cache_scale);
+      layer.v_scale = upload_f32(backend_, l.v_cache_scale);
+    }
+    cache.layers.push_back(std::move(layer));
+  }
   return cache;
 }
 
@@ -354,7 +461,8 @@ void Transformer::ensure_buffers(int64_t tokens, int64_t logit_rows) {
       b.k_raw = backend_.alloc(act, {cap, kv_dim});
     }
     for (Tensor* t : {&b.gate, &b.up, &b.act}) *t = backend_.alloc(act, {cap, c.intermediate_size});
-    if (!layers_.empty() && layers_[0].fused) {
+    // Any fused layer needs them (FP8 checkpoints may fuse some layers only).
+    if (std::any_of(layers_.begin(), layers_.end(), [](const LayerWeights& l) { return l.fused; })) {
       b.qkv = backend_.alloc(act, {cap, q_dim + 2 * kv_dim});
       b.gate_up = backend_.alloc(act, {cap, 2 * c.intermediate_size});
     }
@@ -550,19 +658,19 @@ void Transformer::run_ops(const StepInput& step, KvCache& cache) {
     if (l.fused && !c.qk_norm) {
       // One GEMM, then q and k rotated on the way out and k, v written
       // straight into the cache.
-      be.matmul(v.h, l.wqkv, l.bqkv ? &*l.bqkv : nullptr, v.qkv);
+      be.linear(v.h, l.wqkv, l.bqkv ? &*l.bqkv : nullptr, v.qkv);
       Backend::QkvRope r{&v.positions, l.inv_freq, l.rope->rotary_dim, l.rope->interleaved, mscale};
       be.split_qkv(v.qkv, &r, v.q3, v.k3, v.v3, &kv, &meta);
     } else {
       Tensor& q_out = c.qk_norm ? v.q_raw : v.q;
       Tensor& k_out = c.qk_norm ? v.k_raw : v.k;
       if (l.fused) {
-        be.matmul(v.h, l.wqkv, l.bqkv ? &*l.bqkv : nullptr, v.qkv);
+        be.linear(v.h, l.wqkv, l.bqkv ? &*l.bqkv : nullptr, v.qkv);
         be.split_qkv(v.qkv, nullptr, v.q_raw3, v.k_raw3, v.v3, nullptr, nullptr);
       } else {
-        be.matmul(v.h, l.wq, l.bq ? &*l.bq : nullptr, q_out);
-        be.matmul(v.h, l.wk, l.bk ? &*l.bk : nullptr, k_out);
-        be.matmul(v.h, l.wv, l.bv ? &*l.bv : nullptr, v.v);
+        be.linear(v.h, l.wq, l.bq ? &*l.bq : nullptr, q_out);
+        be.linear(v.h, l.wk, l.bk ? &*l.bk : nullptr, k_out);
+        be.linear(v.h, l.wv, l.bv ? &*l.bv : nullptr, v.v);
       }
       if (c.qk_norm) {
         be.rms_norm(v.q_raw_rows, l.q_norm, eps_, norm_offset_, v.q_rows);
@@ -573,7 +681,7 @@ void Transformer::run_ops(const StepInput& step, KvCache& cache) {
       be.write_kv(v.k3, v.v3, kv, meta);
     }
     be.paged_attention(v.q3, kv, meta, l.attention, v.attn3);
-    be.matmul(v.attn, l.wo, l.bo ? &*l.bo : nullptr, v.o);
+    be.linear(v.attn, l.wo, l.bo ? &*l.bo : nullptr, v.o);
     if (tp_) tp_->all_reduce(v.o);  // row-parallel: partial sums
     Tensor* attn_out = &v.o;
     if (c.sandwich_norm) {
@@ -584,14 +692,14 @@ void Transformer::run_ops(const StepInput& step, KvCache& cache) {
 
     // MLP block.
     if (l.fused) {
-      be.matmul(v.h, l.w_gate_up, nullptr, v.gate_up);
+      be.linear(v.h, l.w_gate_up, nullptr, v.gate_up);
       be.gated_activation_fused(v.gate_up, act, v.act);
     } else {
-      be.matmul(v.h, l.w_gate, nullptr, v.gate);
-      be.matmul(v.h, l.w_up, nullptr, v.up);
+      be.linear(v.h, l.w_gate, nullptr, v.gate);
+      be.linear(v.h, l.w_up, nullptr, v.up);
       be.gated_activation(v.gate, v.up, act, v.act);
     }
-    be.matmul(v.act, l.w_down, nullptr, v.down);
+    be.linear(v.act, l.w_down, nullptr, v.down);
     if (tp_) tp_->all_reduce(v.down);  // row-parallel: partial sums
     Tensor* mlp_out = &v.down;
     if (c.sandwich_norm) {

@@ -171,4 +171,12 @@ nlohmann::ordered_json parse_json_body(std::string_view body, size_t max_bytes, 
   return j;
 }
 
+std::optional<nlohmann::ordered_json> parse_json_text(std::string_view text, int max_depth) {
+  if (json_nesting_depth(text, max_depth) > max_depth) return std::nullopt;
+  TreeBuilder builder(Clock::time_point::max());
+  if (!Json::sax_parse(text, &builder, Json::input_format_t::json, /*strict=*/true))
+    return std::nullopt;
+  return builder.take();
+}
+
 }  // namespace loom::server

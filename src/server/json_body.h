@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstddef>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string_view>
 
 namespace loom::server {
@@ -25,5 +26,10 @@ int json_nesting_depth(std::string_view text, int limit);
 nlohmann::ordered_json parse_json_body(
     std::string_view body, size_t max_bytes, int max_depth,
     std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max());
+
+// JSON carried as text inside a body (a JSON Schema or tool-call arguments
+// sent as a string), parsed at the same linear cost: any JSON value, nullopt
+// when the text is not valid JSON or nests deeper than max_depth.
+std::optional<nlohmann::ordered_json> parse_json_text(std::string_view text, int max_depth = 64);
 
 }  // namespace loom::server

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <limits>
@@ -13,12 +14,24 @@
 #include "core/error.h"
 #include "server/api_error.h"
 #include "server/json_body.h"
+#include "server/strict_fields.h"
 #include "tokenizer/chat.h"
 #include "tokenizer/tokenizer.h"
 
 namespace loom::server {
 
 using json = nlohmann::ordered_json;  // request bodies keep their key order
+
+std::vector<std::string> ModelContext::served_names() const {
+  std::vector<std::string> out{name};
+  out.insert(out.end(), aliases.begin(), aliases.end());
+  return out;
+}
+
+bool ModelContext::serves(const std::string& id) const {
+  if (name.empty() || id == name) return true;
+  return std::find(aliases.begin(), aliases.end(), id) != aliases.end();
+}
 
 int64_t GenerationRequest::prompt_tokens() const {
   int64_t total = 0;
@@ -135,6 +148,24 @@ void parse_completion_prompt(const json& body, const ModelContext& model,
   }
 }
 
+// Assistant messages carry tool_calls[].function.arguments as JSON text (the
+// OpenAI shape); chat templates expect the object (as vLLM and HF pass it).
+json with_tool_call_arguments_as_objects(const json& messages) {
+  json out = messages;
+  for (auto& m : out) {
+    if (!m.is_object() || !m.contains("tool_calls") || !m["tool_calls"].is_array()) continue;
+    for (auto& call : m["tool_calls"]) {
+      if (!call.is_object() || !call.contains("function") || !call["function"].is_object()) continue;
+      auto& fn = call["function"];
+      if (fn.contains("arguments") && fn["arguments"].is_string()) {
+        if (auto args = parse_json_text(fn["arguments"].get<std::string>()))
+          fn["arguments"] = std::move(*args);
+      }
+    }
+  }
+  return out;
+}
+
 void parse_chat_prompt(const json& body, const ModelContext& model, const RequestLimits& limits,
                        GenerationRequest& out) {
   const json* m = field(body, "messages");
@@ -152,14 +183,14 @@ void parse_chat_prompt(const json& body, const ModelContext& model, const Reques
       throw_bad_field("chat_template_kwargs", "'chat_template_kwargs' must be an object");
     extra = *kw;
   }
-  if (const json* tools = field(body, "tools")) {
-    if (!tools->is_array()) throw_bad_field("tools", "'tools' must be a list");
-    extra["tools"] = *tools;
-  }
+  if (out.structure.tools.active()) extra["tools"] = *field(body, "tools");
+  // As vLLM: templates that read reasoning_effort see it (checked in strict_fields.cpp).
+  if (const json* effort = field(body, "reasoning_effort")) extra["reasoning_effort"] = *effort;
   const bool add_generation_prompt = get_bool(body, "add_generation_prompt", true);
   std::string text;
   try {
-    text = model.chat->render(*m, add_generation_prompt, extra);  // render() normalises
+    // render() normalises
+    text = model.chat->render(with_tool_call_arguments_as_objects(*m), add_generation_prompt, extra);
   } catch (const ApiError&) {
     throw;
   } catch (const std::exception& e) {
@@ -221,6 +252,7 @@ void parse_logit_bias(const json& body, const ModelContext& model, const Request
 GenerationRequest parse_generation_request(Endpoint endpoint, const json& body,
                                            const ModelContext& model, const RequestLimits& limits) {
   LOOM_CHECK(model.tokenizer != nullptr, "model context without a tokenizer");
+  check_strict_fields(endpoint, body);
   GenerationRequest out;
   out.endpoint = endpoint;
   const bool chat = endpoint == Endpoint::ChatCompletions;
@@ -228,11 +260,12 @@ GenerationRequest parse_generation_request(Endpoint endpoint, const json& body,
   if (const json* m = field(body, "model")) {
     if (!m->is_string()) throw_bad_field("model", "'model' must be a string");
     const auto& name = m->get_ref<const std::string&>();
-    if (!model.name.empty() && name != model.name)
+    if (!model.serves(name))
       throw ApiError(404, fmt::format("The model '{}' does not exist", name.substr(0, 256)),
                      "model");
   }
-  out.model = model.name;
+  // Responses report the id the request named (one of the served names).
+  out.model = field(body, "model") ? field(body, "model")->get<std::string>() : model.name;
 
   // Scalars first: cheap checks before any tokenisation.
   SamplingParams& p = out.params;
@@ -274,6 +307,12 @@ GenerationRequest parse_generation_request(Endpoint endpoint, const json& body,
       p.logprobs = int32_t(*lp);
     }
     out.echo = get_bool(body, "echo", false);
+    // echo + logprobs: the prompt's tokens come with their logprobs too.
+    if (out.echo && out.logprobs) p.prompt_logprobs = p.logprobs;
+  }
+  if (auto plp = get_int(body, "prompt_logprobs", 0, limits.max_logprobs)) {
+    out.prompt_logprobs = int32_t(*plp);
+    p.prompt_logprobs = std::max(p.prompt_logprobs.value_or(0), int32_t(*plp));
   }
 
   out.stream = get_bool(body, "stream", false);
@@ -299,11 +338,27 @@ GenerationRequest parse_generation_request(Endpoint endpoint, const json& body,
     if ((max_tokens = get_int(body, "max_completion_tokens", 1, limits.max_tokens)))
       max_tokens_param = "max_completion_tokens";
   }
-  if (!max_tokens) max_tokens = get_int(body, "max_tokens", 1, limits.max_tokens);
+  // max_tokens 0 (OpenAI's echo; a scored prompt): the prompt alone.
+  const bool prompt_only_ok = (!chat && out.echo) || out.prompt_logprobs.has_value();
+  if (!max_tokens)
+    max_tokens = get_int(body, "max_tokens", prompt_only_ok ? 0 : 1, limits.max_tokens);
   const int64_t min_tokens = get_int(body, "min_tokens", 0, limits.max_tokens).value_or(0);
 
+  out.structure = parse_output_structure(body, chat, model.spec_limits);
   if (chat) parse_chat_prompt(body, model, limits, out);
   else parse_completion_prompt(body, model, limits, out);
+  if (chat) {
+    if (out.structure.tools.active()) out.tool_parser = model.tool_format;
+    if (model.reasoning) {
+      out.reasoning = model.reasoning;
+      // The template opened the section (e.g. it ends with "<think>\n").
+      const std::string& prompt = out.prompt_texts.front();
+      const size_t last = prompt.find_last_not_of(" \n\t\r");
+      const std::string& start = model.reasoning->start;
+      out.reasoning_started = last != std::string::npos && last + 1 >= start.size() &&
+                              prompt.compare(last + 1 - start.size(), start.size(), start) == 0;
+    }
+  }
 
   if (int64_t(out.prompts.size()) * p.n > limits.max_choices)
     throw_bad_field("n", fmt::format("prompts x n is at most {}, got {}", limits.max_choices,
@@ -326,6 +381,8 @@ GenerationRequest parse_generation_request(Endpoint endpoint, const json& body,
                                 "tokens", longest, *max_tokens, longest + *max_tokens,
                                 model.max_model_len));
   p.max_tokens = int32_t(*max_tokens);
+  // The engine ends a max_tokens 0 sequence once its prompt is scored.
+  if (p.max_tokens == 0 && !p.prompt_logprobs) p.prompt_logprobs = 0;
   if (min_tokens > p.max_tokens)
     throw_bad_field("min_tokens", fmt::format("'min_tokens' ({}) exceeds max_tokens ({})",
                                               min_tokens, p.max_tokens));

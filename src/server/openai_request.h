@@ -4,14 +4,15 @@
 // (the model context is read-only).
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "engine/sampling_params.h"
+#include "server/structured_request.h"
 
 namespace loom {
 class Tokenizer;
@@ -39,10 +40,18 @@ struct RequestLimits {
 // What parsing needs to know about the served model.
 struct ModelContext {
   std::string name;                   // the served model id; "" accepts any
+  std::vector<std::string> aliases;   // more ids it answers to (--served-model-name A B)
   const Tokenizer* tokenizer = nullptr;   // required
   const ChatFormatter* chat = nullptr;    // null: chat completions unavailable
   int32_t max_model_len = 0;          // prompt + generated tokens per sequence
   int32_t vocab_size = 0;
+  // name, then the aliases.
+  std::vector<std::string> served_names() const;
+  // Whether a request may name the model so.
+  bool serves(const std::string& id) const;
+  ToolCallFormat tool_format = *tool_call_format("hermes");  // how the model writes tool calls
+  std::optional<ReasoningFormat> reasoning;  // set: <think> sections go to reasoning_content
+  structured::SpecLimits spec_limits;
 };
 
 enum class Endpoint : uint8_t { Completions, ChatCompletions };
@@ -58,7 +67,16 @@ struct GenerationRequest {
   bool include_usage = false;                // stream_options.include_usage
   bool echo = false;                         // completions: output starts with the prompt
   bool logprobs = false;                     // return logprobs (params.logprobs: top count)
+  // vLLM's prompt_logprobs: each choice carries the prompt tokens' scores
+  // with this many top alternatives (params.prompt_logprobs scores them).
+  std::optional<int32_t> prompt_logprobs;
   std::string user;
+  OutputStructure structure;                 // response_format, guided_*, tools
+  // Parsing the output (chat): tool calls in this format when tools are active;
+  // reasoning sections when the model reasons (started: the prompt opened one).
+  std::optional<ToolCallFormat> tool_parser;
+  std::optional<ReasoningFormat> reasoning;
+  bool reasoning_started = false;
   int64_t prompt_tokens() const;             // over every prompt
   int32_t num_choices() const { return int32_t(prompts.size()) * params.n; }
 };

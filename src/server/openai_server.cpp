@@ -10,9 +10,12 @@
 #include <random>
 
 #include "core/error.h"
+#include "server/anthropic_api.h"
 #include "server/api_error.h"
 #include "server/json_body.h"
+#include "server/process_metrics.h"
 #include "server/response_builder.h"
+#include "server/responses_api.h"
 #include "tokenizer/chat.h"
 #include "tokenizer/tokenizer.h"
 
@@ -41,6 +44,30 @@ HttpResponse error_response(const ApiError& e) {
 const std::vector<double> kLatencyBuckets = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,
                                              0.25,  0.5,   0.75, 1.0,  2.5,  5.0,  7.5,  10.0,
                                              20.0,  40.0,  80.0, 160.0, 640.0};
+
+bool is_generation_route(const std::string& path) {
+  return path == "/v1/completions" || path == "/v1/chat/completions" || path == "/v1/messages" ||
+         path == "/v1/responses";
+}
+
+// The request's output constraint, compiled (null: unconstrained). Grammar
+// errors become a 400 naming the field (503 when the compile queue is full).
+std::shared_ptr<const TokenConstraintFactory> output_constraint(
+    const GenerationRequest& g, const ModelContext& model, structured::GrammarCompiler* grammars) {
+  const auto grammar =
+      output_grammar(g.structure, model.tool_format, g.reasoning, g.reasoning_started);
+  if (!grammar) return nullptr;
+  const std::string param = g.structure.tools.forced() ? "tool_choice" : g.structure.param;
+  if (!grammars)
+    throw ApiError(400, "structured output is not enabled on this server", param);
+  try {
+    return grammars->compile(*grammar);
+  } catch (const structured::GrammarError& e) {
+    if (e.kind() == structured::GrammarError::Kind::Busy)
+      throw ApiError(503, e.what(), param, "service_unavailable").with_retry_after(1);
+    throw ApiError(400, fmt::format("{}: {}", param, e.what()), param);
+  }
+}
 
 std::string random_prefix() {
   std::random_device rd;
@@ -74,6 +101,8 @@ struct OpenAiServer::Call {
   std::optional<SteadyClock::time_point> first_token;
   bool queue_time_recorded = false;
   std::vector<SteadyClock::time_point> last_token;  // by choice
+  int64_t spec_draft_tokens = 0;     // speculative decoding, over the call's prompts
+  int64_t spec_accepted_tokens = 0;
 
   Call(OpenAiServer& s, std::shared_ptr<ResponseSink> k, GenerationRequest r, const Tenant* t,
        std::string route_, std::string remote_, SteadyClock::time_point arrived_, std::string id,
@@ -133,7 +162,11 @@ struct OpenAiServer::Call {
       }
       for (const auto& c : chunks) send_sse(c);
     }
-    if (e.request_done) ++done;
+    if (e.request_done) {
+      ++done;
+      spec_draft_tokens += e.spec_draft_tokens;
+      spec_accepted_tokens += e.spec_accepted_tokens;
+    }
     maybe_finish(lk);
   }
 
@@ -224,12 +257,13 @@ struct OpenAiServer::Call {
                     seconds_since(*first_token, now) / double(per_choice - 1));
       }
     }
+    if (!server.config_.log_requests) return;
     spdlog::info(
         "access id={} tenant={} route={} status={} stream={} n={} prompt_tokens={} "
-        "completion_tokens={} ttft_ms={:.1f} e2e_ms={:.1f} remote={}",
+        "completion_tokens={} ttft_ms={:.1f} e2e_ms={:.1f} spec_draft={} spec_accepted={} remote={}",
         builder.id(), tenant_name.empty() ? "-" : tenant_name, route, status, request.stream,
         request.params.n, u.prompt_tokens, u.completion_tokens, ttft * 1e3, e2e * 1e3,
-        remote.empty() ? "-" : remote);
+        spec_draft_tokens, spec_accepted_tokens, remote.empty() ? "-" : remote);
   }
 };
 
@@ -264,6 +298,13 @@ OpenAiServer::OpenAiServer(OpenAiServerConfig config, GenerationService& service
   m.declare_histogram("loom_request_queue_time_seconds",
                       "arrival to the engine first scheduling the request", kLatencyBuckets);
   if (config_.gpu_metrics) declare_gpu_metrics(m);
+  declare_process_metrics(m);
+  if (config_.build_info.is_object()) {
+    m.declare_gauge("loom_build_info", "1, labelled with the version and commit of this build");
+    m.set("loom_build_info", 1.0,
+          {{"version", config_.build_info.value("version", "")},
+           {"commit", config_.build_info.value("commit", "")}});
+  }
   m.declare_gauge("loom_http_requests_in_flight", "generation requests being served");
   m.declare_gauge("loom_num_requests_running", "sequences running in the engine");
   m.declare_gauge("loom_num_requests_waiting", "sequences waiting in the engine (queue depth)");
@@ -278,6 +319,12 @@ OpenAiServer::OpenAiServer(OpenAiServerConfig config, GenerationService& service
   m.declare_counter("loom_engine_errors_total",
                     "engine requests ended by an internal error (e.g. a failed step)");
   m.declare_counter("loom_engine_prompt_tokens_computed_total", "prompt tokens prefilled");
+  m.declare_counter("loom_spec_decode_draft_tokens_total", "speculative decoding: draft tokens verified");
+  m.declare_counter("loom_spec_decode_accepted_tokens_total",
+                    "speculative decoding: draft tokens accepted");
+  m.declare_counter("loom_spec_decode_acceptance_length_total",
+                    "speculative decoding: verify steps by the number of draft tokens they accepted "
+                    "(label accepted)");
   m.declare_gauge("loom_engine_stalled", "1 when the engine has work but made no step "
                                          "within the watchdog window");
   refresh_engine_metrics();
@@ -352,6 +399,7 @@ void OpenAiServer::refresh_engine_metrics() {
     stalled = watchdog_.stalled(now);
   }
   if (config_.gpu_metrics) record_gpu_metrics(metrics_, config_.gpu_metrics->sample());
+  record_process_metrics(metrics_, sample_process());
   auto& m = metrics_;
   m.set("loom_num_requests_running", double(s.running));
   m.set("loom_num_requests_waiting", double(s.waiting));
@@ -365,6 +413,11 @@ void OpenAiServer::refresh_engine_metrics() {
   m.set("loom_preemptions_total", double(s.preemptions));
   m.set("loom_engine_steps_total", double(s.steps));
   m.set("loom_engine_prompt_tokens_computed_total", double(s.prompt_tokens_computed));
+  m.set("loom_spec_decode_draft_tokens_total", double(s.spec_draft_tokens));
+  m.set("loom_spec_decode_accepted_tokens_total", double(s.spec_accepted_tokens));
+  for (size_t a = 0; a < s.spec_accepted_lengths.size(); ++a)
+    m.set("loom_spec_decode_acceptance_length_total", double(s.spec_accepted_lengths[a]),
+          {{"accepted", std::to_string(a)}});
   m.set("loom_engine_stalled", stalled ? 1.0 : 0.0);
 }
 
@@ -401,17 +454,27 @@ void OpenAiServer::handle(HttpRequest req, std::shared_ptr<ResponseSink> sink) {
   HttpResponse resp;
   bool deferred = false;
   const Tenant* tenant = nullptr;
+  // Routes of other APIs answer in their own format, errors included.
+  if (path == "/v1/messages")
+    sink = make_anthropic_adapter(std::move(sink));
+  else if (path == "/v1/responses")
+    sink = make_responses_adapter(std::move(sink));
   try {
-    const bool open_route = path == "/health" || path == "/ready";
+    const bool open_route = path == "/health" || path == "/ready" || path == "/version" ||
+                            (path == "/metrics" && config_.metrics_public);
     if (tenants_.enabled() && !open_route) {
-      tenant = tenants_.authenticate(req.header("authorization"));
+      // Anthropic's clients send the key as x-api-key.
+      std::string auth = req.header("authorization");
+      if (auth.empty() && !req.header("x-api-key").empty())
+        auth = "Bearer " + req.header("x-api-key");
+      tenant = tenants_.authenticate(auth);
       if (!tenant) {
-        const std::string given = req.header("authorization");
-        if (given.empty())
-          throw ApiError(401, "missing API key: send 'Authorization: Bearer <key>'", "",
-                         "authentication_error");
-        if (given.size() < 7 ||
-            !std::equal(given.begin(), given.begin() + 7, "bearer ", [](char a, char b) {
+        if (auth.empty())
+          throw ApiError(
+              401, "missing API key: send 'Authorization: Bearer <key>' or 'x-api-key: <key>'", "",
+              "authentication_error");
+        if (auth.size() < 7 ||
+            !std::equal(auth.begin(), auth.begin() + 7, "bearer ", [](char a, char b) {
               return std::tolower(static_cast<unsigned char>(a)) == b;
             }))
           throw ApiError(401, "the Authorization header must be 'Bearer <key>'", "",
@@ -419,7 +482,7 @@ void OpenAiServer::handle(HttpRequest req, std::shared_ptr<ResponseSink> sink) {
         throw ApiError(401, "invalid API key", "", "authentication_error");
       }
     }
-    resp = route(req, sink, tenant, &deferred);
+    resp = route(req, arrived, sink, tenant, &deferred);
   } catch (const ApiError& e) {
     resp = error_response(e);
   } catch (const loom::Error& e) {
@@ -430,22 +493,25 @@ void OpenAiServer::handle(HttpRequest req, std::shared_ptr<ResponseSink> sink) {
   }
   if (deferred) return;  // a generation call answers and logs on its own
   const bool known = path == "/health" || path == "/ready" || path == "/metrics" ||
-                     path == "/v1/models" || path == "/tokenize" || path == "/detokenize" ||
-                     path == "/v1/completions" || path == "/v1/chat/completions";
-  const std::string route_label = known ? path : "other";
+                     path == "/version" || path == "/v1/models" || path == "/tokenize" ||
+                     path == "/detokenize" || is_generation_route(path);
+  const std::string route_label = known                               ? path
+                                  : path.rfind("/v1/models/", 0) == 0 ? "/v1/models/{id}"
+                                                                      : "other";
   metrics_.inc("loom_requests_total", {{"route", route_label}, {"status", std::to_string(resp.status)}});
-  if (path != "/health" && path != "/metrics" && path != "/ready")
+  if (path != "/health" && path != "/metrics" && path != "/ready" && config_.log_requests)
     spdlog::info("access route={} method={} status={} tenant={} e2e_ms={:.1f} remote={}",
                  route_label, req.method, resp.status, tenant ? tenant->name : "-",
                  seconds_since(arrived) * 1e3, req.remote.empty() ? "-" : req.remote);
-  if ((path == "/v1/completions" || path == "/v1/chat/completions") && tenant)
+  if (is_generation_route(path) && tenant)
     metrics_.inc("loom_tenant_requests_total",
                  {{"tenant", tenant->name}, {"status", std::to_string(resp.status)}});
   sink->send(std::move(resp));
 }
 
-HttpResponse OpenAiServer::route(const HttpRequest& req, const std::shared_ptr<ResponseSink>& sink,
-                                 const Tenant* tenant, bool* deferred) {
+HttpResponse OpenAiServer::route(const HttpRequest& req, SteadyClock::time_point arrived,
+                                 const std::shared_ptr<ResponseSink>& sink, const Tenant* tenant,
+                                 bool* deferred) {
   const std::string path = req.path();
   auto need = [&](const char* method) {
     if (req.method != method)
@@ -468,6 +534,14 @@ HttpResponse OpenAiServer::route(const HttpRequest& req, const std::shared_ptr<R
     need("GET");
     return models();
   }
+  if (path.rfind("/v1/models/", 0) == 0) {
+    need("GET");
+    return model(path.substr(std::string("/v1/models/").size()));
+  }
+  if (path == "/version" && config_.build_info.is_object()) {
+    need("GET");
+    return json_response(200, config_.build_info);
+  }
   if (path == "/tokenize") {
     need("POST");
     return tokenize(req);
@@ -476,10 +550,21 @@ HttpResponse OpenAiServer::route(const HttpRequest& req, const std::shared_ptr<R
     need("POST");
     return detokenize(req);
   }
+  if (path == "/v1/messages" || path == "/v1/responses") {
+    need("POST");
+    // Translated into a chat completions request; the adapter (the sink,
+    // set in handle()) turns the chat answer back into the route's own.
+    auto adapter = std::dynamic_pointer_cast<ChatAdapter>(sink);
+    LOOM_CHECK(adapter != nullptr, "{} without its adapter", path);
+    start_generation(Endpoint::ChatCompletions, req, arrived,
+                     adapter->translate(parse_body(req), model_, config_.limits), sink, tenant);
+    *deferred = true;
+    return {};
+  }
   if (path == "/v1/completions" || path == "/v1/chat/completions") {
     need("POST");
     start_generation(path == "/v1/completions" ? Endpoint::Completions : Endpoint::ChatCompletions,
-                     req, sink, tenant);
+                     req, arrived, parse_body(req), sink, tenant);
     *deferred = true;
     return {};
   }
@@ -498,14 +583,29 @@ bool OpenAiServer::runs_inline(const HttpRequest& req) {
   return req.method == "GET" && (path == "/health" || path == "/ready");
 }
 
+namespace {
+
+json model_card(const std::string& id, int32_t max_model_len) {
+  return {{"id", id},
+          {"object", "model"},
+          {"created", 0},
+          {"owned_by", "loom"},
+          {"max_model_len", max_model_len}};
+}
+
+}  // namespace
+
 HttpResponse OpenAiServer::models() const {
   json data = json::array();
-  data.push_back({{"id", model_.name},
-                  {"object", "model"},
-                  {"created", 0},
-                  {"owned_by", "loom"},
-                  {"max_model_len", model_.max_model_len}});
+  for (const auto& id : model_.served_names()) data.push_back(model_card(id, model_.max_model_len));
   return json_response(200, {{"object", "list"}, {"data", data}});
+}
+
+HttpResponse OpenAiServer::model(const std::string& id) const {
+  for (const auto& name : model_.served_names())
+    if (name == id) return json_response(200, model_card(id, model_.max_model_len));
+  throw ApiError(404, fmt::format("The model '{}' does not exist", id.substr(0, 256)), "model",
+                 "not_found_error");
 }
 
 HttpResponse OpenAiServer::tokenize(const HttpRequest& req) const {
@@ -549,11 +649,11 @@ HttpResponse OpenAiServer::detokenize(const HttpRequest& req) const {
 }
 
 void OpenAiServer::start_generation(Endpoint endpoint, const HttpRequest& req,
+                                    SteadyClock::time_point arrived, nlohmann::ordered_json body,
                                     const std::shared_ptr<ResponseSink>& sink,
                                     const Tenant* tenant) {
-  const auto arrived = SteadyClock::now();
   const auto& lim = config_.limits;
-  GenerationRequest g = parse_generation_request(endpoint, parse_body(req), model_, lim);
+  GenerationRequest g = parse_generation_request(endpoint, std::move(body), model_, lim);
   const char* prompt_param = endpoint == Endpoint::ChatCompletions ? "messages" : "prompt";
   for (const auto& text : g.prompt_texts)
     if (auto rule = filter_.check(text)) {
@@ -570,6 +670,8 @@ void OpenAiServer::start_generation(Endpoint endpoint, const HttpRequest& req,
                                         p.size(), tenant->name, tenant->limits.max_prompt_tokens),
                        prompt_param);
       }
+  // Before admission: a bad or slow grammar holds no tenant slot.
+  const auto constraint = output_constraint(g, model_, config_.grammars.get());
   if (draining_)
     throw ApiError(503, "the server is shutting down", "", "service_unavailable")
         .with_retry_after(config_.retry_after_seconds);
@@ -610,6 +712,7 @@ void OpenAiServer::start_generation(Endpoint endpoint, const HttpRequest& req,
     er.cache_salt = tenant ? tenant->name : "";
     er.tenant = tenant ? tenant->name : "";
     er.tenant_weight = tenant ? tenant->weight : 1.0f;
+    er.constraint = constraint;
     RequestId eid = 0;
     try {
       eid = service_.submit(std::move(er), [call, i](const StreamEvent& e) { call->on_event(i, e); });

@@ -1,6 +1,8 @@
 // OpenAiServer: the routes of `loom serve` over a GenerationService —
-// /v1/completions, /v1/chat/completions (JSON or SSE), /v1/models, /tokenize,
-// /detokenize, /health, /ready, /metrics — with API keys, per-tenant limits,
+// /v1/completions, /v1/chat/completions (JSON or SSE), /v1/messages and
+// /v1/responses (through the chat path: anthropic_api.h, responses_api.h),
+// /v1/models[/{id}], /tokenize, /detokenize, /health, /ready, /metrics,
+// /version — with API keys (Authorization or x-api-key), per-tenant limits,
 // the request filter, metrics and one access-log line per request. Transport
 // free: HttpServer calls handle() on its worker threads. Thread-safe.
 #pragma once
@@ -25,6 +27,7 @@
 #include "server/openai_request.h"
 #include "server/request_filter.h"
 #include "server/tenants.h"
+#include "structured/grammar_compiler.h"
 
 namespace loom::server {
 
@@ -33,10 +36,19 @@ struct OpenAiServerConfig {
   std::chrono::milliseconds watchdog{30000};  // /ready fails when busy and no step for this long
   std::chrono::milliseconds stats_interval{500};
   std::chrono::milliseconds parse_timeout{10000};  // a JSON body still parsing then: 400
-  int64_t retry_after_seconds = 1;                // on 503 queue full / shutting down
-  std::shared_ptr<GpuMetricsSource> gpu_metrics;  // null: no loom_gpu_* series
+  int64_t retry_after_seconds = 1;                 // on 503 queue full / shutting down
+  std::shared_ptr<GpuMetricsSource> gpu_metrics;   // null: no loom_gpu_* series
   // The watchdog's clock; null: steady_clock::now. Tests step it by hand.
   std::function<std::chrono::steady_clock::time_point()> watchdog_clock;
+  bool log_requests = true;     // one access-log line per request (info level)
+  bool metrics_public = false;  // /metrics answers without an API key (Prometheus scrapes)
+  // {"version", "commit", "build": {...}}: GET /version and the loom_build_info
+  // series (labels version, commit). Null: /version answers 404.
+  nlohmann::json build_info;
+  // Compiles response_format / guided_* / forced tool-call grammars over the
+  // model's vocabulary (on its own pool; the HTTP worker waits, bounded).
+  // Null: such requests get a 400.
+  std::shared_ptr<structured::GrammarCompiler> grammars;
 };
 
 class OpenAiServer {
@@ -60,12 +72,16 @@ class OpenAiServer {
   struct Call;  // one generation request in flight (openai_server.cpp)
 
  private:
-  HttpResponse route(const HttpRequest& req, const std::shared_ptr<ResponseSink>& sink,
-                     const Tenant* tenant, bool* deferred);
+  HttpResponse route(const HttpRequest& req, std::chrono::steady_clock::time_point arrived,
+                     const std::shared_ptr<ResponseSink>& sink, const Tenant* tenant,
+                     bool* deferred);
+  // `body` is the request's JSON (parse_body, or an adapter's translation).
   void start_generation(Endpoint endpoint, const HttpRequest& req,
+                        std::chrono::steady_clock::time_point arrived, nlohmann::ordered_json body,
                         const std::shared_ptr<ResponseSink>& sink, const Tenant* tenant);
   nlohmann::ordered_json parse_body(const HttpRequest& req) const;  // JSON, bounded
   HttpResponse models() const;
+  HttpResponse model(const std::string& id) const;
   HttpResponse tokenize(const HttpRequest& req) const;
   HttpResponse detokenize(const HttpRequest& req) const;
   HttpResponse ready();

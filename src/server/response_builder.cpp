@@ -23,8 +23,10 @@ ResponseBuilder::ResponseBuilder(const GenerationRequest& request, const Tokeniz
                                  std::string id, int64_t created)
     : request_(request), tokenizer_(tokenizer), id_(std::move(id)), created_(created) {
   choices_.resize(size_t(request.num_choices()));
+  prompt_scores_.resize(request.prompts.size());
   const bool chat = request.endpoint == Endpoint::ChatCompletions;
   for (size_t i = 0; i < choices_.size(); ++i) {
+    if (chat) choices_[i].parser.emplace(request.reasoning, request.reasoning_started, request.tool_parser);
     if (request.logprobs)
       choices_[i].logprobs = chat ? json{{"content", json::array()}}
                                   : json{{"tokens", json::array()},
@@ -56,13 +58,38 @@ json ResponseBuilder::chunk_base() const {
 
 // The logprobs of the event's tokens, in the endpoint's format; also appended
 // to the choice's accumulated logprobs when not streaming.
-json ResponseBuilder::logprobs_json(Choice& choice, const StreamEvent& event) {
+json ResponseBuilder::logprobs_json(Choice& choice, const StreamEvent& event, int32_t prompt_index,
+                                    bool with_prompt) {
   const bool chat = request_.endpoint == Endpoint::ChatCompletions;
   json out = chat ? json{{"content", json::array()}}
                   : json{{"tokens", json::array()},
                          {"token_logprobs", json::array()},
                          {"top_logprobs", json::array()},
                          {"text_offset", json::array()}};
+  if (with_prompt && !chat) {
+    // The echoed prompt's tokens first: the first has no logprob.
+    const auto& ids = request_.prompts[size_t(prompt_index)];
+    const auto& scores = prompt_scores_[size_t(prompt_index)];
+    const size_t top_n = size_t(request_.params.logprobs.value_or(0));
+    int64_t offset = 0;
+    for (size_t t = 0; t < ids.size(); ++t) {
+      const std::string text = tokenizer_.decode({ids[t]}, /*skip_special=*/false);
+      out["tokens"].push_back(text);
+      out["text_offset"].push_back(offset);
+      offset += int64_t(text.size());
+      if (t == 0 || t > scores.size()) {
+        out["token_logprobs"].push_back(nullptr);
+        out["top_logprobs"].push_back(nullptr);
+        continue;
+      }
+      const SampleResult& s = scores[t - 1];
+      json top = json::object();
+      for (size_t k = 0; k < std::min(top_n, s.top.size()); ++k)
+        top[tokenizer_.decode({s.top[k].token}, false)] = s.top[k].logprob;
+      out["token_logprobs"].push_back(s.logprob);
+      out["top_logprobs"].push_back(std::move(top));
+    }
+  }
   for (const SampleResult& s : event.logprobs) {
     const std::string text = tokenizer_.decode({s.token}, /*skip_special=*/false);
     if (chat) {
@@ -106,22 +133,52 @@ std::vector<std::string> ResponseBuilder::on_event(int32_t prompt_index, const S
     Choice& c = choices_[index];
     completion_tokens_ += int64_t(e.token_ids.size());
     c.tokens.insert(c.tokens.end(), e.token_ids.begin(), e.token_ids.end());
-    json lp = request_.logprobs && !e.logprobs.empty() ? logprobs_json(c, e) : json(nullptr);
-    if (e.finish != FinishReason::None) c.finish_reason = finish_reason_string(e.finish);
+    if (!e.prompt_logprobs.empty()) prompt_scores_[size_t(prompt_index)] = e.prompt_logprobs;
+    const bool first_event = !c.seen;
+    c.seen = true;
+    const bool echo_scores = first_event && request_.echo && request_.logprobs;
+    json lp = request_.logprobs && (!e.logprobs.empty() || echo_scores)
+                  ? logprobs_json(c, e, prompt_index, echo_scores)
+                  : json(nullptr);
+    json prompt_lp = first_event && request_.prompt_logprobs ? vllm_prompt_logprobs(prompt_index)
+                                                             : json(nullptr);
+    if (!request_.stream && !prompt_lp.is_null()) c.prompt_logprobs = prompt_lp;
+    const bool finished = e.finish != FinishReason::None;
+    // Chat: the text goes through the output parser (reasoning, tool calls).
+    OutputDelta parsed;
+    if (c.parser) {
+      parsed = c.parser->push(e.text);
+      if (finished) {
+        OutputDelta rest = c.parser->finish();
+        parsed.content += rest.content;
+        parsed.reasoning += rest.reasoning;
+        parsed.tool_calls.insert(parsed.tool_calls.end(), rest.tool_calls.begin(),
+                                 rest.tool_calls.end());
+      }
+    }
+    if (finished) {
+      c.finish_reason = finish_reason_string(e.finish);
+      if (e.finish == FinishReason::Stop && c.parser && !c.parser->tool_calls().empty())
+        c.finish_reason = "tool_calls";
+    }
     if (request_.stream) {
-      std::string text = e.text;
+      std::string text = chat ? parsed.content : e.text;
       if (!c.started && request_.echo) text = request_.prompt_texts[size_t(prompt_index)] + text;
       const bool first = !c.started;
       c.started = true;
-      if (!text.empty() || first || e.finish != FinishReason::None || !lp.is_null()) {
+      if (!text.empty() || first || finished || !lp.is_null() || !parsed.empty()) {
         json chunk = chunk_base();
         json choice = {{"index", index}, {"logprobs", lp},
                        {"finish_reason", c.finish_reason.empty() ? json(nullptr)
                                                                  : json(c.finish_reason)}};
+        if (!prompt_lp.is_null()) choice["prompt_logprobs"] = std::move(prompt_lp);
         if (chat) {
           json delta = json::object();
           if (first) delta["role"] = "assistant";
-          if (!text.empty() || first) delta["content"] = text;
+          if (!parsed.reasoning.empty()) delta["reasoning_content"] = parsed.reasoning;
+          if (!text.empty() || (first && parsed.reasoning.empty() && parsed.tool_calls.empty()))
+            delta["content"] = text;
+          if (!parsed.tool_calls.empty()) delta["tool_calls"] = tool_call_deltas_json(parsed.tool_calls);
           choice["delta"] = std::move(delta);
         } else {
           choice["text"] = text;
@@ -129,12 +186,37 @@ std::vector<std::string> ResponseBuilder::on_event(int32_t prompt_index, const S
         chunk["choices"].push_back(std::move(choice));
         chunks.push_back(dump(chunk));
       }
-    } else {
+    } else if (!chat) {
       c.text += e.text;
     }
   }
   if (e.request_done) ++prompts_done_;
   return chunks;
+}
+
+json ResponseBuilder::vllm_prompt_logprobs(int32_t prompt_index) const {
+  const auto& ids = request_.prompts[size_t(prompt_index)];
+  const auto& scores = prompt_scores_[size_t(prompt_index)];
+  const size_t top_n = size_t(request_.prompt_logprobs.value_or(0));
+  json out = json::array({nullptr});
+  for (size_t t = 1; t < ids.size(); ++t) {
+    if (t > scores.size()) {
+      out.push_back(nullptr);
+      continue;
+    }
+    const SampleResult& s = scores[t - 1];
+    json entry = json::object();
+    for (size_t k = 0; k < std::min(top_n, s.top.size()); ++k)
+      entry[std::to_string(s.top[k].token)] = {
+          {"logprob", s.top[k].logprob},
+          {"rank", k + 1},
+          {"decoded_token", tokenizer_.decode({s.top[k].token}, false)}};
+    entry[std::to_string(ids[t])] = {{"logprob", s.logprob},
+                                     {"rank", s.rank},
+                                     {"decoded_token", tokenizer_.decode({ids[t]}, false)}};
+    out.push_back(std::move(entry));
+  }
+  return out;
 }
 
 std::string ResponseBuilder::final_body() const {
@@ -149,8 +231,9 @@ std::string ResponseBuilder::final_body() const {
     json choice = {{"index", i},
                    {"logprobs", request_.logprobs ? c.logprobs : json(nullptr)},
                    {"finish_reason", c.finish_reason.empty() ? json("abort") : json(c.finish_reason)}};
-    if (chat) choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+    if (chat) choice["message"] = c.parser->message();
     else choice["text"] = c.text;
+    if (request_.prompt_logprobs) choice["prompt_logprobs"] = c.prompt_logprobs;
     j["choices"].push_back(std::move(choice));
   }
   const Usage u = usage();

@@ -13,6 +13,7 @@
 
 #include "engine/api.h"
 #include "server/openai_request.h"
+#include "server/output_parser.h"
 
 namespace loom::server {
 
@@ -50,10 +51,19 @@ class ResponseBuilder {
     std::string finish_reason;   // "" while running
     bool started = false;        // streaming: first chunk sent (role / echo)
     int64_t text_offset = 0;     // completions logprobs: offset of the next token
+    bool seen = false;           // its first event was applied (prompt scores go with it)
+    nlohmann::json prompt_logprobs;  // vLLM's prompt_logprobs (non-streaming)
+    std::optional<OutputParser> parser;  // chat: reasoning / tool calls / content
   };
 
   nlohmann::json chunk_base() const;
-  nlohmann::json logprobs_json(Choice& choice, const StreamEvent& event);
+  // `prompt`: the prompt's scores, for the choice's first event of an echo
+  // with logprobs (completions: the prompt tokens lead the logprobs).
+  nlohmann::json logprobs_json(Choice& choice, const StreamEvent& event, int32_t prompt_index,
+                               bool with_prompt);
+  // vLLM's prompt_logprobs list of prompt `prompt_index`: null, then per
+  // token {"<id>": {"logprob", "rank", "decoded_token"}} with the top ones.
+  nlohmann::json vllm_prompt_logprobs(int32_t prompt_index) const;
 
   const GenerationRequest& request_;
   const Tokenizer& tokenizer_;
@@ -61,10 +71,11 @@ class ResponseBuilder {
   int64_t created_;
   std::vector<Choice> choices_;
   int32_t prompts_done_ = 0;
+  std::vector<std::vector<SampleResult>> prompt_scores_;  // by prompt, from its sequence 0
   int64_t completion_tokens_ = 0;
 };
 
-// "stop", "length", "abort", "error".
+// "stop", "length", "abort", "error" ("tool_calls" is decided by the builder).
 std::string finish_reason_string(FinishReason reason);
 
 }  // namespace loom::server

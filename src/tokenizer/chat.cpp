@@ -42,6 +42,7 @@ std::string token_field(const nlohmann::json& cfg, const char* key, std::string 
 ChatFormatter::ChatFormatter(const std::string& template_source, std::string bos_token,
                              std::string eos_token)
     : template_(std::make_shared<ChatTemplate>(template_source)),
+      source_(std::make_shared<const std::string>(template_source)),
       bos_token_(std::move(bos_token)),
       eos_token_(std::move(eos_token)) {}
 

@@ -33,9 +33,12 @@ class ChatFormatter {
   // template raises.
   std::string render(const nlohmann::ordered_json& messages, bool add_generation_prompt,
                      const nlohmann::ordered_json& extra = nlohmann::ordered_json::object()) const;
+  // The template's source text (the server reads the model's tool-call format from it).
+  const std::string& source() const { return *source_; }
 
  private:
   std::shared_ptr<const ChatTemplate> template_;
+  std::shared_ptr<const std::string> source_;
   std::string bos_token_, eos_token_;
 };
 

@@ -6,16 +6,29 @@
 // an f32 online softmax vs a double reference: |err| <= 3e-5 absolute.
 // K/V in f16/bf16 caches are compared against the reference fed the same
 // rounded values; write_kv itself is exact (f32) or exactly rounded (f16/bf16).
+// FP8 E4M3 caches hold fp8(x / scale) with a scale per KV head: the reference
+// gets the dequantised values fp8 * scale.
 #include <numeric>
 
+#include "core/fp8.h"
 #include "reference.h"
 
 namespace loom {
 namespace {
 
-float round_to(DType t, float v) {
+// The scale of KV head h in FP8 test caches: random values in [-1, 1] then
+// use E4M3's range (up to +-448) at different exponents per head.
+float fp8_head_scale(int h) {
+  return 1.0f / (300.0f + 70.0f * static_cast<float>(h));
+}
+
+float round_to(DType t, float v, int head) {
   if (t == DType::F16) return f16_to_f32(f32_to_f16(v));
   if (t == DType::BF16) return bf16_to_f32(f32_to_bf16(v));
+  if (t == DType::F8_E4M3) {
+    const float s = fp8_head_scale(head);
+    return fp8_e4m3_to_f32(f32_to_fp8_e4m3(v * (1.0f / s))) * s;
+  }
   return v;
 }
 
@@ -49,6 +62,12 @@ void run_case(Backend& be, const Case& c, const std::vector<SeqSpec>& seqs, uint
   KvLayerCache cache{Tensor::cpu(c.cache_type, {num_blocks, c.block_size, c.kv_heads, c.hd}),
                      Tensor::cpu(c.cache_type, {num_blocks, c.block_size, c.kv_heads, c.hd})};
   const int64_t row = int64_t{c.kv_heads} * c.hd;
+  if (c.cache_type == DType::F8_E4M3) {
+    std::vector<float> scales(static_cast<size_t>(c.kv_heads));
+    for (int h = 0; h < c.kv_heads; ++h) scales[static_cast<size_t>(h)] = fp8_head_scale(h);
+    cache.k_scale = ref::f32_tensor(scales, {c.kv_heads});
+    cache.v_scale = ref::f32_tensor(scales, {c.kv_heads});
+  }
 
   // Logical K/V of each sequence (all ctx positions), rounded to the cache type.
   std::vector<std::vector<float>> k_log(ns), v_log(ns);
@@ -76,8 +95,11 @@ void run_case(Backend& be, const Case& c, const std::vector<SeqSpec>& seqs, uint
       const int64_t slot = int64_t{table[p / c.block_size]} * c.block_size + p % c.block_size;
       (is_new ? step : prefix).slot_mapping.push_back(slot);
     }
-    for (auto& v : k_log[s]) v = round_to(c.cache_type, v);
-    for (auto& v : v_log[s]) v = round_to(c.cache_type, v);
+    for (size_t i = 0; i < k_log[s].size(); ++i) {
+      const int head = static_cast<int>(static_cast<int64_t>(i) % row / c.hd);
+      k_log[s][i] = round_to(c.cache_type, k_log[s][i], head);
+      v_log[s][i] = round_to(c.cache_type, v_log[s][i], head);
+    }
     prefix.context_lens.push_back(sp.ctx - sp.n_new);
     step.context_lens.push_back(sp.ctx);
     prefix.query_start.push_back(prefix.query_start.back() + sp.ctx - sp.n_new);
@@ -95,9 +117,14 @@ void run_case(Backend& be, const Case& c, const std::vector<SeqSpec>& seqs, uint
     for (int p = 0; p < seqs[s].ctx; p += 7) {
       const int64_t slot = int64_t{step.block_tables[s * max_blocks + p / c.block_size]} * c.block_size +
                            p % c.block_size;
-      quant::dequantize_row(c.cache_type, static_cast<uint8_t*>(cache.k.data()) +
-                                            slot * row * dtype_info(c.cache_type).block_bytes,
-                          kc.data(), row);
+      const uint8_t* bytes =
+          static_cast<uint8_t*>(cache.k.data()) + slot * row * dtype_info(c.cache_type).block_bytes;
+      if (c.cache_type == DType::F8_E4M3) {
+        for (int64_t i = 0; i < row; ++i)
+          kc[i] = fp8_e4m3_to_f32(bytes[i]) * fp8_head_scale(static_cast<int>(i / c.hd));
+      } else {
+        quant::dequantize_row(c.cache_type, bytes, kc.data(), row);
+      }
       for (int64_t i = 0; i < row; ++i) ASSERT_EQ(kc[i], k_log[s][p * row + i]) << "seq " << s << " pos " << p;
     }
 
@@ -140,7 +167,7 @@ TEST_F(AttentionTest, MixedBatchGqaHeadSizesCacheTypes) {
   uint32_t seed = 1;
   for (int ratio : {1, 4, 8})
     for (int hd : {64, 128, 256})
-      for (DType t : {DType::F32, DType::F16, DType::BF16}) {
+      for (DType t : {DType::F32, DType::F16, DType::BF16, DType::F8_E4M3}) {
         AttentionParams p;
         p.scale = 1.0f / std::sqrt(static_cast<float>(hd));
         run_case(*be_, {2 * ratio, 2, hd, 16, t, p}, kMixed, seed++);
@@ -166,6 +193,25 @@ TEST_F(AttentionTest, LongPrefillSingleSequence) {
   run_case(*be_, {4, 1, 64, 16, DType::F16, p}, {{300, 300}}, 7);
   p.sliding_window = 64;
   run_case(*be_, {14, 2, 64, 16, DType::BF16, p}, {{200, 150}, {5, 2}}, 8);
+}
+
+TEST_F(AttentionTest, Fp8CacheNeedsItsScales) {
+  KvLayerCache cache{Tensor::cpu(DType::F8_E4M3, {2, 4, 2, 8}),
+                     Tensor::cpu(DType::F8_E4M3, {2, 4, 2, 8})};
+  const auto kv = ref::random_floats(2 * 8, 1);
+  AttentionMetadata meta;
+  meta.slot_mapping = {3};
+  Tensor k = ref::f32_tensor(kv, {1, 2, 8});
+  EXPECT_THROW(be_->write_kv(k, k, cache, meta), Error);  // no scales
+  cache.k_scale = ref::f32_tensor({1.0f}, {1});           // one value for two heads
+  cache.v_scale = ref::f32_tensor({1.0f}, {1});
+  EXPECT_THROW(be_->write_kv(k, k, cache, meta), Error);
+  cache.k_scale = ref::f32_tensor({1.0f, 0.5f}, {2});
+  cache.v_scale = ref::f32_tensor({1.0f, 0.5f}, {2});
+  be_->write_kv(k, k, cache, meta);
+  const auto* bytes = cache.k.data_as<const uint8_t>() + 3 * 16;
+  for (int i = 0; i < 16; ++i)
+    EXPECT_EQ(bytes[i], f32_to_fp8_e4m3(kv[i] * (i < 8 ? 1.0f : 2.0f))) << i;
 }
 
 TEST_F(AttentionTest, WriteKvSkipsPaddingAndChecksSlots) {

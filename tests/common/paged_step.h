@@ -103,6 +103,9 @@ struct ModelReference {
   // [prompt][position]: max |Δlogit| of HF's own bf16 run of the model against
   // `logits` (how far bf16 rounding alone moves each row); empty when absent.
   std::vector<std::vector<float>> bf16_deviation;
+  // FP8 fixtures (scripts/make_fp8_fixtures.py): the same for HF in bf16 with
+  // every linear layer's input quantised to FP8 as loom quantises it (W8A8).
+  std::vector<std::vector<float>> w8a8_deviation;
 };
 
 inline std::string model_fixture_dir(const std::string& name) {
@@ -124,6 +127,8 @@ inline ModelReference load_model_reference(const std::string& name) {
   r.greedy = j.at("greedy").get<std::vector<std::vector<int32_t>>>();
   if (j.contains("bf16_deviation"))
     r.bf16_deviation = j.at("bf16_deviation").get<std::vector<std::vector<float>>>();
+  if (j.contains("w8a8_deviation"))
+    r.w8a8_deviation = j.at("w8a8_deviation").get<std::vector<std::vector<float>>>();
   return r;
 }
 

@@ -3,7 +3,10 @@
 // step of the new tokens: they are written and attended, so decodes, prefill
 // chunks over cached prefixes and whole prefills share one launch. Every
 // backend given the same scenario gets the same bf16-rounded q/k/v and the
-// same shuffled block tables (the CPU cache is f32 holding bf16 values).
+// same shuffled block tables (the CPU cache is f32 holding bf16 values). With
+// fp8_kv, both backends' caches are FP8 E4M3 with the same per-head scales:
+// they quantise the same bf16 values to the same bytes, and the CPU reference
+// attends over their exact dequantised values.
 #pragma once
 
 #include <algorithm>
@@ -25,15 +28,26 @@ struct Scenario {
   std::vector<Seq> seqs;
   AttentionParams params;
   uint32_t seed = 1;
+  bool fp8_kv = false;
 };
+
+// Per-head scales of FP8 scenario caches: random K/V in [-1, 1] fill E4M3's
+// range at a different exponent per head.
+inline std::vector<float> fp8_kv_scales(int kv_heads) {
+  std::vector<float> s(static_cast<size_t>(kv_heads));
+  for (int h = 0; h < kv_heads; ++h)
+    s[static_cast<size_t>(h)] = 1.0f / (200.0f + 90.0f * static_cast<float>(h));
+  return s;
+}
 
 inline std::string describe(const Scenario& sc) {
   std::ostringstream s;
   int64_t tokens = 0;
   for (const Seq& q : sc.seqs) tokens += q.n_new;
-  s << "heads " << sc.heads << "/" << sc.kv_heads << " hd " << sc.head_dim << " bs " << sc.block_size
-    << " window " << sc.params.sliding_window << " softcap " << sc.params.logit_softcap << " seqs "
-    << sc.seqs.size() << " tokens " << tokens;
+  s << "heads " << sc.heads << "/" << sc.kv_heads << " hd " << sc.head_dim << " bs "
+    << sc.block_size << " window " << sc.params.sliding_window << " softcap "
+    << sc.params.logit_softcap << " seqs " << sc.seqs.size() << " tokens " << tokens
+    << (sc.fp8_kv ? " fp8 kv" : "");
   return s.str();
 }
 
@@ -76,11 +90,18 @@ class ScenarioRun {
       }
     }
     const int64_t row = int64_t{kvh} * hd;
+    const DType cache_type = sc.fp8_kv ? DType::F8_E4M3 : gpu_ ? DType::BF16 : DType::F32;
     if (gpu_) {
-      cache_ = {be.alloc(DType::BF16, {num_blocks, bs, kvh, hd}), be.alloc(DType::BF16, {num_blocks, bs, kvh, hd})};
+      cache_ = {be.alloc(cache_type, {num_blocks, bs, kvh, hd}),
+                be.alloc(cache_type, {num_blocks, bs, kvh, hd})};
     } else {
-      cache_ = {Tensor::cpu(DType::F32, {num_blocks, bs, kvh, hd}),
-                Tensor::cpu(DType::F32, {num_blocks, bs, kvh, hd})};
+      cache_ = {Tensor::cpu(cache_type, {num_blocks, bs, kvh, hd}),
+                Tensor::cpu(cache_type, {num_blocks, bs, kvh, hd})};
+    }
+    if (sc.fp8_kv) {
+      const std::vector<float> scales = fp8_kv_scales(kvh);
+      cache_.k_scale = gpu_ ? gpu_f32(be, scales, {kvh}) : cpu_f32(scales, {kvh});
+      cache_.v_scale = gpu_ ? gpu_f32(be, scales, {kvh}) : cpu_f32(scales, {kvh});
     }
     for (int i = 0; i < 2; ++i) {
       const int64_t t = static_cast<int64_t>(step_[i].slot_mapping.size());
@@ -110,6 +131,15 @@ class ScenarioRun {
   }
 
   const AttentionMetadata& new_tokens_step() const { return step_[1]; }
+  // The cache's K bytes (after both steps' writes).
+  std::vector<uint8_t> k_cache_bytes() {
+    std::vector<uint8_t> b(static_cast<size_t>(cache_.k.nbytes()));
+    if (gpu_)
+      be_.copy_to_host(b.data(), cache_.k, b.size());
+    else
+      std::memcpy(b.data(), cache_.k.data(), b.size());
+    return b;
+  }
 
  private:
   Tensor input(const std::vector<float>& v, std::vector<int64_t> shape) {

@@ -4,7 +4,10 @@
 // nothing. Weights and caches hold a constant bf16 pattern (values do not
 // change the speed of these kernels). Prefill attention is timed through the
 // flash kernel and through the CUDA-core kernel (LOOM_FLASH_PREFILL=0);
-// GEMMs of 1, 2 and 4 rows through loom's choice and through cuBLASLt only.
+// GEMMs of 1, 2 and 4 rows through loom's choice and through cuBLASLt only;
+// FP8 linear layers (per-row and 128x128-block scales) through the small-m
+// tensor-core kernel and cuBLASLt's FP8 GEMM; decode attention over bf16 and
+// FP8 KV caches.
 // Usage: bench_cuda_ops [iterations]
 #include <cuda_runtime_api.h>
 
@@ -17,6 +20,7 @@
 
 #include "backend/backend.h"
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/fp8_gemm.h"
 
 namespace loom {
 namespace {
@@ -79,15 +83,86 @@ void bench_matmul(Backend& be, Timer& timer, cudaStream_t stream, const char* pa
   }
 }
 
+// FP8 linear layers at the bf16 table's shapes: weights [N, K] in E4M3 with
+// per-row or 128x128-block scales, x bf16 (quantised per token / per 1x128
+// group inside), through the small-m tensor-core kernel (M <= 8) and
+// cuBLASLt's FP8 GEMM. TB/s counts x (bf16), the FP8 weight and out (bf16).
+void bench_fp8_matmul(Backend& be, Timer& timer, cudaStream_t stream) {
+  struct Shape {
+    const char* name;
+    int64_t n, k;
+  };
+  const Shape shapes[] = {
+      {"qkv", 6144, 4096}, {"o", 4096, 4096}, {"gate_up", 28672, 4096}, {"down", 4096, 14336}};
+  cuda::Fp8Gemm gemm(stream);
+  for (bool block : {false, true}) {
+    std::printf(
+        "\n== matmul (FP8 E4M3 weights, %s scales, W8A8) ==\n%-8s %-9s %5s %7s %6s %10s %8s %9s\n",
+        block ? "128x128 block" : "per-row", "shape", "path", "M", "N", "K", "us", "TB/s",
+        "TFLOP/s");
+    std::vector<Tensor> w, sc;
+    for (const Shape& s : shapes) {
+      w.push_back(filled(be, DType::F8_E4M3, {s.n, s.k}, stream));
+      sc.push_back(filled(be, DType::F32,
+                          {block ? (s.n + 127) / 128 * ((s.k + 127) / 128 + 3) : s.n}, stream));
+    }
+    for (int64_t m : {1, 2, 4, 8, 16, 64, 256, 1024}) {
+      for (auto path : {cuda::Fp8Gemm::Path::SmallM, cuda::Fp8Gemm::Path::CublasLt}) {
+        if (path == cuda::Fp8Gemm::Path::SmallM && m > 8) continue;
+        double step_ms = 0;
+        for (size_t i = 0; i < std::size(shapes); ++i) {
+          const Shape& s = shapes[i];
+          cuda::Fp8WeightView v;
+          v.w = w[i].data_as<const uint8_t>();
+          v.n = s.n;
+          v.k = s.k;
+          v.scale = sc[i].data_as<const float>();
+          v.scale_ld = block ? ((s.k + 127) / 128 + 3) / 4 * 4 : 0;
+          v.block = block;
+          v.activation = block ? Fp8Activation::DynamicGroup : Fp8Activation::DynamicToken;
+          Tensor x = filled(be, DType::BF16, {m, s.k}, stream);
+          Tensor out = be.alloc(DType::BF16, {m, s.n});
+          gemm.force_path(path);
+          double ms = 0;
+          try {
+            ms = timer.ms([&] { gemm.run(x.data(), m, v, nullptr, out.data()); });
+          } catch (const std::exception& e) {
+            std::printf("%-8s %-9s %5lld: %s\n", s.name, "cublaslt", static_cast<long long>(m),
+                        e.what());
+            continue;
+          }
+          const double bytes = 2.0 * m * s.k + 1.0 * s.n * s.k + 2.0 * m * s.n;
+          const double flops = 2.0 * m * s.n * s.k;
+          std::printf("%-8s %-9s %5lld %7lld %6lld %10.1f %8.2f %9.1f\n", s.name,
+                      path == cuda::Fp8Gemm::Path::SmallM ? "kernel" : "cublaslt",
+                      static_cast<long long>(m), static_cast<long long>(s.n),
+                      static_cast<long long>(s.k), ms * 1e3, bytes / ms / 1e9, flops / ms / 1e9);
+          step_ms += 32 * ms;
+        }
+        std::printf(
+            "  -> one forward step's FP8 GEMMs at M=%lld (32 layers, no lm_head): %.2f ms\n",
+            static_cast<long long>(m), step_ms);
+      }
+    }
+  }
+  gemm.force_path(std::nullopt);
+}
+
 // Attention over `seqs` sequences of `ctx` cached tokens each, `n_new` of them
-// new. Returns the mean milliseconds; prints one row (prefixed by `path` when set).
+// new, over a bf16 or (fp8_kv) FP8 E4M3 cache. Returns the mean milliseconds;
+// prints one row (prefixed by `path` when set).
 double bench_attention(Backend& be, Timer& timer, cudaStream_t stream, int seqs, int ctx, int n_new,
-                       const char* path = nullptr) {
+                       const char* path = nullptr, bool fp8_kv = false) {
   const int heads = 32, kvh = 8, hd = 128, bs = 16;
   const int blocks_per_seq = (ctx + bs - 1) / bs;
   const int num_blocks = seqs * blocks_per_seq;
-  KvLayerCache cache{filled(be, DType::BF16, {num_blocks, bs, kvh, hd}, stream),
-                     filled(be, DType::BF16, {num_blocks, bs, kvh, hd}, stream)};
+  const DType kv_type = fp8_kv ? DType::F8_E4M3 : DType::BF16;
+  KvLayerCache cache{filled(be, kv_type, {num_blocks, bs, kvh, hd}, stream),
+                     filled(be, kv_type, {num_blocks, bs, kvh, hd}, stream)};
+  if (fp8_kv) {
+    cache.k_scale = filled(be, DType::F32, {kvh}, stream);
+    cache.v_scale = filled(be, DType::F32, {kvh}, stream);
+  }
   AttentionMetadata meta;
   meta.num_seqs = seqs;
   meta.max_blocks_per_seq = blocks_per_seq;
@@ -109,7 +184,7 @@ double bench_attention(Backend& be, Timer& timer, cudaStream_t stream, int seqs,
   double keys = 0;
   for (int j = 0; j < n_new; ++j) keys += ctx - n_new + j + 1;
   keys *= seqs;
-  const double kv_bytes = 2.0 * 2.0 * seqs * static_cast<double>(ctx) * kvh * hd;
+  const double kv_bytes = 2.0 * (fp8_kv ? 1.0 : 2.0) * seqs * static_cast<double>(ctx) * kvh * hd;
   const double flops = 4.0 * keys * heads * hd;
   if (path)
     std::printf("%-10s %6d %6d %6d %10.3f %9.2f\n", path, seqs, ctx, n_new, ms, flops / ms / 1e9);
@@ -208,10 +283,20 @@ int main(int argc, char** argv) {
     Timer blas_timer{blas_stream, timer.iters};
     bench_matmul(*blas, blas_timer, blas_stream, "cuBLASLt only (LOOM_GEMV=0)", {1, 2, 4});
   }
+  bench_fp8_matmul(*be, timer, stream);
   std::printf("\n== paged attention (32 q / 8 kv heads, head_dim 128, block 16, bf16 KV) ==\n");
   std::printf("%6s %6s %6s %10s %8s %9s\n", "seqs", "ctx", "new", "us", "TB/s", "TFLOP/s");
   for (auto [seqs, ctx] : {std::pair{64, 1024}, {1, 1024}, {1, 8192}, {16, 4096}, {256, 512}, {256, 1024}})
     bench_attention(*be, timer, stream, seqs, ctx, 1);
+  std::printf("\n== paged attention, FP8 E4M3 KV (same shapes) ==\n");
+  std::printf("%6s %6s %6s %10s %8s %9s\n", "seqs", "ctx", "new", "us", "TB/s", "TFLOP/s");
+  for (auto [seqs, ctx] :
+       {std::pair{64, 1024}, {1, 1024}, {1, 8192}, {16, 4096}, {256, 512}, {256, 1024}})
+    bench_attention(*be, timer, stream, seqs, ctx, 1, nullptr, true);
+  std::printf("\n== prefill attention, FP8 E4M3 KV (flash) ==\n%-10s %6s %6s %6s %10s %9s\n",
+              "path", "seqs", "ctx", "new", "ms", "TFLOP/s");
+  for (auto [seqs, ctx] : {std::pair{1, 512}, {4, 2048}, {16, 1024}})
+    bench_attention(*be, timer, stream, seqs, ctx, ctx, "flash fp8", true);
   {
     ::setenv("LOOM_FLASH_PREFILL", "0", 1);
     auto old = make_cuda_backend(0);

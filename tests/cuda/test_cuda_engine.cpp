@@ -64,16 +64,27 @@ void expect_same_up_to_near_ties(const std::vector<Result>& alone, const std::ve
   EXPECT_GE(identical, static_cast<int>(alone.size()) * 3 / 4) << what;
 }
 
-// The fixture model on the GPU, decode steps recorded as CUDA graphs.
+// The fixture model on the GPU, decode steps recorded as CUDA graphs. FP8
+// fixtures ("*_fp8_*": FP8 checkpoints) and "<fixture>_online_fp8" (a bf16
+// fixture quantised at load, --quantization fp8) run with FP8 weights and an
+// FP8 KV cache.
 class CudaEngineTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device visible";
     backend_ = make_cuda_backend(0);
-    model_ = open_model(fixture(GetParam()));
+    std::string name = GetParam();
+    const std::string online = "_online_fp8";
+    const bool quantize = name.ends_with(online);
+    if (quantize) name.resize(name.size() - online.size());
+    model_ = open_model(fixture(name));
+    if (quantize) model_.config.quantization = online_fp8_quantization();
+    kv_dtype_ = model_.config.quantization.fp8 ? DType::F8_E4M3 : DType::BF16;
     transformer_ = std::make_unique<Transformer>(model_.config, *model_.weights, *backend_);
     transformer_->enable_step_graphs(64);
   }
+
+  DType kv_dtype_ = DType::BF16;
 
   std::unique_ptr<Backend> backend_;
   LoadedModel model_;
@@ -107,7 +118,7 @@ TEST_P(CudaEngineTest, AsyncSchedulingMatchesSync) {
     EngineConfig c;
     c.block_size = 16;
     c.num_kv_blocks = blocks;
-    c.kv_dtype = DType::BF16;
+    c.kv_dtype = kv_dtype_;
     c.scheduler.max_num_batched_tokens = blocks > 100 ? 512 : 64;
     c.scheduler.max_num_seqs = blocks > 100 ? 64 : 12;
     c.async_scheduling = async;
@@ -201,7 +212,7 @@ TEST_P(CudaEngineTest, BatchAndPrefixCacheInvariance) {
   auto make = [&](bool prefix_caching) {
     EngineConfig c;
     c.num_kv_blocks = 1024;
-    c.kv_dtype = DType::BF16;
+    c.kv_dtype = kv_dtype_;
     c.enable_prefix_caching = prefix_caching;
     c.scheduler.max_num_batched_tokens = 512;
     c.scheduler.max_num_seqs = 64;
@@ -250,7 +261,7 @@ TEST_P(CudaEngineTest, TokenConstraintMaskMatchesBans) {
   auto run = [&](const std::vector<Request>& reqs, bool alone = false) {
     EngineConfig c;
     c.num_kv_blocks = 1024;
-    c.kv_dtype = DType::BF16;
+    c.kv_dtype = kv_dtype_;
     c.scheduler.max_num_batched_tokens = 2048;
     c.scheduler.max_num_seqs = 64;
     c.eos_ids = {vocab + 1};  // none: every request runs to max_tokens
@@ -298,7 +309,10 @@ TEST_P(CudaEngineTest, TokenConstraintMaskMatchesBans) {
   expect_same_up_to_near_ties(run(greedy, /*alone=*/true), run(greedy), GetParam() + ": masked, alone vs batched");
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, CudaEngineTest, ::testing::Values("llama3", "qwen2"));
+INSTANTIATE_TEST_SUITE_P(Fixtures, CudaEngineTest,
+                         ::testing::Values("llama3", "qwen2", "llama3_fp8_block",
+                                           "qwen2_fp8_channel", "llama3_fp8_static",
+                                           "llama3_online_fp8"));
 
 }  // namespace
 }  // namespace loom

@@ -68,10 +68,11 @@ TEST(Safetensors, ReadsTensorsOfEverySupportedDType) {
        {"e.i64", "I64", {1}, std::vector<uint8_t>(8, 4)},
        {"f.i8", "I8", {3}, std::vector<uint8_t>(3, 5)},
        {"g.scalar", "F32", {}, f32_bytes({7})},
-       {"h.empty", "F32", {0, 4}, {}}},
+       {"h.empty", "F32", {0, 4}, {}},
+       {"i.fp8", "F8_E4M3", {2, 3}, std::vector<uint8_t>(6, 0x38)}},
       {{"format", "pt"}});
   auto f = parse(bytes);
-  ASSERT_EQ(f->tensors().size(), 8u);  // __metadata__ is not a tensor
+  ASSERT_EQ(f->tensors().size(), 9u);  // __metadata__ is not a tensor
   EXPECT_EQ(f->data_offset() % 8, 0u);
   const auto* a = f->find_tensor("a.f32");
   ASSERT_NE(a, nullptr);
@@ -90,6 +91,8 @@ TEST(Safetensors, ReadsTensorsOfEverySupportedDType) {
   EXPECT_EQ(f->find_tensor("f.i8")->nbytes, 3u);
   EXPECT_EQ(f->tensor("g.scalar").numel(), 1);
   EXPECT_EQ(f->tensor("h.empty").numel(), 0);
+  EXPECT_EQ(f->find_tensor("i.fp8")->dtype, DType::F8_E4M3);
+  EXPECT_EQ(f->find_tensor("i.fp8")->nbytes, 6u);
   EXPECT_EQ(f->find_tensor("__metadata__"), nullptr);
   EXPECT_THROW(f->tensor("missing"), Error);
 }
@@ -129,7 +132,8 @@ std::vector<uint8_t> one(const std::string& entry, size_t data = 64) {
 TEST(Safetensors, HostileEntries) {
   expect_error(one(R"({"dtype": "F64", "shape": [1], "data_offsets": [0, 8]})"),
                "tensor 'model.norm.weight' has dtype F64, which loom does not support");
-  expect_error(one(R"({"dtype": "F8_E4M3", "shape": [1], "data_offsets": [0, 1]})"), "F8_E4M3");
+  expect_error(one(R"({"dtype": "F8_E5M2", "shape": [1], "data_offsets": [0, 1]})"), "F8_E5M2");
+  expect_error(one(R"({"dtype": "F8_E4M3", "shape": [2], "data_offsets": [0, 1]})"), "needs 2 bytes");
   expect_error(one(R"({"dtype": 5, "shape": [1], "data_offsets": [0, 4]})"), "dtype that is not a string");
   expect_error(one(R"({"dtype": "F32", "shape": [1]})"), "needs dtype, shape and data_offsets");
   expect_error(one(R"({"dtype": "F32", "shape": [1], "data_offsets": [0, 4], "x": 1})"),
@@ -232,6 +236,15 @@ TEST(HfNames, Mapping) {
       {"language_model.model.embed_tokens.weight", "token_embd.weight"},
       {"model.language_model.norm.weight", "output_norm.weight"},
       {"language_model.lm_head.weight", "output.weight"},
+      // FP8 checkpoints: weight and activation scales, KV cache scales.
+      {"model.layers.3.self_attn.q_proj.weight_scale", "blk.3.attn_q.weight_scale"},
+      {"model.layers.3.mlp.down_proj.weight_scale_inv", "blk.3.ffn_down.weight_scale"},
+      {"model.layers.3.mlp.gate_proj.input_scale", "blk.3.ffn_gate.input_scale"},
+      {"model.layers.3.self_attn.k_scale", "blk.3.kv_cache.k_scale"},
+      {"model.layers.3.self_attn.v_scale", "blk.3.kv_cache.v_scale"},
+      {"model.layers.3.self_attn.kv_scale", "blk.3.kv_cache.kv_scale"},
+      {"model.layers.3.self_attn.k_proj.output_scale", "blk.3.kv_cache.k_scale"},
+      {"model.layers.3.self_attn.v_proj.output_scale", "blk.3.kv_cache.v_scale"},
   };
   for (const auto& [hf, canonical] : cases) {
     const auto got = hf_to_canonical_name(hf, false);
@@ -242,7 +255,9 @@ TEST(HfNames, Mapping) {
        {"model.layers.0.self_attn.rotary_emb.inv_freq", "vision_tower.vision_model.encoder.layers.0.mlp.fc1.weight",
         "multi_modal_projector.mm_input_projection_weight", "model.layers.x.mlp.up_proj.weight",
         "model.layers..mlp.up_proj.weight", "model.layers.-1.mlp.up_proj.weight", "model.layers.0.mlp.weird.weight",
-        "model.layers.0.mlp.up_proj", "lm_head.bias", "model.vision_tower.blocks.0.weight", ""}) {
+        "model.layers.0.mlp.up_proj", "lm_head.bias", "model.vision_tower.blocks.0.weight", "",
+        "model.layers.0.input_layernorm.weight_scale", "model.layers.0.self_attn.q_proj.output_scale",
+        "model.layers.0.self_attn.q_scale", "lm_head.weight_scale"}) {
     EXPECT_FALSE(hf_to_canonical_name(ignored, false).has_value()) << ignored;
   }
   // Gemma 2/3 sandwich norms.

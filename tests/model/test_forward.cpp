@@ -1,5 +1,7 @@
 // Forward pass vs HF transformers: for every fixture under
-// tests/fixtures/models (made by scripts/make_model_fixtures.py), loom's
+// tests/fixtures/models (made by scripts/make_model_fixtures.py, and the FP8
+// checkpoints by scripts/make_fp8_fixtures.py: HF on their dequantised
+// weights, which the CPU backend runs dequantised to f32), loom's
 // fp32 logits at every prompt position match HF's within 1e-3 whether the
 // prompt is fed in one step, in chunks, or one token at a time through a
 // paged cache (block size 4, shuffled physical blocks); greedy decoding
@@ -183,8 +185,10 @@ TEST_P(ForwardTest, BatchedEqualsAlone) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, ForwardTest,
-                         ::testing::Values("llama3", "llama3_gguf", "llama2", "llama_linear", "llama_yarn", "mistral", "qwen2",
-                                           "qwen3", "gemma3", "gemma3_gguf", "gemma3_layer_types"),
+                         ::testing::Values("llama3", "llama3_gguf", "llama2", "llama_linear",
+                                           "llama_yarn", "mistral", "qwen2", "qwen3", "gemma3",
+                                           "gemma3_gguf", "gemma3_layer_types", "llama3_fp8_block",
+                                           "qwen2_fp8_channel", "llama3_fp8_static"),
                          [](const auto& info) { return info.param; });
 
 // --- API errors ---

@@ -11,9 +11,12 @@ K8S = ROOT / "deploy/k8s"
 
 
 def flags(*sources):
+    """Every --flag the sources declare (CLI11 names: "model,--model",
+    "--x,!--no-x")."""
     out = set()
     for src in sources:
-        out.update(re.findall(r'add_(?:option|flag)\("(--[a-z0-9-]+)"', (ROOT / src).read_text()))
+        for names in re.findall(r'add_(?:option|flag)\(\s*"([^"]+)"', (ROOT / src).read_text()):
+            out.update(n.lstrip("!") for n in names.split(",") if n.lstrip("!").startswith("--"))
     return out
 
 
@@ -88,3 +91,27 @@ def test_router_points_at_the_headless_service(docs):
     assert c["readinessProbe"]["httpGet"]["path"] == "/ready"
     assert c["livenessProbe"]["httpGet"]["path"] == "/health"
     assert "nvidia.com/gpu" not in str(c["resources"])
+
+
+def test_model_volume_modes_match_how_it_is_filled(docs):
+    """The README fills the volume through the loader pod (read-write), and the
+    replicas read it: the claim's mode must allow both."""
+    yaml = pytest.importorskip("yaml")
+    pvc = docs[("PersistentVolumeClaim", "loom-models")]
+    assert "ReadWriteMany" in pvc["spec"]["accessModes"]
+    loader = yaml.safe_load((K8S / "model-loader.yaml").read_text())
+    (vol,) = loader["spec"]["volumes"]
+    assert vol["persistentVolumeClaim"]["claimName"] == "loom-models"
+    assert not vol["persistentVolumeClaim"].get("readOnly", False)
+    (c,) = loader["spec"]["containers"]
+    assert not c["volumeMounts"][0].get("readOnly", False)
+    replica = docs[("Deployment", "loom-replica")]
+    assert container(replica)["volumeMounts"][0]["readOnly"] is True
+    # The README copies the model to the path the replicas' --model names.
+    readme = (K8S / "README.md").read_text()
+    model = arg_value(container(replica)["args"], "--model")
+    assert f"loom-model-loader:{model}" in readme
+    for f in re.findall(r"deploy/k8s/([a-z-]+\.yaml)", readme):
+        assert (K8S / f).exists(), f
+    for f in re.findall(r"-f (deploy/docker/[A-Za-z.]+)", readme):
+        assert (ROOT / f).exists(), f

@@ -7,4 +7,4 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 export LOOM_BIN=${1:-${LOOM_BIN:-build/cpu/loom}}
 shift || true
-exec python3 -m pytest -q tests/server tests/router "$@"
+exec python3 -m pytest -q tests/server tests/router tests/bench "$@"

@@ -58,16 +58,29 @@ def wait_for(predicate, timeout, what):
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def many_keys(count):
+    return ",".join('"k%d":0' % i for i in range(count))
+
+
+# Every generation route, with the fields it needs before the padding keys.
+ROUTE_BODIES = {
+    "/v1/completions": '"prompt":"hi","max_tokens":1',
+    "/v1/chat/completions": '"messages":[{"role":"user","content":"hi"}],"max_tokens":1',
+    "/v1/messages": '"messages":[{"role":"user","content":"hi"}],"max_tokens":1',
+    "/v1/responses": '"input":"hi","max_output_tokens":1',
+}
+
+
 # 1. An object with N distinct keys cost O(N^2) to parse: two such bodies
 # held both handler threads for minutes and /health timed out.
-def test_many_keys_parse_fast_and_health_stays_up(hard_server):
-    body = ('{"prompt":"hi","max_tokens":1,' +
-            ",".join('"k%d":0' % i for i in range(330000)) + "}").encode()
+@pytest.mark.parametrize("path", list(ROUTE_BODIES))
+def test_many_keys_parse_fast_and_health_stays_up(hard_server, path):
+    body = ("{" + ROUTE_BODIES[path] + "," + many_keys(330000) + "}").encode()
     assert len(body) < 4 << 20
     results = []
 
     def poster():
-        r = requests.post(hard_server.url + "/v1/completions", data=body,
+        r = requests.post(hard_server.url + path, data=body,
                           headers={"Content-Type": "application/json"}, timeout=120)
         results.append(r.status_code)
 
@@ -82,6 +95,32 @@ def test_many_keys_parse_fast_and_health_stays_up(hard_server):
         t.join(timeout=120)
     assert results == [200, 200], results
     assert time.time() - start < 60
+
+
+# JSON inside a string field is parsed at the same linear cost: tool-call
+# arguments of an assistant turn, and a schema sent as text (capped at the
+# grammar source limit before it is parsed).
+def test_many_keys_inside_string_fields_parse_fast(hard_server):
+    arguments = "{" + many_keys(300000) + "}"
+    body = {"messages": [{"role": "user", "content": "hi"},
+                         {"role": "assistant", "content": None, "tool_calls": [
+                             {"id": "c1", "type": "function",
+                              "function": {"name": "f", "arguments": arguments}}]},
+                         {"role": "tool", "tool_call_id": "c1", "content": "ok"}],
+            "max_tokens": 1}
+    start = time.time()
+    r = requests.post(hard_server.url + "/v1/chat/completions", json=body, timeout=120)
+    assert r.status_code == 400 and r.json()["error"]["param"] == "messages", r.text[:300]
+    assert time.time() - start < 30
+    schema = "{" + many_keys(300000) + "}"
+    start = time.time()
+    r = requests.post(hard_server.url + "/v1/chat/completions", timeout=60, json={
+        "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1,
+        "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}})
+    assert r.status_code == 400, r.text[:300]
+    assert r.json()["error"]["param"] == "response_format.json_schema.schema"
+    assert "bytes" in r.json()["error"]["message"]
+    assert time.time() - start < 10
 
 
 # ... and SIGTERM with --shutdown-timeout 2 during such a parse took 20 s.
@@ -175,6 +214,54 @@ def test_large_response_to_a_reader_that_never_reads_is_dropped(hard_server):
         sock.close()
 
 
+# 4. Streams cut at --shutdown-timeout say so (the OpenAI routes: a last
+# chunk with finish_reason "abort", test_lifecycle.py). The adapted routes
+# have no such stop reason: their streams end with the route's error event
+# instead of the events of a complete answer.
+def test_sigterm_timeout_cut_adapted_streams_end_with_an_error():
+    s = Server("--shutdown-timeout", "1")
+    try:
+        ask = "Write the numbers from 1 to 500, separated by commas."
+        bodies = {
+            "/v1/messages": {"messages": [{"role": "user", "content": ask}], "max_tokens": 900,
+                             "temperature": 0, "stream": True},
+            "/v1/responses": {"input": ask, "max_output_tokens": 900, "temperature": 0,
+                              "stream": True},
+        }
+        first_delta = {"/v1/messages": b"content_block_delta",
+                       "/v1/responses": b"response.output_text.delta"}
+        got = {path: b"" for path in bodies}
+
+        def streamer(path):
+            sock = socket.create_connection(("127.0.0.1", s.port), timeout=60)
+            # HTTP/1.0: the events unframed (no chunk sizes), until close.
+            sock.sendall(post_bytes(path, json.dumps(bodies[path]).encode(), version="1.0"))
+            while True:
+                chunk = sock.recv(1 << 16)
+                if not chunk:
+                    break
+                got[path] += chunk
+            sock.close()
+
+        threads = [threading.Thread(target=streamer, args=(p,)) for p in bodies]
+        for t in threads:
+            t.start()
+        wait_for(lambda: all(first_delta[p] in got[p] for p in bodies), 120, "both streams")
+        s.proc.send_signal(signal.SIGTERM)
+        assert s.proc.wait(timeout=30) == 0
+        for t in threads:
+            t.join(timeout=30)
+        for path, raw in got.items():
+            events = [line[len("event: "):] for line in raw.decode().split("\n")
+                      if line.startswith("event: ")]
+            assert events[-1] == "error", (path, events[-4:])
+            assert "message_stop" not in events and "response.completed" not in events
+            last = json.loads(raw.decode().rstrip().split("\n")[-1].split("data: ", 1)[1])
+            assert "shut down" in json.dumps(last), last
+    finally:
+        s.stop(signal.SIGKILL)
+
+
 # 5. HTTP/1.0 has no chunked coding: the stream runs until the connection closes.
 def test_http10_stream_until_close(hard_server):
     body = json.dumps({"prompt": "Count:", "max_tokens": 5, "ignore_eos": True,
@@ -188,6 +275,13 @@ def test_http10_stream_until_close(hard_server):
     assert events[-1] == "[DONE]"
     chunks = [json.loads(e) for e in events[:-1]]
     assert chunks[-1]["choices"][0]["finish_reason"] == "length"
+    # The adapted routes' event streams too.
+    body = json.dumps({"messages": [{"role": "user", "content": "Count:"}], "max_tokens": 5,
+                       "stream": True}).encode()
+    raw = raw_exchange(hard_server.port, post_bytes("/v1/messages", body, version="1.0"))
+    head, _, payload = raw.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200") and b"transfer-encoding" not in head.lower(), head
+    assert payload.rstrip().endswith(b'data: {"type":"message_stop"}'), payload[-200:]
     # An HTTP/1.1 stream on the same server is still chunked.
     raw11 = raw_exchange(hard_server.port, post_bytes("/v1/completions", body, extra=b"Connection: close\r\n"))
     assert b"transfer-encoding: chunked" in raw11.partition(b"\r\n\r\n")[0].lower()

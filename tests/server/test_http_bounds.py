@@ -204,3 +204,106 @@ def test_queue_time_ready_and_gpu_series(server):
     else:
         assert gpu == []
     assert "loom serve: GPU metrics" in server.logs()
+
+
+# --- The other APIs' routes, /v1/models/{id}, /version, strict fields ---
+
+MESSAGES_OK = {"model": MODEL_NAME, "max_tokens": 4, "messages": [{"role": "user", "content": "hi"}]}
+RESPONSES_OK = {"model": MODEL_NAME, "input": "hi", "max_output_tokens": 4}
+
+
+def check_anthropic_error(r, status):
+    assert r.status_code == status, r.text
+    body = r.json()
+    assert body["type"] == "error" and set(body["error"]) == {"type", "message"} and body["error"]["message"]
+    return body["error"]
+
+
+@pytest.mark.parametrize("path", ["/v1/messages", "/v1/responses"])
+def test_new_routes_methods_and_malformed(server, path):
+    bad_method = requests.get(server.url + path)
+    assert bad_method.status_code == 405
+    for body in [b"", b"{", b"[1]", b"\"x\"", b"nul", b'{"a": 1} trailing']:
+        r = post(server, path, body)
+        assert r.status_code == 400, (body, r.text)
+    assert post(server, path, b'{"input": "a\xff"}').status_code == 400
+    assert post(server, path, json.dumps({"x": "a" * (5 << 20)})).status_code == 413
+    deep = '{"messages": ' + "[" * 100000 + "]" * 100000 + "}"
+    assert post(server, path, deep).status_code == 400
+
+
+@pytest.mark.parametrize("field,value", [
+    ("max_tokens", "10"), ("max_tokens", 1.5), ("max_tokens", 0), ("max_tokens", 10 ** 30),
+    ("messages", "hi"), ("messages", [{"role": "system", "content": "x"}]),
+    ("messages", [{"role": "user", "content": [{"type": "text"}]}]),
+    ("messages", [{"role": "user", "content": [{"type": "text", "text": "a"}] * 5000}]),
+    ("system", 5), ("stop_sequences", [1]), ("stop_sequences", ["s"] * 100), ("stop_sequences", ["s" * 1000]),
+    ("temperature", "hot"), ("temperature", 1e308), ("top_p", 2), ("top_k", 2.5), ("stream", "yes"),
+    ("metadata", 5), ("tool_choice", {"type": "any"}),
+])
+def test_messages_bounds(server, field, value):
+    check_anthropic_error(post(server, "/v1/messages", {**MESSAGES_OK, field: value}), 400)
+
+
+def test_messages_context_and_model(server):
+    long = {**MESSAGES_OK, "messages": [{"role": "user", "content": "word " * 2000}]}
+    check_anthropic_error(post(server, "/v1/messages", long), 400)
+    check_anthropic_error(post(server, "/v1/messages", {**MESSAGES_OK, "max_tokens": 5000}), 400)
+    check_anthropic_error(post(server, "/v1/messages", {**MESSAGES_OK, "model": "x" * 100000}), 404)
+
+
+@pytest.mark.parametrize("field,value", [
+    ("input", {"a": 1}), ("input", [1]), ("input", [{"role": "tool", "content": "x"}]),
+    ("input", [{"role": "user"}]), ("input", [{"role": "user", "content": [{"type": "input_text"}]}]),
+    ("input", [{"role": "user", "content": "x"}] * 5000), ("instructions", 5),
+    ("max_output_tokens", "5"), ("max_output_tokens", 10 ** 30), ("max_output_tokens", -1),
+    ("temperature", -1), ("top_p", "x"), ("stream", 1), ("reasoning", "high"), ("text", "json"),
+    ("truncation", "auto"),
+    ("previous_response_id", "resp_x"), ("store", True),
+])
+def test_responses_bounds(server, field, value):
+    r = post(server, "/v1/responses", {**RESPONSES_OK, field: value})
+    assert r.status_code == 400, (field, value, r.text)
+    err = r.json()["error"]
+    assert set(err) == {"message", "type", "param", "code"} and err["message"]
+
+
+def test_models_by_id_bounds(server):
+    check_error(requests.get(server.url + "/v1/models/" + "x" * 5000), 404, "model")
+    check_error(requests.get(server.url + "/v1/models/%00%ff"), 404, "model")
+    check_error(requests.post(server.url + f"/v1/models/{MODEL_NAME}"), 405)
+    assert requests.get(server.url + f"/v1/models/{MODEL_NAME}").json()["id"] == MODEL_NAME
+
+
+def test_version_route(server):
+    v = requests.get(server.url + "/version")
+    assert v.status_code == 200 and {"version", "commit", "build"} <= set(v.json())
+    check_error(requests.post(server.url + "/version"), 405)
+
+
+def test_preflight_without_cors_is_not_allowed(server):
+    # The test server runs without --allowed-origins: no CORS headers at all.
+    r = requests.options(server.url + "/v1/completions",
+                         headers={"Origin": "http://x.test", "Access-Control-Request-Method": "POST"})
+    assert r.status_code == 405 and "Access-Control-Allow-Origin" not in r.headers
+
+
+@pytest.mark.parametrize("path,body,param", [
+    ("/v1/completions", {"prompt": "x", "suffix": "y"}, "suffix"),
+    ("/v1/completions", {"prompt": "x", "best_of": 2}, "best_of"),
+    ("/v1/completions", {"prompt": "x", "n": 2, "best_of": 1}, "best_of"),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "a"}], "reasoning_effort": "max"},
+     "reasoning_effort"),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "a"}], "tool_choice": "always"},
+     "tool_choice"),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "a"}],
+                              "response_format": {"type": "yaml"}}, "response_format"),
+    ("/v1/completions", {"prompt": "x", "service_tier": "gold"}, "service_tier"),
+    ("/v1/completions", {"prompt": "x", "prompt_logprobs": 21}, "prompt_logprobs"),
+    ("/v1/completions", {"prompt": "x", "prompt_logprobs": -1}, "prompt_logprobs"),
+    ("/v1/completions", {"prompt": "x", "prompt_logprobs": 1.5}, "prompt_logprobs"),
+    ("/v1/completions", {"prompt": "x", "max_tokens": 0}, "max_tokens"),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "a"}], "max_tokens": 0}, "max_tokens"),
+])
+def test_strict_fields(server, path, body, param):
+    check_error(post(server, path, body), 400, param)

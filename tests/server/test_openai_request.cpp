@@ -85,7 +85,7 @@ TEST(OpenAiRequest, EveryField) {
                {"min_p", 0.05},           {"n", 3},                 {"stop", {"x", "yz"}},
                {"seed", 1234},            {"presence_penalty", 0.5}, {"frequency_penalty", -0.5},
                {"repetition_penalty", 1.1}, {"logit_bias", {{"15", 5}, {"16", -100}}},
-               {"logprobs", 2},           {"echo", true},           {"ignore_eos", true},
+               {"logprobs", 2},           {"echo", false},          {"ignore_eos", true},
                {"min_tokens", 3},         {"user", "u1"},           {"priority", -5},
                {"stream", true},          {"stream_options", {{"include_usage", true}}},
                {"some_unknown_field", {1, 2, 3}}};
@@ -106,7 +106,8 @@ TEST(OpenAiRequest, EveryField) {
   EXPECT_FLOAT_EQ(p.logit_bias.at(16), -100.0f);
   EXPECT_TRUE(r.logprobs);
   EXPECT_EQ(p.logprobs, 2);
-  EXPECT_TRUE(r.echo);
+  EXPECT_FALSE(r.echo);
+  EXPECT_TRUE(completion({{"prompt", "abc"}, {"echo", true}}).echo);  // echo + logprobs: strict_fields
   EXPECT_TRUE(p.ignore_eos);
   EXPECT_EQ(p.min_tokens, 3);
   EXPECT_EQ(r.user, "u1");

@@ -193,6 +193,7 @@ TEST(ResponseBuilder, CompletionBodyWithEchoAndLogprobs) {
   ResponseBuilder b(r, tokenizer(), "cmpl-1", 42);
   StreamEvent e = token_event(0, 15, "0");
   e.logprobs = {SampleResult{15, -0.5f, {{15, -0.5f}}}};
+  e.prompt_logprobs = {SampleResult{2, -1.25f, {{7, -0.25f}}}};  // prompt token 1, from sequence 0
   EXPECT_TRUE(b.on_event(0, e).empty());  // not streaming
   b.on_event(0, token_event(0, 16, "1", FinishReason::Length));
   b.on_event(0, token_event(1, 17, "2", FinishReason::Stop, true));
@@ -209,8 +210,17 @@ TEST(ResponseBuilder, CompletionBodyWithEchoAndLogprobs) {
   EXPECT_EQ(j["choices"][1]["text"], "ab2");
   EXPECT_EQ(j["choices"][1]["finish_reason"], "stop");
   EXPECT_EQ(j["choices"][3]["text"], "c4");
-  EXPECT_EQ(j["choices"][0]["logprobs"]["token_logprobs"][0], -0.5);
-  EXPECT_EQ(j["choices"][0]["logprobs"]["text_offset"][0], 2);
+  // The echoed prompt's tokens lead (the first without a logprob), then the generated ones.
+  const json& lp = j["choices"][0]["logprobs"];
+  EXPECT_TRUE(lp["token_logprobs"][0].is_null());
+  EXPECT_TRUE(lp["top_logprobs"][0].is_null());
+  EXPECT_EQ(lp["token_logprobs"][1], -1.25);
+  EXPECT_EQ(lp["top_logprobs"][1].size(), 1u);
+  EXPECT_EQ(lp["token_logprobs"][2], -0.5);
+  EXPECT_EQ(lp["text_offset"][0], 0);
+  EXPECT_EQ(lp["text_offset"][2], 2);
+  // The sibling of the same prompt gets the same prompt scores.
+  EXPECT_EQ(j["choices"][1]["logprobs"]["token_logprobs"][1], -1.25);
   EXPECT_EQ(j["usage"]["prompt_tokens"], 3);
   EXPECT_EQ(j["usage"]["completion_tokens"], 5);
   EXPECT_EQ(j["usage"]["total_tokens"], 8);

@@ -1,10 +1,10 @@
 // Paged KV cache writes and causal paged attention on the CPU.
-// Cache layout: K and V [num_blocks, block_size, kv_heads, head_dim] in f32, f16
-// or bf16. Query token j of sequence s sits at position
-// context_lens[s] - new_tokens(s) + j and sees keys at positions <= its own
-// (and > pos - sliding_window when the window is set). Softmax is online, in
-// f32, one key block at a time. Work items are (sequence, kv head, tile of
-// query tokens), balanced over the threads by estimated cost.
+// Cache layout: K and V [num_blocks, block_size, kv_heads, head_dim] in f32, f16,
+// bf16 or FP8 E4M3 (with a dequantising scale per KV head, backend.h). Query token j of sequence s
+// sits at position context_lens[s] - new_tokens(s) + j and sees keys at positions <= its own (and >
+// pos - sliding_window when the window is set). Softmax is online, in f32, one key block at a time.
+// Work items are (sequence, kv head, tile of query tokens), balanced over the threads by estimated
+// cost.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -15,6 +15,7 @@
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/kernels.h"
 #include "core/error.h"
+#include "core/fp8.h"
 #include "core/half.h"
 
 namespace loom::cpu {
@@ -26,15 +27,31 @@ void check_cache(const KvLayerCache& cache) {
              shape_str(cache.k.shape()), shape_str(cache.v.shape()));
   LOOM_CHECK(cache.k.dtype() == cache.v.dtype(), "kv cache K and V dtypes differ");
   const DType t = cache.k.dtype();
-  LOOM_CHECK(t == DType::F32 || t == DType::F16 || t == DType::BF16,
-             "kv cache dtype must be f32, f16 or bf16, got {}", dtype_name(t));
+  LOOM_CHECK(t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::F8_E4M3,
+             "kv cache dtype must be f32, f16, bf16 or f8_e4m3, got {}", dtype_name(t));
+  if (t == DType::F8_E4M3)
+    for (const Tensor* s : {&cache.k_scale, &cache.v_scale})
+      LOOM_CHECK(
+          s->device() == Device::Cpu && s->dtype() == DType::F32 && s->numel() == cache.k.dim(2),
+          "an f8_e4m3 kv cache needs f32 scales [{}] (one per KV head), got {} {}", cache.k.dim(2),
+          dtype_name(s->dtype()), shape_str(s->shape()));
 }
 
-void store_row(DType t, const float* src, void* dst, int64_t n) {
+// One slot's row [kv_heads * head_dim] stored as type t; scales: FP8's
+// per-head scales (else unused).
+void store_row(DType t, const float* src, void* dst, int64_t n, int64_t head_dim,
+               const float* scales) {
   switch (t) {
     case DType::F32: std::memcpy(dst, src, static_cast<size_t>(n) * 4); break;
     case DType::F16:
       for (int64_t i = 0; i < n; ++i) static_cast<uint16_t*>(dst)[i] = f32_to_f16(src[i]);
+      break;
+    case DType::F8_E4M3:
+      for (int64_t h = 0; h < n / head_dim; ++h) {
+        const float inv = 1.0f / scales[h];
+        for (int64_t i = h * head_dim; i < (h + 1) * head_dim; ++i)
+          static_cast<uint8_t*>(dst)[i] = f32_to_fp8_e4m3(src[i] * inv);
+      }
       break;
     default:
       for (int64_t i = 0; i < n; ++i) static_cast<uint16_t*>(dst)[i] = f32_to_bf16(src[i]);
@@ -67,6 +84,10 @@ void write_kv(ThreadPool& pool, const Tensor& k, const Tensor& v, KvLayerCache& 
   auto* vc = static_cast<uint8_t*>(cache.v.data());
   const float* ks = k.data_as<const float>();
   const float* vs = v.data_as<const float>();
+  const int64_t hd = cache.k.dim(3);
+  const bool fp8 = dt == DType::F8_E4M3;
+  const float* k_scales = fp8 ? cache.k_scale.data_as<const float>() : nullptr;
+  const float* v_scales = fp8 ? cache.v_scale.data_as<const float>() : nullptr;
   for (int64_t i = 0; i < t; ++i) {
     const int64_t slot = meta.slot_mapping[i];
     LOOM_CHECK(slot < slots, "slot {} out of range [0, {})", slot, slots);
@@ -75,8 +96,8 @@ void write_kv(ThreadPool& pool, const Tensor& k, const Tensor& v, KvLayerCache& 
     for (int64_t i = b; i < e; ++i) {
       const int64_t slot = meta.slot_mapping[i];
       if (slot < 0) continue;  // padding token: nothing to store
-      store_row(dt, ks + i * row, kc + slot * row_bytes_c, row);
-      store_row(dt, vs + i * row, vc + slot * row_bytes_c, row);
+      store_row(dt, ks + i * row, kc + slot * row_bytes_c, row, hd, k_scales);
+      store_row(dt, vs + i * row, vc + slot * row_bytes_c, row, hd, v_scales);
     }
   });
 }
@@ -130,6 +151,7 @@ void paged_attention(ThreadPool& pool, const Tensor& q, const KvLayerCache& cach
   }
 
   const CpuKernels& kern = kernels_for(active_isa());
+  const float* fp8_table = fp8_e4m3_table();
   const float* qs = q.data_as<const float>();
   float* os = out.data_as<float>();
   const auto* kbase = static_cast<const uint8_t*>(cache.k.data());
@@ -172,6 +194,17 @@ void paged_attention(ThreadPool& pool, const Tensor& q, const KvLayerCache& cach
         kr = reinterpret_cast<const float*>(kbase) + base;
         vr = reinterpret_cast<const float*>(vbase) + base;
         kstride = slot_stride;
+      } else if (dt == DType::F8_E4M3) {
+        const float ksc = cache.k_scale.data_as<const float>()[it.kv_head];
+        const float vsc = cache.v_scale.data_as<const float>()[it.kv_head];
+        for (int64_t i = 0; i < nk; ++i) {
+          const uint8_t* kq = kbase + base + i * slot_stride;
+          const uint8_t* vq = vbase + base + i * slot_stride;
+          for (int64_t d = 0; d < hd; ++d) {
+            kf[i * hd + d] = fp8_table[kq[d]] * ksc;
+            vf[i * hd + d] = fp8_table[vq[d]] * vsc;
+          }
+        }
       } else {
         auto convert = dt == DType::F16 ? kern.f16_to_f32 : kern.bf16_to_f32;
         for (int64_t i = 0; i < nk; ++i) {

@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "backend/cuda/cuda_backend_impl.h"
+#include "backend/cuda/fp8_gemm.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/weight_upload.h"
 

@@ -23,7 +23,7 @@ int64_t ceil_div(int64_t a, int64_t b) {
 void CudaBackend::paged_attention(const Tensor& q, const KvLayerCache& cache,
                                   const AttentionMetadata& meta, const AttentionParams& params,
                                   Tensor& out) {
-  check_cache(cache);
+  const bool fp8 = check_cache(cache);
   check_cuda_tensor(q, DType::BF16, "attention q");
   check_cuda_tensor(out, DType::BF16, "attention out");
   LOOM_CHECK(q.ndim() == 3, "attention q must be [T, heads, head_dim], got {}",
@@ -60,6 +60,10 @@ void CudaBackend::paged_attention(const Tensor& q, const KvLayerCache& cache,
   kv_args.out = out.data();
   kv_args.k_cache = cache.k.data();
   kv_args.v_cache = cache.v.data();
+  if (fp8) {
+    kv_args.k_scale = cache.k_scale.data_as<const float>();
+    kv_args.v_scale = cache.v_scale.data_as<const float>();
+  }
   kv_args.query_start = dm.query_start;
   kv_args.context_lens = dm.context_lens;
   kv_args.block_tables = dm.block_tables;

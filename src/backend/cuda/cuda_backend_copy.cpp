@@ -20,7 +20,7 @@ void CudaBackend::copy(Tensor& dst, const Tensor& src) {
 
 void CudaBackend::write_kv(const Tensor& k, const Tensor& v, KvLayerCache& cache,
                            const AttentionMetadata& meta) {
-  check_cache(cache);
+  const bool fp8 = check_cache(cache);
   check_cuda_tensor(k, DType::BF16, "write_kv k");
   check_cuda_tensor(v, DType::BF16, "write_kv v");
   const int64_t row = cache.k.dim(2) * cache.k.dim(3);
@@ -36,8 +36,16 @@ void CudaBackend::write_kv(const Tensor& k, const Tensor& v, KvLayerCache& cache
                slots);
   if (t == 0) return;
   const cuda::DeviceStepMetadata& dm = metadata_.get(meta, t, stream_);
-  cuda::write_kv_bf16(k.data(), v.data(), dm.slot_mapping, t, row, cache.k.data(), cache.v.data(),
-                      stream_);
+  if (fp8) {
+    LOOM_CHECK(cache.k.dim(3) % 8 == 0, "an FP8 kv cache needs head_dim a multiple of 8, got {}",
+               cache.k.dim(3));
+    cuda::write_kv_fp8(k.data(), v.data(), dm.slot_mapping, t, row, cache.k.dim(3),
+                       cache.k_scale.data_as<float>(), cache.v_scale.data_as<float>(),
+                       cache.k.data(), cache.v.data(), stream_);
+  } else {
+    cuda::write_kv_bf16(k.data(), v.data(), dm.slot_mapping, t, row, cache.k.data(), cache.v.data(),
+                        stream_);
+  }
   check_launch();
 }
 

@@ -121,7 +121,7 @@ void CudaBackend::split_qkv(const Tensor& qkv, const QkvRope* rope, Tensor& q, T
   cuda::SplitQkvArgs a;
   int64_t kvh = 0;
   if (cache) {
-    check_cache(*cache);
+    const bool fp8 = check_cache(*cache);
     LOOM_CHECK(meta != nullptr, "split_qkv into the cache needs the step's metadata");
     kvh = cache->k.dim(2);
     LOOM_CHECK(cache->k.dim(3) == hd, "cache head_dim {} != q head_dim {}", cache->k.dim(3), hd);
@@ -132,8 +132,15 @@ void CudaBackend::split_qkv(const Tensor& qkv, const QkvRope* rope, Tensor& q, T
       LOOM_CHECK(meta->slot_mapping[static_cast<size_t>(i)] < slots, "slot {} out of range [0, {})",
                  meta->slot_mapping[static_cast<size_t>(i)], slots);
     if (t > 0) a.slots = metadata_.get(*meta, t, stream_).slot_mapping;
-    a.k_cache = static_cast<bf16_t*>(cache->k.data());
-    a.v_cache = static_cast<bf16_t*>(cache->v.data());
+    if (fp8) {
+      a.k_cache8 = cache->k.data_as<uint8_t>();
+      a.v_cache8 = cache->v.data_as<uint8_t>();
+      a.k_scale = cache->k_scale.data_as<const float>();
+      a.v_scale = cache->v_scale.data_as<const float>();
+    } else {
+      a.k_cache = static_cast<bf16_t*>(cache->k.data());
+      a.v_cache = static_cast<bf16_t*>(cache->v.data());
+    }
   } else {
     check_cuda_tensor(k, DType::BF16, "split_qkv k");
     check_cuda_tensor(v, DType::BF16, "split_qkv v");

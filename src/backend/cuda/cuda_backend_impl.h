@@ -3,8 +3,9 @@
 // cuda_backend.cpp (stream, memory, step preparation, CUDA graphs),
 // cuda_backend_matmul.cpp, cuda_backend_attention.cpp,
 // cuda_backend_elementwise.cpp (embedding, norms, rope, activations, fused
-// projections), cuda_backend_sampling.cpp and cuda_backend_copy.cpp (device
-// copies, KV writes, gathers, a step's token ids). Internal to backend/cuda.
+// projections), cuda_backend_sampling.cpp, cuda_backend_copy.cpp (device
+// copies, KV writes, gathers, a step's token ids) and cuda_backend_fp8.cpp
+// (FP8 linear layers, FP8 KV cache checks). Internal to backend/cuda.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +21,7 @@
 namespace loom::cuda {
 
 class Gemm;
+class Fp8Gemm;
 
 inline void check_cuda_tensor(const Tensor& t, DType dtype, const char* what) {
   LOOM_CHECK(t.device() == Device::Cuda, "{} must be on the GPU", what);
@@ -75,6 +77,11 @@ class CudaBackend final : public Backend {
   std::unique_ptr<StepGraph> end_capture() override;
   void abort_capture() override;
   bool replay(StepGraph& graph) override;
+
+  // --- FP8 linear layers (cuda_backend_fp8.cpp) ---
+  LinearWeight prepare_linear(const LinearWeight& host) override;
+  void linear(const Tensor& x, const LinearWeight& w, const Tensor* bias, Tensor& out) override;
+  std::optional<LinearWeight> stack_linear(const std::vector<const LinearWeight*>& parts) override;
 
   // --- ops ---
   // cuda_backend_matmul.cpp
@@ -135,13 +142,11 @@ class CudaBackend final : public Backend {
     LOOM_CHECK(!capturing_, "{} is not allowed while a step is being recorded", what);
   }
 
-  static void check_cache(const KvLayerCache& cache) {
-    LOOM_CHECK(cache.k.ndim() == 4 && cache.k.shape() == cache.v.shape(),
-               "kv cache K {} and V {} must be [blocks, block_size, kv_heads, head_dim]",
-               shape_str(cache.k.shape()), shape_str(cache.v.shape()));
-    check_cuda_tensor(cache.k, DType::BF16, "kv cache K");
-    check_cuda_tensor(cache.v, DType::BF16, "kv cache V");
-  }
+  // A bf16 cache, or an FP8 E4M3 one with f32 scales per KV head on the GPU
+  // (cuda_backend_fp8.cpp); true for FP8.
+  static bool check_cache(const KvLayerCache& cache);
+  // FP8 weights need FP8 tensor cores (compute capability 8.9+).
+  void check_fp8_supported(const char* what) const;
 
   // A device pointer to t's data: t itself when on the GPU, else an upload of
   // it into `buf` (stream-ordered, so buf may be reused by the next op).
@@ -156,6 +161,7 @@ class CudaBackend final : public Backend {
   int device_;
   cudaDeviceProp props_{};
   std::unique_ptr<Gemm> gemm_;
+  std::unique_ptr<Fp8Gemm> fp8_gemm_;  // made by the first FP8 weight
   PinnedUploader uploader_;
   StepMetadataCache metadata_;
   DeviceBuffer param_buf_[2], bias_buf_, gather_idx_, token_mask_, attn_partials_, attn_counters_, argmax_ids_;

@@ -30,6 +30,12 @@ bool hf_has_sandwich_norms(const std::vector<std::string>& hf_names);
 //                                                 blk.N.post_attention_norm
 //   model.layers.N.pre_feedforward_layernorm   -> blk.N.ffn_norm
 //   model.layers.N.post_feedforward_layernorm  -> blk.N.post_ffw_norm
+// FP8 checkpoints' scales of the linear layers (q/k/v/o, gate/up/down):
+//   ...q_proj.weight_scale, ...q_proj.weight_scale_inv -> blk.N.attn_q.weight_scale
+//   ...q_proj.input_scale                               -> blk.N.attn_q.input_scale
+// and of the KV cache:
+//   ...self_attn.k_scale, ...self_attn.k_proj.output_scale -> blk.N.kv_cache.k_scale (v too)
+//   ...self_attn.kv_scale (one scale for both)             -> blk.N.kv_cache.kv_scale
 std::optional<std::string> hf_to_canonical_name(std::string_view hf_name, bool sandwich_norms);
 
 }  // namespace loom

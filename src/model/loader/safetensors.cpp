@@ -23,6 +23,7 @@ struct StDType {
 constexpr StDType kDTypes[] = {
     {"F32", DType::F32}, {"F16", DType::F16}, {"BF16", DType::BF16},
     {"I8", DType::I8},   {"I32", DType::I32}, {"I64", DType::I64},
+    {"F8_E4M3", DType::F8_E4M3},
 };
 
 // Reads a non-negative JSON integer or fails naming `what`.
@@ -95,7 +96,7 @@ void SafetensorsFile::parse(const uint8_t* data, size_t size) {
     if (!jdtype.is_string()) LOOM_THROW("{}: {} has a dtype that is not a string", label, what);
     const auto dtype = dtype_from_safetensors(jdtype.get<std::string>());
     if (!dtype)
-      LOOM_THROW("{}: {} has dtype {}, which loom does not support (F32, F16, BF16, I8, I32, I64)",
+      LOOM_THROW("{}: {} has dtype {}, which loom does not support (F32, F16, BF16, F8_E4M3, I8, I32, I64)",
                  label, what, jdtype.get<std::string>());
     info.dtype = *dtype;
 

@@ -20,7 +20,7 @@ namespace loom {
 inline constexpr uint64_t kSafetensorsMaxHeaderBytes = 100ull << 20;
 inline constexpr int kSafetensorsMaxDims = 8;
 
-// "F32" -> DType::F32 ... (F32, F16, BF16, I8, I32, I64); nullopt otherwise.
+// "F32" -> DType::F32 ... (F32, F16, BF16, F8_E4M3, I8, I32, I64); nullopt otherwise.
 std::optional<DType> dtype_from_safetensors(std::string_view dtype);
 
 struct SafetensorsTensorInfo {

@@ -67,11 +67,20 @@ void rope_bf16(void* x, int64_t tokens, int64_t heads, int64_t head_dim, const i
 // negative slots are skipped.
 void write_kv_bf16(const void* k, const void* v, const int64_t* slots, int64_t tokens, int64_t row_elems,
                    void* k_cache, void* v_cache, cudaStream_t stream);
+// The same into an FP8 E4M3 cache: value x of KV head h is stored as
+// fp8(x * (1 / scale[h])) (k_scale for K, v_scale for V); head_dim a
+// multiple of 8, rows 16-byte aligned.
+void write_kv_fp8(const void* k, const void* v, const int64_t* slots, int64_t tokens,
+                  int64_t row_elems, int64_t head_dim, const float* k_scale, const float* v_scale,
+                  void* k_cache, void* v_cache, cudaStream_t stream);
 
 // split_qkv_bf16: token t's fused row [q heads | k heads | v heads] (head_dim
 // each) goes to q [t, heads, head_dim] and, when slots is null, to k/v [t,
 // kv_heads, head_dim], else to the caches at slot slots[t] (negative: skipped);
 // with rotary_dim > 0, q and k are rotated as rope_bf16 does.
+// An FP8 E4M3 cache takes k_cache8/v_cache8 (and its per-head scales)
+// instead of k_cache/v_cache; the rotated k is rounded to bf16 before it is
+// quantised, as write_kv_fp8 quantises the unfused path's bf16 k.
 struct SplitQkvArgs {
   int heads = 0, kv_heads = 0, head_dim = 0;
   __nv_bfloat16* q = nullptr;
@@ -80,6 +89,10 @@ struct SplitQkvArgs {
   const int64_t* slots = nullptr;
   __nv_bfloat16* k_cache = nullptr;
   __nv_bfloat16* v_cache = nullptr;
+  uint8_t* k_cache8 = nullptr;  // FP8 E4M3 caches
+  uint8_t* v_cache8 = nullptr;
+  const float* k_scale = nullptr;
+  const float* v_scale = nullptr;
   const int32_t* positions = nullptr;
   const float* inv_freq = nullptr;
   int rotary_dim = 0;  // 0: no rotation
@@ -149,7 +162,7 @@ void sample_rows(DType type, const void* logits, int64_t vocab, const SampleRowS
 // against the rows src holds), n int32 ids.
 void resolve_token_ids(int32_t* ids, int64_t n, const int32_t* src, cudaStream_t stream);
 
-// Paged attention over a bf16 cache [blocks, block_size, kv_heads, head_dim].
+// Paged attention over a bf16 or FP8 E4M3 cache [blocks, block_size, kv_heads, head_dim].
 // The metadata pointers are device copies of AttentionMetadata plus token_seq
 // (the sequence of each token). Keys are split in partitions of
 // partition_keys; a token whose keys span several partitions has their
@@ -164,8 +177,10 @@ void resolve_token_ids(int32_t* ids, int64_t n, const int32_t* src, cudaStream_t
 struct PagedKvArgs {
   const void* q = nullptr;  // bf16 [tokens, heads, head_dim]
   void* out = nullptr;      // bf16 [tokens, heads, head_dim]
-  const void* k_cache = nullptr;
+  const void* k_cache = nullptr;  // bf16, or FP8 E4M3 when k_scale is set
   const void* v_cache = nullptr;
+  const float* k_scale = nullptr;  // FP8 caches: dequantising scale per KV head
+  const float* v_scale = nullptr;
   const int32_t* query_start = nullptr;
   const int32_t* context_lens = nullptr;
   const int32_t* block_tables = nullptr;

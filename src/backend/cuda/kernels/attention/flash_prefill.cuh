@@ -12,8 +12,8 @@
 // of kBlockN keys, double buffered: tile t + 1 is copied while tile t is
 // multiplied, one block-wide barrier per tile. Keys are gathered one row at a
 // time through the block table (a tile may span any number of cache blocks);
-// keys at or past kv_hi are zero-filled, never read. Rows past the sequence's last token are padding:
-// their q is zero and they are never written.
+// keys at or past kv_hi are zero-filled, never read. Rows past the sequence's last token are
+// padding: their q is zero and they are never written.
 //
 // Shared memory rows are HD * 2 bytes; their 16-byte chunks are XOR-swizzled
 // by (row % 8), so the 8 rows an ldmatrix phase reads, and the rows a warp's
@@ -30,6 +30,11 @@
 // So S = Q K^T takes A from Q rows (non-transposed) and B from K rows
 // (non-transposed: a K row is a column of K^T); O += P V takes A from the S
 // accumulators repacked to bf16 and B from V rows with .trans.
+//
+// FP8 E4M3 caches (kFp8): tiles are copied as FP8 into a plain staging area
+// (double buffered), then converted, exactly, into one bf16 K/V tile pair the
+// mmas read as above; two barriers per tile. The KV head's K scale folds into
+// the softmax scale and its V scale into the final normalisation.
 #pragma once
 
 #include <atomic>
@@ -37,6 +42,7 @@
 #include <cstdint>
 
 #include "backend/cuda/kernels/common.cuh"
+#include "backend/cuda/kernels/fp8/fp8.cuh"
 #include "backend/cuda/kernels/kernels.h"
 
 namespace loom::cuda {
@@ -62,6 +68,11 @@ struct FlashShape {
   static constexpr int kQBytes = kBlockM * kRowBytes;
   static constexpr int kTileBytes = kBlockN * kRowBytes;  // one K or V tile
   static constexpr int kSmemBytes = kQBytes + 4 * kTileBytes;
+  // FP8 caches: Q, one bf16 K/V pair, two FP8 K/V staging pairs.
+  static constexpr int kStageBytes = kBlockN * HD;  // one FP8 K or V tile
+  static constexpr int kSmemBytesFp8 = kQBytes + 2 * kTileBytes + 4 * kStageBytes;
+  static constexpr int kChunks8 = HD / 16;  // 16-byte chunks of an FP8 row
+  static_assert(kThreads % kChunks8 == 0 && kBlockN % (kThreads / kChunks8) == 0, "FP8 copy loops");
   static_assert(kBlockM == kFlashBlockM, "the work list is built for kFlashBlockM rows");
   static_assert(kChunks % 8 == 0, "the swizzle permutes chunks within groups of 8");
   static_assert(kThreads % kChunks == 0 && kBlockN % (kThreads / kChunks) == 0 &&
@@ -126,8 +137,9 @@ __device__ __forceinline__ float exp2_approx(float x) {
 
 }  // namespace flash
 
-template <int HD>
-__global__ void __launch_bounds__(FlashShape<HD>::kThreads) flash_prefill_kernel(const FlashPrefillArgs a) {
+template <int HD, bool kFp8>
+__global__ void __launch_bounds__(FlashShape<HD>::kThreads)
+    flash_prefill_kernel(const FlashPrefillArgs a) {
   using Shape = FlashShape<HD>;
   constexpr int kBlockM = Shape::kBlockM, kBlockN = Shape::kBlockN, kThreads = Shape::kThreads;
   constexpr int kChunks = Shape::kChunks, kRowBytes = Shape::kRowBytes, kTileBytes = Shape::kTileBytes;
@@ -140,6 +152,8 @@ __global__ void __launch_bounds__(FlashShape<HD>::kThreads) flash_prefill_kernel
   extern __shared__ __align__(128) unsigned char smem[];
   const uint32_t s_q = flash::smem_addr(smem);
   const uint32_t s_kv = s_q + Shape::kQBytes;  // buffer b: K at s_kv + 2 b kTileBytes, V after it
+  // FP8: staging buffer b: K at s_stage + 2 b kStageBytes, V after it.
+  const uint32_t s_stage = s_kv + 2 * kTileBytes;
 
   // Block x: tile x / kv_heads of the work list, kv head x % kv_heads.
   const int tile = static_cast<int>(blockIdx.x) / a.num_kv_heads;
@@ -172,6 +186,8 @@ __global__ void __launch_bounds__(FlashShape<HD>::kThreads) flash_prefill_kernel
 
   const bf16* k_cache = static_cast<const bf16*>(a.k_cache);
   const bf16* v_cache = static_cast<const bf16*>(a.v_cache);
+  const uint8_t* k_cache8 = static_cast<const uint8_t*>(a.k_cache);
+  const uint8_t* v_cache8 = static_cast<const uint8_t*>(a.v_cache);
   const int32_t* table = a.block_tables + static_cast<int64_t>(seq) * a.max_blocks_per_seq;
   const int chunk = static_cast<int>(threadIdx.x) % kChunks;  // the 16-byte chunk this thread copies
   const int copy_row = static_cast<int>(threadIdx.x) / kChunks;
@@ -231,7 +247,68 @@ __global__ void __launch_bounds__(FlashShape<HD>::kThreads) flash_prefill_kernel
     flash::cp_async_commit();
   };
 
-  load_kv_tile(0, 0);  // num_kv_tiles >= 1: every row sees at least its own key
+  // FP8: keys [n0, n0 + kBlockN) of tile t, as stored, -> staging buffer buf
+  // (rows of HD bytes; keys >= kv_hi zero-filled).
+  auto load_kv_stage = [&](int t, int buf) {
+    constexpr int kRowStep8 = kThreads / Shape::kChunks8;
+    constexpr int kKeys = kBlockN / kRowStep8;
+    const int chunk8 = static_cast<int>(threadIdx.x) % Shape::kChunks8;
+    const int row8 = static_cast<int>(threadIdx.x) / Shape::kChunks8;
+    const int n0 = kv_lo + t * kBlockN;
+    int32_t phys[kKeys];
+#pragma unroll
+    for (int i = 0; i < kKeys; ++i) {
+      const int key = n0 + row8 + i * kRowStep8;
+      const int blk = a.block_shift >= 0 ? key >> a.block_shift : key / a.block_size;
+      phys[i] = key < kv_hi ? __ldg(table + blk) : -1;
+    }
+    const uint32_t k_dst = s_stage + 2 * buf * Shape::kStageBytes,
+                   v_dst = k_dst + Shape::kStageBytes;
+#pragma unroll
+    for (int i = 0; i < kKeys; ++i) {
+      const int j = row8 + i * kRowStep8;
+      const int key = n0 + j;
+      const uint8_t* ksrc = k_cache8;
+      const uint8_t* vsrc = v_cache8;
+      int bytes = 0;
+      if (phys[i] >= 0) {
+        const int in_block = a.block_shift >= 0 ? key & (a.block_size - 1) : key % a.block_size;
+        const int64_t slot = static_cast<int64_t>(phys[i]) * a.block_size + in_block;
+        const int64_t e = (slot * a.num_kv_heads + kv_head) * HD + chunk8 * 16;
+        ksrc += e;
+        vsrc += e;
+        bytes = 16;
+      }
+      const uint32_t off = static_cast<uint32_t>(j * HD + chunk8 * 16);
+      flash::cp_async16(k_dst + off, ksrc, bytes);
+      flash::cp_async16(v_dst + off, vsrc, bytes);
+    }
+    flash::cp_async_commit();
+  };
+  // FP8: staging buffer buf -> the bf16 K/V tile pair (buffer 0), exactly.
+  auto convert_stage = [&](int buf) {
+    const unsigned char* stage =
+        smem + Shape::kQBytes + 2 * kTileBytes + 2 * buf * Shape::kStageBytes;
+    for (int idx = static_cast<int>(threadIdx.x); idx < 2 * kBlockN * Shape::kChunks8;
+         idx += kThreads) {
+      const int kv = idx / (kBlockN * Shape::kChunks8);  // 0: K, 1: V
+      const int rem = idx % (kBlockN * Shape::kChunks8);
+      const int j = rem / Shape::kChunks8, c8 = rem % Shape::kChunks8;
+      const uint4 v =
+          *reinterpret_cast<const uint4*>(stage + kv * Shape::kStageBytes + j * HD + c8 * 16);
+      float lo[8], hi[8];
+      fp8x8_to_float(make_uint2(v.x, v.y), lo);
+      fp8x8_to_float(make_uint2(v.z, v.w), hi);
+      unsigned char* tile = smem + Shape::kQBytes + kv * kTileBytes;
+      *reinterpret_cast<uint4*>(tile + swizzle<kRowBytes>(j, 2 * c8)) = float_to_bf16x8(lo);
+      *reinterpret_cast<uint4*>(tile + swizzle<kRowBytes>(j, 2 * c8 + 1)) = float_to_bf16x8(hi);
+    }
+  };
+
+  if constexpr (kFp8)
+    load_kv_stage(0, 0);
+  else
+    load_kv_tile(0, 0);       // num_kv_tiles >= 1: every row sees at least its own key
   flash::cp_async_wait<0>();  // this thread's copies of Q and tile 0 landed
   __syncthreads();            // everyone's
 
@@ -251,20 +328,34 @@ __global__ void __launch_bounds__(FlashShape<HD>::kThreads) flash_prefill_kernel
   float m[2] = {-INFINITY, -INFINITY};  // running max of rows g, g + 8 (log2 units)
   float l[2] = {0.0f, 0.0f};            // running sum of this thread's columns (summed over the quad at the end)
   const bool capped = a.softcap > 0.0f;
-  const float scale_log2 = a.scale * flash::kLog2e;
+  const float scale = kFp8 ? a.scale * a.k_scale[kv_head] : a.scale;  // logits of the stored K
+  const float scale_log2 = scale * flash::kLog2e;
   const float cap_log2 = a.softcap * flash::kLog2e;
-  const float scale_over_cap = capped ? a.scale / a.softcap : 0.0f;
+  const float scale_over_cap = capped ? scale / a.softcap : 0.0f;
 
   // One barrier per tile: after it, tile t is visible to every thread and
   // every warp is done with tile t - 1, whose buffer then receives tile t + 1
   // while tile t is multiplied.
   for (int t = 0; t < num_kv_tiles; ++t) {
-    const int buf = t & 1;
-    if (t > 0) {
-      flash::cp_async_wait<0>();  // this thread's copies of tile t (the only group in flight)
+    const int buf = kFp8 ? 0 : t & 1;
+    if constexpr (kFp8) {
+      // After the first barrier tile t is staged and every warp is done with
+      // the bf16 pair (tile t - 1); staging buffer (t + 1) & 1 was converted
+      // in iteration t - 1. After the second the converted tile is visible.
+      if (t > 0) {
+        flash::cp_async_wait<0>();
+        __syncthreads();
+      }
+      convert_stage(t & 1);
+      if (t + 1 < num_kv_tiles) load_kv_stage(t + 1, (t + 1) & 1);
       __syncthreads();
+    } else {
+      if (t > 0) {
+        flash::cp_async_wait<0>();  // this thread's copies of tile t (the only group in flight)
+        __syncthreads();
+      }
+      if (t + 1 < num_kv_tiles) load_kv_tile(t + 1, buf ^ 1);
     }
-    if (t + 1 < num_kv_tiles) load_kv_tile(t + 1, buf ^ 1);
 
     const int n0 = kv_lo + t * kBlockN;
     // Warp-uniform: skip tiles none of the warp's rows sees.
@@ -374,11 +465,12 @@ __global__ void __launch_bounds__(FlashShape<HD>::kThreads) flash_prefill_kernel
   if (!warp_active) return;
   __syncwarp();
   float inv[2];
+  const float v_scale = kFp8 ? a.v_scale[kv_head] : 1.0f;
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     l[i] += __shfl_xor_sync(0xffffffffu, l[i], 1);
     l[i] += __shfl_xor_sync(0xffffffffu, l[i], 2);
-    inv[i] = l[i] > 0.0f ? 1.0f / l[i] : 0.0f;
+    inv[i] = l[i] > 0.0f ? (kFp8 ? v_scale / l[i] : 1.0f / l[i]) : 0.0f;
   }
   const int ra = warp_row0 + lane / 4, rb = ra + 8;
 #pragma unroll
@@ -408,24 +500,36 @@ __global__ void __launch_bounds__(FlashShape<HD>::kThreads) flash_prefill_kernel
 // kernel's shared memory limit is raised once per device (bit d of
 // `configured`; devices >= 64 every time); a failure there is left for
 // cudaGetLastError and nothing is launched.
-template <int HD>
-void launch_flash_prefill_hd(const FlashPrefillArgs& a, cudaStream_t stream) {
+template <int HD, bool kFp8>
+void launch_flash_prefill_kv(const FlashPrefillArgs& a, cudaStream_t stream) {
   using Shape = FlashShape<HD>;
+  constexpr int kSmem = kFp8 ? Shape::kSmemBytesFp8 : Shape::kSmemBytes;
   static std::atomic<uint64_t> configured{0};
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess) return;
   const uint64_t bit = device < 64 ? uint64_t{1} << device : 0;
   if (bit == 0 || (configured.load(std::memory_order_relaxed) & bit) == 0) {
-    if (cudaFuncSetAttribute(flash_prefill_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             Shape::kSmemBytes) != cudaSuccess)
+    if (cudaFuncSetAttribute(flash_prefill_kernel<HD, kFp8>,
+                             cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem) != cudaSuccess)
       return;
-    if (cudaFuncSetAttribute(flash_prefill_kernel<HD>, cudaFuncAttributePreferredSharedMemoryCarveout,
+    if (cudaFuncSetAttribute(flash_prefill_kernel<HD, kFp8>,
+                             cudaFuncAttributePreferredSharedMemoryCarveout,
                              cudaSharedmemCarveoutMaxShared) != cudaSuccess)
       return;
     configured.fetch_or(bit, std::memory_order_relaxed);
   }
   const unsigned grid = static_cast<unsigned>(a.num_tiles) * static_cast<unsigned>(a.num_kv_heads);
-  flash_prefill_kernel<HD><<<grid, Shape::kThreads, Shape::kSmemBytes, stream>>>(a);
+  flash_prefill_kernel<HD, kFp8><<<grid, Shape::kThreads, kSmem, stream>>>(a);
+}
+
+// bf16 caches (flash_prefill_hd*.cu) and FP8 ones (flash_prefill_fp8_hd*.cu).
+template <int HD>
+void launch_flash_prefill_hd(const FlashPrefillArgs& a, cudaStream_t stream) {
+  launch_flash_prefill_kv<HD, false>(a, stream);
+}
+template <int HD>
+void launch_flash_prefill_fp8_hd(const FlashPrefillArgs& a, cudaStream_t stream) {
+  launch_flash_prefill_kv<HD, true>(a, stream);
 }
 
 }  // namespace loom::cuda

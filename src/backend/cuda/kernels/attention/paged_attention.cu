@@ -1,7 +1,8 @@
 // Paged attention entry: dispatch on head_dim to the kernels instantiated in
 // paged_attention_hd*.cu (the common sizes fixed at compile time, any other
-// multiple of 8 up to 256 on the runtime-sized path). Split keys are merged
-// by the kernel itself (the last partition of a token's heads to finish).
+// multiple of 8 up to 256 on the runtime-sized path; FP8 caches: 64, 128 and
+// 256, the rest runtime-sized). Split keys are merged by the kernel itself
+// (the last partition of a token's heads to finish).
 #include "backend/cuda/kernels/common.cuh"
 #include "backend/cuda/kernels/kernels.h"
 
@@ -24,6 +25,14 @@ LOOM_ATTN_EXTERN(192)
 LOOM_ATTN_EXTERN(256)
 #undef LOOM_ATTN_EXTERN
 
+// FP8 caches: the common head sizes have their own kernels, the others the runtime-sized one.
+template <int HD>
+void launch_paged_attention_fp8_hd(const PagedAttentionArgs& a, cudaStream_t stream);
+extern template void launch_paged_attention_fp8_hd<0>(const PagedAttentionArgs&, cudaStream_t);
+extern template void launch_paged_attention_fp8_hd<64>(const PagedAttentionArgs&, cudaStream_t);
+extern template void launch_paged_attention_fp8_hd<128>(const PagedAttentionArgs&, cudaStream_t);
+extern template void launch_paged_attention_fp8_hd<256>(const PagedAttentionArgs&, cudaStream_t);
+
 bool paged_attention_supports_head_dim(int64_t head_dim) {
   return head_dim >= 8 && head_dim <= 256 && head_dim % 8 == 0;
 }
@@ -31,6 +40,23 @@ bool paged_attention_supports_head_dim(int64_t head_dim) {
 bool paged_attention_bf16(const PagedAttentionArgs& a, cudaStream_t stream) {
   if (!paged_attention_supports_head_dim(a.head_dim)) return false;
   if (a.num_tokens <= 0) return true;
+  if (a.k_scale) {
+    switch (a.head_dim) {
+      case 64:
+        launch_paged_attention_fp8_hd<64>(a, stream);
+        break;
+      case 128:
+        launch_paged_attention_fp8_hd<128>(a, stream);
+        break;
+      case 256:
+        launch_paged_attention_fp8_hd<256>(a, stream);
+        break;
+      default:
+        launch_paged_attention_fp8_hd<0>(a, stream);
+        break;
+    }
+    return true;
+  }
   switch (a.head_dim) {
     case 16: launch_paged_attention_hd<16>(a, stream); break;
     case 32: launch_paged_attention_hd<32>(a, stream); break;

@@ -14,11 +14,15 @@
 // pos]. With a.token_index, block x serves token token_index[x] (its partials
 // sit at row x). Invariant: the warp-level loop bounds depend only on the warp
 // index, so every lane reaches every shuffle.
+// KV is the cache's element type: bf16, or uint8_t for FP8 E4M3 (a lane's 8
+// dims are then one 8-byte load, exact as floats); the KV head's scales fold
+// into q (k_scale) and the output (v_scale).
 #pragma once
 
 #include <cfloat>
 
 #include "backend/cuda/kernels/common.cuh"
+#include "backend/cuda/kernels/fp8/fp8.cuh"
 #include "backend/cuda/kernels/kernels.h"
 
 namespace loom::cuda {
@@ -36,8 +40,26 @@ struct AttnShape {
   static_assert(kCap % 8 == 0 && kCap <= kAttnMaxHeadDim, "head size");
 };
 
-template <int HD, int G>
+// 8 cached values of a lane: one 16-byte load of bf16, or 8 bytes of FP8.
+template <class KV>
+struct KvLoad {
+  using Vec = uint4;
+  static __device__ __forceinline__ void to_float(const Vec& v, float (&f)[8]) {
+    bf16x8_to_float(v, f);
+  }
+};
+template <>
+struct KvLoad<uint8_t> {
+  using Vec = uint2;
+  static __device__ __forceinline__ void to_float(const Vec& v, float (&f)[8]) {
+    fp8x8_to_float(v, f);
+  }
+};
+
+template <int HD, int G, class KV>
 __global__ void __launch_bounds__(kAttnThreads) paged_attention_kernel(const PagedAttentionArgs a) {
+  constexpr bool kFp8 = sizeof(KV) == 1;
+  using Vec = typename KvLoad<KV>::Vec;
   constexpr int kCap = AttnShape<HD>::kCap;
   constexpr int kLanesPerKey = AttnShape<HD>::kLanes;
   constexpr int kKeysPerWarp = 32 / kLanesPerKey;
@@ -80,7 +102,9 @@ __global__ void __launch_bounds__(kAttnThreads) paged_attention_kernel(const Pag
   const int gv = warp * kKeysPerWarp + vw;
   const bool active = sub * 8 < hd;  // this lane holds dims of the head
 
-  // q (pre-scaled) for this lane's 8 dims of each head.
+  // q (pre-scaled, with the K scale of an FP8 cache) for this lane's 8 dims of each head.
+  const float q_scale = kFp8 ? a.scale * a.k_scale[kv_head] : a.scale;
+  const float v_scale = kFp8 ? a.v_scale[kv_head] : 1.0f;
   float q[G][8];
   const bf16* qs = static_cast<const bf16*>(a.q);
 #pragma unroll
@@ -88,7 +112,7 @@ __global__ void __launch_bounds__(kAttnThreads) paged_attention_kernel(const Pag
     if (g < ng && active) {
       bf16x8_to_float(*reinterpret_cast<const uint4*>(qs + (row_base + head0 + g) * hd + sub * 8), q[g]);
 #pragma unroll
-      for (int d = 0; d < 8; ++d) q[g][d] *= a.scale;
+      for (int d = 0; d < 8; ++d) q[g][d] *= q_scale;
     } else {
 #pragma unroll
       for (int d = 0; d < 8; ++d) q[g][d] = 0.0f;
@@ -106,13 +130,13 @@ __global__ void __launch_bounds__(kAttnThreads) paged_attention_kernel(const Pag
 
   const int32_t* table = a.block_tables + static_cast<int64_t>(seq) * a.max_blocks_per_seq;
   const int64_t slot_stride = static_cast<int64_t>(a.num_kv_heads) * hd;  // elements per cache slot
-  const bf16* kbase = static_cast<const bf16*>(a.k_cache) + kv_head * hd + sub * 8;
-  const bf16* vbase = static_cast<const bf16*>(a.v_cache) + kv_head * hd + sub * 8;
+  const KV* kbase = static_cast<const KV*>(a.k_cache) + kv_head * hd + sub * 8;
+  const KV* vbase = static_cast<const KV*>(a.v_cache) + kv_head * hd + sub * 8;
   const bool capped = a.softcap > 0.0f;
   const float inv_cap = capped ? 1.0f / a.softcap : 0.0f;
 
   for (int base = part_lo + warp * kWarpKeys; base < part_hi; base += kBlockKeys) {
-    uint4 kr[kUnroll], vr[kUnroll];
+    Vec kr[kUnroll], vr[kUnroll];
     bool valid[kUnroll];
 #pragma unroll
     for (int j = 0; j < kUnroll; ++j) {
@@ -121,18 +145,18 @@ __global__ void __launch_bounds__(kAttnThreads) paged_attention_kernel(const Pag
       if (valid[j] && active) {
         const int64_t slot =
             static_cast<int64_t>(table[key / a.block_size]) * a.block_size + key % a.block_size;
-        kr[j] = __ldg(reinterpret_cast<const uint4*>(kbase + slot * slot_stride));
-        vr[j] = __ldg(reinterpret_cast<const uint4*>(vbase + slot * slot_stride));
+        kr[j] = __ldg(reinterpret_cast<const Vec*>(kbase + slot * slot_stride));
+        vr[j] = __ldg(reinterpret_cast<const Vec*>(vbase + slot * slot_stride));
       } else {
-        kr[j] = make_uint4(0, 0, 0, 0);
-        vr[j] = make_uint4(0, 0, 0, 0);
+        kr[j] = Vec{};
+        vr[j] = Vec{};
       }
     }
     float s[kUnroll][G];
 #pragma unroll
     for (int j = 0; j < kUnroll; ++j) {
       float kf[8];
-      bf16x8_to_float(kr[j], kf);
+      KvLoad<KV>::to_float(kr[j], kf);
 #pragma unroll
       for (int g = 0; g < G; ++g) {
         float d0 = 0.0f;
@@ -156,7 +180,7 @@ __global__ void __launch_bounds__(kAttnThreads) paged_attention_kernel(const Pag
     }
     float vf[kUnroll][8];
 #pragma unroll
-    for (int j = 0; j < kUnroll; ++j) bf16x8_to_float(vr[j], vf[j]);
+    for (int j = 0; j < kUnroll; ++j) KvLoad<KV>::to_float(vr[j], vf[j]);
 #pragma unroll
     for (int g = 0; g < G; ++g) {
       float mx = m[g];
@@ -214,7 +238,8 @@ __global__ void __launch_bounds__(kAttnThreads) paged_attention_kernel(const Pag
         a.partial_ml[2 * p + 1] = sum;
       }
     } else {
-      out[(row_base + head0 + g) * hd + d] = __float2bfloat16(sum > 0.0f ? o / sum : 0.0f);
+      out[(row_base + head0 + g) * hd + d] =
+          __float2bfloat16(sum > 0.0f ? (kFp8 ? o / sum * v_scale : o / sum) : 0.0f);
     }
   }
   if (n_parts == 1) return;
@@ -275,20 +300,39 @@ __global__ void __launch_bounds__(kAttnThreads) paged_attention_kernel(const Pag
       o = fmaf(w[p + 3], a3, o);
     }
     for (; p < n_parts; ++p) o = fmaf(w[p], __ldcg(acc_p + p * hd), o);
-    out[(row_base + head0 + g) * hd + d] = __float2bfloat16(o * s_inv[g]);
+    out[(row_base + head0 + g) * hd + d] =
+        __float2bfloat16(kFp8 ? o * s_inv[g] * v_scale : o * s_inv[g]);
   }
 }
 
-template <int HD>
-void launch_paged_attention_hd(const PagedAttentionArgs& a, cudaStream_t stream) {
+template <int HD, class KV>
+void launch_paged_attention_kv(const PagedAttentionArgs& a, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(a.num_tokens), static_cast<unsigned>(a.num_kv_heads * a.head_chunks),
                   static_cast<unsigned>(a.num_partitions));
   switch (a.heads_per_block) {
-    case 1: paged_attention_kernel<HD, 1><<<grid, kAttnThreads, 0, stream>>>(a); break;
-    case 2: paged_attention_kernel<HD, 2><<<grid, kAttnThreads, 0, stream>>>(a); break;
-    case 4: paged_attention_kernel<HD, 4><<<grid, kAttnThreads, 0, stream>>>(a); break;
-    default: paged_attention_kernel<HD, 8><<<grid, kAttnThreads, 0, stream>>>(a); break;
+    case 1:
+      paged_attention_kernel<HD, 1, KV><<<grid, kAttnThreads, 0, stream>>>(a);
+      break;
+    case 2:
+      paged_attention_kernel<HD, 2, KV><<<grid, kAttnThreads, 0, stream>>>(a);
+      break;
+    case 4:
+      paged_attention_kernel<HD, 4, KV><<<grid, kAttnThreads, 0, stream>>>(a);
+      break;
+    default:
+      paged_attention_kernel<HD, 8, KV><<<grid, kAttnThreads, 0, stream>>>(a);
+      break;
   }
+}
+
+// bf16 caches (paged_attention_hd*.cu) and FP8 ones (paged_attention_fp8_hd*.cu).
+template <int HD>
+void launch_paged_attention_hd(const PagedAttentionArgs& a, cudaStream_t stream) {
+  launch_paged_attention_kv<HD, bf16>(a, stream);
+}
+template <int HD>
+void launch_paged_attention_fp8_hd(const PagedAttentionArgs& a, cudaStream_t stream) {
+  launch_paged_attention_kv<HD, uint8_t>(a, stream);
 }
 
 }  // namespace loom::cuda

@@ -5,7 +5,10 @@
 // once per token and pair, in shared memory, as rope.cu does) for rotary
 // sizes the vector kernel cannot cut in 16-byte units.
 // gated_fused: act(gate) * up over the [gate | up] halves of one row.
+// An FP8 KV cache gets k and v quantised with their head's scale (k rotated
+// and rounded to bf16 first, as the unfused path stores it before write_kv).
 #include "backend/cuda/kernels/common.cuh"
+#include "backend/cuda/kernels/fp8/fp8.cuh"
 #include "backend/cuda/kernels/kernels.h"
 
 namespace loom::cuda {
@@ -21,6 +24,62 @@ constexpr int kThreads = 256;
 constexpr int kHeadsPerBlock = 4;
 constexpr int kSplitThreads = 128;
 
+// Where one head's values go: a bf16 row (q, k or v, or a bf16 cache slot) or
+// an FP8 cache slot, quantised with inv = 1 / the head's scale. Neither: a
+// padding token's cache row (nothing is written).
+struct HeadOut {
+  bf16* b = nullptr;
+  uint8_t* q8 = nullptr;
+  float inv = 1.0f;
+
+  __device__ bool valid() const { return b != nullptr || q8 != nullptr; }
+  __device__ static float round_bf16(float f) { return __bfloat162float(__float2bfloat16(f)); }
+  // dims [d, d + 8) from floats, or from 8 bf16 values
+  __device__ void store8(int d, const float (&f)[8]) const {
+    if (q8) {
+      float r[8];
+#pragma unroll
+      for (int i = 0; i < 8; ++i) r[i] = round_bf16(f[i]);
+      *reinterpret_cast<uint2*>(q8 + d) = fp8x8_from_float(r, inv);
+    } else {
+      *reinterpret_cast<uint4*>(b + d) = float_to_bf16x8(f);
+    }
+  }
+  __device__ void store8(int d, const uint4& bits) const {
+    if (q8) {
+      float f[8];
+      bf16x8_to_float(bits, f);
+      *reinterpret_cast<uint2*>(q8 + d) = fp8x8_from_float(f, inv);
+    } else {
+      *reinterpret_cast<uint4*>(b + d) = bits;
+    }
+  }
+  __device__ void store1(int d, float f) const {
+    if (q8)
+      q8[d] = static_cast<uint8_t>(fp8x2_from_float(round_bf16(f) * inv, 0.0f) & 0xffu);
+    else
+      b[d] = __float2bfloat16(f);
+  }
+};
+
+// Token t's output row for KV head h (k or v): its k/v row, or its cache slot.
+__device__ HeadOut kv_head_out(const SplitQkvArgs& a, int64_t t, int64_t slot, int h, bool is_k) {
+  HeadOut o;
+  const int64_t hd = a.head_dim;
+  if (!a.slots) {
+    o.b = (is_k ? a.k : a.v) + (t * a.kv_heads + h) * hd;
+  } else if (slot >= 0) {
+    const int64_t off = (slot * a.kv_heads + h) * hd;
+    if (a.k_cache8) {
+      o.q8 = (is_k ? a.k_cache8 : a.v_cache8) + off;
+      o.inv = 1.0f / (is_k ? a.k_scale : a.v_scale)[h];
+    } else {
+      o.b = (is_k ? a.k_cache : a.v_cache) + off;
+    }
+  }
+  return o;
+}
+
 __global__ void split_qkv_kernel(const bf16* qkv, SplitQkvArgs a) {
   __shared__ float cs[kMaxHalf], sn[kMaxHalf];
   const int64_t t = blockIdx.x;
@@ -33,35 +92,36 @@ __global__ void split_qkv_kernel(const bf16* qkv, SplitQkvArgs a) {
   const int64_t row = static_cast<int64_t>(a.heads + 2 * a.kv_heads) * hd;
   const bf16* in = qkv + t * row;
   const int64_t slot = a.slots ? a.slots[t] : -1;
-  bf16* k_dst = a.slots ? (slot >= 0 ? a.k_cache + slot * a.kv_heads * hd : nullptr) : a.k + t * a.kv_heads * hd;
-  bf16* v_dst = a.slots ? (slot >= 0 ? a.v_cache + slot * a.kv_heads * hd : nullptr) : a.v + t * a.kv_heads * hd;
-  bf16* q_dst = a.q + t * a.heads * hd;
   // Rotated heads of this block: pairs in the first rotary_dim dims, copies after.
   const int r_end = min(h_end, rot_heads);
   const int per_head = half + (hd - a.rotary_dim);  // work items per head
   for (int w = threadIdx.x; w < (r_end - h_begin) * per_head; w += blockDim.x) {
     const int h = h_begin + w / per_head, j = w % per_head;
     const bf16* src = in + static_cast<int64_t>(h) * hd;
-    bf16* dst = h < a.heads ? q_dst + static_cast<int64_t>(h) * hd
-                            : (k_dst ? k_dst + static_cast<int64_t>(h - a.heads) * hd : nullptr);
-    if (!dst) continue;
+    HeadOut dst;
+    if (h < a.heads)
+      dst.b = a.q + (t * a.heads + h) * hd;
+    else
+      dst = kv_head_out(a, t, slot, h - a.heads, true);
+    if (!dst.valid()) continue;
     if (j < half) {
       const int x = a.interleaved ? 2 * j : j, y = a.interleaved ? 2 * j + 1 : j + half;
       float x0 = __bfloat162float(src[x]), x1 = __bfloat162float(src[y]);
       rotate_pair(x0, x1, cs[j], sn[j]);
-      dst[x] = __float2bfloat16(x0);
-      dst[y] = __float2bfloat16(x1);
+      dst.store1(x, x0);
+      dst.store1(y, x1);
     } else {
       const int d = a.rotary_dim + (j - half);
-      dst[d] = src[d];
+      dst.store1(d, __bfloat162float(src[d]));
     }
   }
   // v heads of this block: plain copies.
   const int v_begin = max(h_begin, rot_heads) - rot_heads, v_end = h_end - rot_heads;
-  if (v_dst && v_end > v_begin) {
-    const bf16* vs = in + static_cast<int64_t>(rot_heads + v_begin) * hd;
-    bf16* vd = v_dst + static_cast<int64_t>(v_begin) * hd;
-    for (int i = threadIdx.x; i < (v_end - v_begin) * hd; i += blockDim.x) vd[i] = vs[i];
+  const bf16* vs = in + static_cast<int64_t>(rot_heads) * hd;
+  for (int i = threadIdx.x; i < (v_end - v_begin) * hd; i += blockDim.x) {
+    const int h = v_begin + i / hd, d = i % hd;
+    const HeadOut dst = kv_head_out(a, t, slot, h, false);
+    if (dst.valid()) dst.store1(d, __bfloat162float(vs[static_cast<int64_t>(h) * hd + d]));
   }
 }
 
@@ -86,25 +146,25 @@ __global__ void split_qkv_vec_kernel(const bf16* __restrict__ qkv, SplitQkvArgs 
   const int64_t slot = a.slots ? a.slots[t] : -1;
   if (u >= rot_total) {  // v head: a copy
     const int h = (u - rot_total) / units_per_v, d = ((u - rot_total) % units_per_v) * 8;
-    bf16* v_dst = a.slots ? (slot >= 0 ? a.v_cache + slot * a.kv_heads * hd : nullptr) : a.v + t * a.kv_heads * hd;
-    if (!v_dst) return;
-    *reinterpret_cast<uint4*>(v_dst + static_cast<int64_t>(h) * hd + d) =
-        __ldg(reinterpret_cast<const uint4*>(in + static_cast<int64_t>(rot_heads + h) * hd + d));
+    const HeadOut v_dst = kv_head_out(a, t, slot, h, false);
+    if (!v_dst.valid()) return;
+    v_dst.store8(
+        d,
+        __ldg(reinterpret_cast<const uint4*>(in + static_cast<int64_t>(rot_heads + h) * hd + d)));
     return;
   }
   const int h = u / units_per_rot, j = u % units_per_rot;
-  bf16* dst;
+  HeadOut dst;
   if (h < a.heads) {
-    dst = a.q + (t * a.heads + h) * hd;
+    dst.b = a.q + (t * a.heads + h) * hd;
   } else {
-    bf16* k_dst = a.slots ? (slot >= 0 ? a.k_cache + slot * a.kv_heads * hd : nullptr) : a.k + t * a.kv_heads * hd;
-    if (!k_dst) return;
-    dst = k_dst + static_cast<int64_t>(h - a.heads) * hd;
+    dst = kv_head_out(a, t, slot, h - a.heads, true);
+    if (!dst.valid()) return;
   }
   const bf16* src = in + static_cast<int64_t>(h) * hd;
   if (j >= rot_units) {  // past the rotary dims: a copy
     const int d = a.rotary_dim + (j - rot_units) * 8;
-    *reinterpret_cast<uint4*>(dst + d) = __ldg(reinterpret_cast<const uint4*>(src + d));
+    dst.store8(d, __ldg(reinterpret_cast<const uint4*>(src + d)));
     return;
   }
   const float pos = static_cast<float>(a.positions[t]);
@@ -118,7 +178,7 @@ __global__ void split_qkv_vec_kernel(const bf16* __restrict__ qkv, SplitQkvArgs 
       rope_cos_sin(pos, a.inv_freq[4 * j + i], a.mscale, c, s);
       rotate_pair(x[2 * i], x[2 * i + 1], c, s);
     }
-    *reinterpret_cast<uint4*>(dst + 8 * j) = float_to_bf16x8(x);
+    dst.store8(8 * j, x);
     return;
   }
   float x[8], y[8];  // dims 8j + i and half + 8j + i: the pairs of frequency 8j + i
@@ -130,8 +190,8 @@ __global__ void split_qkv_vec_kernel(const bf16* __restrict__ qkv, SplitQkvArgs 
     rope_cos_sin(pos, a.inv_freq[8 * j + i], a.mscale, c, s);
     rotate_pair(x[i], y[i], c, s);
   }
-  *reinterpret_cast<uint4*>(dst + 8 * j) = float_to_bf16x8(x);
-  *reinterpret_cast<uint4*>(dst + half + 8 * j) = float_to_bf16x8(y);
+  dst.store8(8 * j, x);
+  dst.store8(half + 8 * j, y);
 }
 
 template <bool kGelu>

@@ -1,24 +1,30 @@
-#include "serve_cli.h"
-
+// loom bench serve: the serving benchmark's command line (flags, workload
+// set-up, warm-up, one run or a sweep of request rates, JSON + Markdown
+// report, a plot of a sweep drawn from its JSON). See bench/README.md.
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
 
+#include "cli.h"
+#include "cli_app.h"
 #include "core/error.h"
-#include "plot.h"
 #include "report.h"
 #include "serve_client.h"
 #include "soak.h"
 
-namespace loom::bench {
+namespace loom::cli {
+
+using namespace loom::bench;
 
 namespace {
 
@@ -65,13 +71,13 @@ nlohmann::json machine_info() {
   // A source tree without .git (an exported copy) names its commit in .commit.
   std::string commit;
   if (std::ifstream f(dir + "/.commit"); f) std::getline(f, commit);
-  if (commit.empty()) commit = shell_line(("git -C '" + dir + "' rev-parse --short HEAD 2>/dev/null").c_str());
-  return {
-      {"hostname", host},
-      {"cpu", cpu},
-      {"cores", std::thread::hardware_concurrency()},
-      {"date", date},
-      {"commit", commit}};
+  if (commit.empty())
+    commit = shell_line(("git -C '" + dir + "' rev-parse --short HEAD 2>/dev/null").c_str());
+  return {{"hostname", host},
+          {"cpu", cpu},
+          {"cores", std::thread::hardware_concurrency()},
+          {"date", date},
+          {"commit", commit}};
 }
 
 std::string rate_name(double r) {
@@ -81,50 +87,26 @@ std::string rate_name(double r) {
   return s.str();
 }
 
-// The sweep plot: latency and throughput against the offered request rate.
-// An unbounded rate is drawn at 1.5x the largest finite one.
-void plot_sweep(const std::vector<double>& rates, const std::vector<nlohmann::json>& reports,
-                const std::string& path, const std::string& title) {
-  double max_finite = 0;
-  for (double r : rates)
-    if (!std::isinf(r)) max_finite = std::max(max_finite, r);
-  std::vector<double> x;
-  for (double r : rates) x.push_back(std::isinf(r) ? std::max(1.0, max_finite * 1.5) : r);
-  auto series = [&](const std::string& label, uint32_t rgb, auto get) {
-    PlotSeries s;
-    s.label = label;
-    s.rgb = rgb;
-    s.x = x;
-    for (const auto& r : reports) s.y.push_back(get(r));
-    return s;
+// Draws the sweep's plot from its JSON report with bench/plot_sweep.py
+// (matplotlib, or gnuplot when matplotlib is missing). A missing plotter is
+// a warning naming the command to run later, not a failed benchmark.
+void plot_sweep(const std::string& json_path, const std::string& png_path) {
+  const std::string script = std::string(LOOM_SOURCE_DIR) + "/bench/plot_sweep.py";
+  const std::string cmd = "python3 '" + script + "' '" + json_path + "' '" + png_path + "'";
+  if (std::system(cmd.c_str()) == 0)
+    std::fprintf(stderr, "plot: %s\n", png_path.c_str());
+  else
+    std::fprintf(stderr, "plot: not drawn (needs matplotlib or gnuplot); run later: %s\n",
+                 cmd.c_str());
+}
+
+// "rate 4: 37/100 requests" rewritten in place on a terminal; nothing in logs.
+std::function<void(size_t, size_t)> progress_line(const std::string& rate) {
+  if (!isatty(STDERR_FILENO)) return nullptr;
+  return [rate](size_t done, size_t total) {
+    std::fprintf(stderr, "\rrate %s: %zu/%zu requests%s", rate.c_str(), done, total,
+                 done == total ? "\n" : "");
   };
-  Chart lat{title + " latency", "request rate (req/s)", "ms", {}};
-  lat.series.push_back(series("TTFT p50", 0x1f77b4, [](const auto& r) {
-    return r["ttft_ms"]["p50"].template get<double>();
-  }));
-  lat.series.push_back(series("TTFT p99", 0x9ecae1, [](const auto& r) {
-    return r["ttft_ms"]["p99"].template get<double>();
-  }));
-  lat.series.push_back(series("TPOT p50", 0xd62728, [](const auto& r) {
-    return r["tpot_ms"]["p50"].template get<double>();
-  }));
-  lat.series.push_back(series("TPOT p99", 0xff9896, [](const auto& r) {
-    return r["tpot_ms"]["p99"].template get<double>();
-  }));
-  Chart thr{title + " throughput", "request rate (req/s)", "tokens/s, req/s x100", {}};
-  thr.series.push_back(series("output tok/s", 0x2ca02c, [](const auto& r) {
-    return r["output_tokens_per_s"].template get<double>();
-  }));
-  thr.series.push_back(series("req/s x100", 0x9467bd, [](const auto& r) {
-    return 100 * r["requests_per_s"].template get<double>();
-  }));
-  thr.series.push_back(series("goodput req/s x100", 0x8c564b, [](const auto& r) {
-    return 100 * r["goodput"]["requests_per_s"].template get<double>();
-  }));
-  Image img(1280, 480);
-  draw_chart(img, 0, 0, 640, 480, lat);
-  draw_chart(img, 640, 0, 640, 480, thr);
-  write_png(img, path);
 }
 
 void print_sweep_table(const std::vector<double>& rates,
@@ -147,8 +129,10 @@ void print_sweep_table(const std::vector<double>& rates,
 
 }  // namespace
 
-int bench_serve_main(int argc, char** argv) {
-  CLI::App app{"Serving benchmark: streams a workload to an OpenAI-compatible server"};
+int cmd_bench_serve(int argc, char** argv) {
+  CLI::App app{"Serving benchmark: streams a workload to an OpenAI-compatible server",
+               "bench serve"};
+  show_defaults(app);
   ServeRunOptions run;
   ServeWorkloadSpec spec;
   std::string endpoint = "completions", prompt_format = "auto", rate = "inf", sweep, output, plot,
@@ -197,8 +181,10 @@ int bench_serve_main(int argc, char** argv) {
                  "local server's pid: sample its resident memory from /proc");
   app.add_option("--sweep", sweep,
                  "comma-separated request rates to run one after another (e.g. 1,2,4,8,inf)");
-  app.add_option("--plot", plot, "sweep: PNG to write (default: --output with .png)");
-  app.add_option("--output", output, "write the JSON report to this file too");
+  app.add_option("--plot", plot, "sweep: PNG to draw (\"\": --output with .png)");
+  app.add_option(
+      "--output", output,
+      "write the JSON report to this file too (a sweep: bench_serve_sweep.json when \"\")");
   app.add_flag("--json", json_only, "print only the JSON line");
   SoakOptions soak;
   double soak_minutes = 0, soak_warmup_minutes = -1;
@@ -214,11 +200,12 @@ int bench_serve_main(int argc, char** argv) {
   app.add_option("--limited-api-key", soak.limited_api_key,
                  "soak: key of a tenant limited to one request at a time (the 'tenant at its "
                  "limit' requests; none without it)");
-  CLI11_PARSE(app, argc, argv);
+  LOOM_PARSE(app, argc, argv);
   if (soak_minutes > 0) {
     try {
       soak.base_url = run.base_url;
-      soak.model = run.body.model.empty() ? first_model(run.base_url, soak.api_key) : run.body.model;
+      soak.model =
+          run.body.model.empty() ? first_model(run.base_url, soak.api_key) : run.body.model;
       if (soak.model.empty()) LOOM_THROW("{} lists no model (pass --model)", run.base_url);
       soak.duration_s = soak_minutes * 60;
       if (soak_warmup_minutes >= 0) soak.warmup_s = soak_warmup_minutes * 60;
@@ -336,6 +323,7 @@ int bench_serve_main(int argc, char** argv) {
       ServeRunOptions o = run;
       o.request_rate = r;
       o.seed = spec.seed + i;
+      o.on_progress = progress_line(rate_name(r));
       auto result = run_serve(convs, o);
       nlohmann::json rep = summarize(result.records, result.duration_s, slo);
       rep["request_rate"] = rate_name(r);
@@ -355,20 +343,21 @@ int bench_serve_main(int argc, char** argv) {
       report.update(reports[0]);
     } else {
       report["sweep"] = reports;
+      // The plot is drawn from the JSON report, so a sweep always writes one.
+      if (output.empty()) output = "bench_serve_sweep.json";
       if (plot.empty()) {
-        plot = output.empty() ? "bench_serve_sweep.png" : output;
+        plot = output;
         if (plot.size() > 5 && plot.substr(plot.size() - 5) == ".json")
           plot.resize(plot.size() - 5);
-        if (!output.empty()) plot += ".png";
+        plot += ".png";
       }
-      plot_sweep(rates, reports, plot, label.empty() ? "serve" : label);
-      report["plot"] = plot;
     }
     if (!output.empty()) {
       std::ofstream f(output);
       if (!f) LOOM_THROW("cannot write {}", output);
       f << report.dump(2) << "\n";
     }
+    if (rates.size() > 1) plot_sweep(output, plot);
     print_report(report, json_only);
     if (rates.size() > 1 && !json_only) print_sweep_table(rates, reports);
     return 0;
@@ -378,4 +367,4 @@ int bench_serve_main(int argc, char** argv) {
   }
 }
 
-}  // namespace loom::bench
+}  // namespace loom::cli

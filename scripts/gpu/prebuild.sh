@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Builds loom and the CUDA test programs for sm_90a on this machine (nvcc is
+# enough, no GPU) and packs them, stripped, with the few shared libraries a GPU
+# machine's image lacks (fmt, spdlog, RE2, PCRE2), into .devbin/prebuilt.tar.xz.
+# On the GPU machine: LOOM_PREBUILT=.devbin/prebuilt.tar.xz scripts/gpu/device_e2e.sh STAGE...
+# runs the stages without building there.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+export PATH="$PATH:/usr/local/cuda/bin" CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
+mkdir -p .git/info .devbin
+grep -qx "/.devbin/" .git/info/exclude 2>/dev/null || echo "/.devbin/" >> .git/info/exclude
+tests=$(cd tests/cuda && ls test_*.cpp | sed 's/\.cpp$//' | tr '\n' ' ')
+cmake -S . -B build/prebuilt -DCMAKE_BUILD_TYPE=Release -DLOOM_CUDA=ON -DLOOM_CUDA_ARCHS=90a -DLOOM_MPI=OFF \
+  > /dev/null
+# shellcheck disable=SC2086
+cmake --build build/prebuilt -j"$(nproc)" --target loom $tests bench_cuda_ops
+stage=$(mktemp -d)
+mkdir "$stage/libs"
+cp build/prebuilt/loom "$stage/"
+for t in $tests bench_cuda_ops; do cp "build/prebuilt/tests/$t" "$stage/"; done
+strip "$stage"/loom "$stage"/test_* "$stage"/bench_cuda_ops
+ldd "$stage/loom" | awk '/=> \// {print $3}' | grep -E "lib(fmt|spdlog|re2|pcre2-8)\." | while read -r lib; do
+  cp -L "$lib" "$stage/libs/"
+done
+# The test programs read their fixtures from the source tree they were built in.
+echo "$PWD" > "$stage/source_dir"
+tar -cJf .devbin/prebuilt.tar.xz -C "$stage" .
+rm -rf "$stage"
+ls -la .devbin/prebuilt.tar.xz

@@ -1,0 +1,195 @@
+// Fp8Gemm (fp8_gemm.h). As in gemm.cpp, row-major out = x . w^T is the
+// column-major D[n, m] = op(A) B with A = w (a column-major [k, n] matrix,
+// TRANSA = T) and B = x (column-major [k, m], TRANSB = N), so cuBLASLt's A
+// scales are the weight's and its B scales x's.
+#include "backend/cuda/fp8_gemm.h"
+
+#include <cstdlib>
+#include <string_view>
+
+#include "backend/cuda/kernels/fp8/fp8_kernels.h"
+#include "backend/cuda/kernels/kernels.h"
+#include "core/logging.h"
+
+namespace loom::cuda {
+namespace {
+
+constexpr size_t kWorkspaceBytes = size_t{32} << 20;
+
+int alignment_of(const void* p) {
+  const auto v = reinterpret_cast<uintptr_t>(p);
+  int a = 256;
+  while (a > 1 && (v % static_cast<uintptr_t>(a)) != 0) a /= 2;
+  return a;
+}
+
+int64_t round_up(int64_t v, int64_t m) {
+  return (v + m - 1) / m * m;
+}
+
+Fp8ActMode act_mode(const Fp8WeightView& w) {
+  if (w.block) return Fp8ActMode::Group;
+  return w.activation == Fp8Activation::Static ? Fp8ActMode::Static : Fp8ActMode::Token;
+}
+
+}  // namespace
+
+Fp8Gemm::Fp8Gemm(cudaStream_t stream) : stream_(stream) {
+  LOOM_CUBLAS_CHECK(cublasLtCreate(&lt_));
+  workspace_bytes_ = kWorkspaceBytes;
+  LOOM_CUDA_CHECK(cudaMalloc(&workspace_, workspace_bytes_));
+  const char* env = std::getenv("LOOM_FP8_SMALL_M");
+  small_m_ = !(env && std::string_view(env) == "0");
+}
+
+Fp8Gemm::~Fp8Gemm() {
+  for (auto& [key, plan] : plans_) destroy(plan);
+  if (lt_) cublasLtDestroy(lt_);
+  if (workspace_) cudaFree(workspace_);
+}
+
+void Fp8Gemm::destroy(Plan& p) {
+  if (p.desc) cublasLtMatmulDescDestroy(p.desc);
+  if (p.a) cublasLtMatrixLayoutDestroy(p.a);
+  if (p.b) cublasLtMatrixLayoutDestroy(p.b);
+  if (p.d) cublasLtMatrixLayoutDestroy(p.d);
+  p = Plan{};
+}
+
+Fp8Gemm::Plan Fp8Gemm::make_plan(const Key& key, bool with_bias) {
+  const auto [m, n, k, block, bias, align_w, align_out] = key;
+  Plan p;
+  LOOM_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  auto set = [&](cublasLtMatmulDescAttributes_t attr, const auto& value) {
+    LOOM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, attr, &value, sizeof(value)));
+  };
+  set(CUBLASLT_MATMUL_DESC_TRANSA, CUBLAS_OP_T);
+  set(CUBLASLT_MATMUL_DESC_TRANSB, CUBLAS_OP_N);
+  const cublasLtMatmulMatrixScale_t a_mode = block ? CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F
+                                                   : CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+  const cublasLtMatmulMatrixScale_t b_mode =
+      block ? CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F : CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+  set(CUBLASLT_MATMUL_DESC_A_SCALE_MODE, a_mode);
+  set(CUBLASLT_MATMUL_DESC_B_SCALE_MODE, b_mode);
+  if (with_bias) {
+    set(CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_BIAS);
+    set(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, CUDA_R_16BF);
+  }
+  LOOM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_8F_E4M3, static_cast<uint64_t>(k),
+                                               static_cast<uint64_t>(n), k));
+  LOOM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_8F_E4M3, static_cast<uint64_t>(k),
+                                               static_cast<uint64_t>(m), k));
+  LOOM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.d, CUDA_R_16BF, static_cast<uint64_t>(n),
+                                               static_cast<uint64_t>(m), n));
+  cublasLtMatmulPreference_t pref = nullptr;
+  LOOM_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  const uint64_t ws = workspace_bytes_;
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+                                       sizeof(ws));
+  const uint32_t al_a = static_cast<uint32_t>(align_w), al_b = 256,
+                 al_d = static_cast<uint32_t>(align_out);
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a,
+                                       sizeof(al_a));
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b,
+                                       sizeof(al_b));
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_d,
+                                       sizeof(al_d));
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_d,
+                                       sizeof(al_d));
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  const cublasStatus_t st =
+      cublasLtMatmulAlgoGetHeuristic(lt_, p.desc, p.a, p.b, p.d, p.d, pref, 1, &result, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (st == CUBLAS_STATUS_SUCCESS && found > 0) {
+    p.algo = result.algo;
+    p.found = true;
+    p.fused_bias = with_bias;
+  }
+  return p;
+}
+
+Fp8Gemm::Plan* Fp8Gemm::plan_for(const Key& key) {
+  auto it = plans_.find(key);
+  if (it == plans_.end()) {
+    Plan p = make_plan(key, std::get<4>(key));
+    if (!p.found &&
+        std::get<4>(key)) {  // no algorithm with the bias epilogue: plain GEMM + bias kernel
+      destroy(p);
+      p = make_plan(key, false);
+    }
+    if (!p.found) {
+      const auto [m, n, k, block, bias, aw, ao] = key;
+      LOOM_LOG_WARN(
+          "cuBLASLt has no FP8 GEMM for m {} n {} k {} ({} scales); using loom's FP8 kernel", m, n,
+          k, block ? "128x128 block" : "per-row");
+    }
+    it = plans_.emplace(key, p).first;
+  }
+  return it->second.found ? &it->second : nullptr;
+}
+
+void Fp8Gemm::run(const void* x, int64_t m, const Fp8WeightView& w, const void* bias, void* out) {
+  if (m <= 0 || w.n <= 0) return;
+  const int64_t n = w.n, k = w.k;
+  // 1x128 block scaling wants x's rows (cuBLASLt's n) padded to a multiple of 4.
+  const int64_t mp = w.block ? round_up(m, 4) : m;
+  const Fp8ActMode mode = act_mode(w);
+  Path path = m <= kFp8MatmulMaxRows && small_m_ ? Path::SmallM : Path::CublasLt;
+  Plan* plan = nullptr;
+  if (forced_) path = *forced_;
+  if (path == Path::CublasLt) {
+    plan = plan_for(Key{mp, n, k, w.block, bias != nullptr, alignment_of(w.w), alignment_of(out)});
+    LOOM_CHECK(plan || !forced_, "cuBLASLt has no FP8 GEMM for m {} n {} k {}", mp, n, k);
+    if (!plan) path = Path::Tiled;
+  }
+  if (path != Path::CublasLt) {  // our kernel, quantising x on the way
+    Fp8MatmulArgs a;
+    a.x = x;
+    a.m = m;
+    a.mode = mode;
+    if (mode == Fp8ActMode::Token) {
+      a.amax_parts = fp8_row_amax_parts(k);
+      auto* partial =
+          static_cast<float*>(x_scale_.ensure(static_cast<size_t>(m * a.amax_parts) * 4, stream_));
+      fp8_row_amax(x, m, k, partial, stream_);
+      a.row_amax = partial;
+    }
+    a.static_scale = w.input_scale;
+    a.w = w.w;
+    a.w_scale = w.scale;
+    a.w_scale_ld = w.scale_ld;
+    a.n = n;
+    a.k = k;
+    a.bias = bias;
+    a.out = out;
+    fp8_matmul(a, stream_);
+    (path == Path::SmallM ? stats_.small_m : stats_.tiled)++;
+    return;
+  }
+  const int64_t groups = (k + 127) / 128;
+  auto* xq = static_cast<uint8_t*>(xq_.ensure(static_cast<size_t>(mp * k), stream_));
+  auto* xs = static_cast<float*>(
+      x_scale_.ensure(static_cast<size_t>(mp * (w.block ? groups : 1)) * 4, stream_));
+  quantize_fp8_rows(x, m, mp, k, mode, w.input_scale, xq, xs, mp, stream_);
+  // D [n, mp]: the caller's out when no rows are padded, else a scratch whose
+  // first m columns (contiguous) are copied out.
+  void* d = mp == m ? out : out_pad_.ensure(static_cast<size_t>(mp * n) * 2, stream_);
+  auto set = [&](cublasLtMatmulDescAttributes_t attr, const void* ptr) {
+    LOOM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, attr, &ptr, sizeof(ptr)));
+  };
+  set(CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, w.scale);
+  set(CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, xs);
+  if (plan->fused_bias) set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
+  const float alpha = 1.0f, beta = 0.0f;
+  LOOM_CUBLAS_CHECK(cublasLtMatmul(lt_, plan->desc, &alpha, w.w, plan->a, xq, plan->b, &beta, d,
+                                   plan->d, d, plan->d, &plan->algo, workspace_, workspace_bytes_,
+                                   stream_));
+  if (bias && !plan->fused_bias) add_bias_rows(d, bias, mp, n, stream_);
+  if (d != out)
+    LOOM_CUDA_CHECK(
+        cudaMemcpyAsync(out, d, static_cast<size_t>(m * n) * 2, cudaMemcpyDeviceToDevice, stream_));
+  stats_.cublaslt++;
+}
+
+}  // namespace loom::cuda

@@ -1,0 +1,87 @@
+// FP8 linear layers of the CUDA backend (W8A8): out[m, n] = x[m, k] .
+// dequant(w)^T (+ bias), bf16 x and out, FP8 E4M3 weights with per-row or
+// 128x128-block scales; x quantised to FP8 per row, per 128-column group
+// (block-scaled weights) or with a static scale:
+//   m <= kFp8MatmulMaxRows: our tensor-core kernel (kernels/fp8/fp8_matmul.cu),
+//     bound by streaming the weights once (decode steps), quantising x on the
+//     fly (per-row scales: one small kernel first reduces each row's amax);
+//   otherwise x is quantised (kernels/fp8/quantize.cu) for cuBLASLt's FP8
+//     GEMM with its Hopper scaling modes: per-row weights and rows of x as
+//     outer vectors (OUTER_VEC_32F both), or 128x128 weight blocks with 1x128
+//     groups of x (BLK128x128_32F / VEC128_32F; x's rows padded to a multiple
+//     of 4, its scales laid out group-major);
+//   shapes cuBLASLt has no FP8 algorithm for: our kernel over tiles of 8 rows.
+// Both quantise x the same way, bit for bit. Plans are cached per shape.
+// LOOM_FP8_SMALL_M=0 turns the small-m kernel off (A/B comparisons).
+// Internal to backend/cuda; used from one thread.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <tuple>
+
+#include "backend/cuda/cuda_util.h"
+#include "backend/cuda/gemm.h"  // the cuBLAS headers and LOOM_CUBLAS_CHECK
+#include "backend/linear.h"
+
+namespace loom::cuda {
+
+// A prepared FP8 weight as Fp8Gemm reads it (device pointers).
+struct Fp8WeightView {
+  const uint8_t* w = nullptr;  // [n, k]
+  int64_t n = 0, k = 0;
+  const float* scale = nullptr;  // per row [n], or blocks [ceil(n / 128), scale_ld]
+  int64_t scale_ld = 0;
+  bool block = false;
+  Fp8Activation activation = Fp8Activation::DynamicToken;
+  const float* input_scale = nullptr;  // Static: one f32
+};
+
+class Fp8Gemm {
+ public:
+  explicit Fp8Gemm(cudaStream_t stream);
+  ~Fp8Gemm();
+  Fp8Gemm(const Fp8Gemm&) = delete;
+  Fp8Gemm& operator=(const Fp8Gemm&) = delete;
+
+  // Which kernel computes a product (each call counts once).
+  enum class Path { SmallM, CublasLt, Tiled };
+  // Forces a path for tests and comparisons (Tiled works for every shape;
+  // CublasLt throws where cuBLASLt has no algorithm); nullopt: the usual choice.
+  void force_path(std::optional<Path> path) { forced_ = path; }
+  struct Stats {
+    uint64_t small_m = 0, cublaslt = 0, tiled = 0;
+  };
+  const Stats& stats() const { return stats_; }
+
+  // x bf16 [m, k] (16-byte aligned, k a multiple of 16), bias bf16 [n] or
+  // null, out bf16 [m, n]; asynchronous on the stream.
+  void run(const void* x, int64_t m, const Fp8WeightView& w, const void* bias, void* out);
+
+ private:
+  // (padded m, n, k, block, bias, alignment of w, out)
+  using Key = std::tuple<int64_t, int64_t, int64_t, bool, bool, int, int>;
+  struct Plan {
+    cublasLtMatmulDesc_t desc = nullptr;
+    cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+    cublasLtMatmulAlgo_t algo{};
+    bool found = false;       // cuBLASLt offered an algorithm
+    bool fused_bias = false;  // with the bias epilogue
+  };
+  Plan* plan_for(const Key& key);
+  Plan make_plan(const Key& key, bool with_bias);
+  static void destroy(Plan& p);
+
+  cudaStream_t stream_;
+  cublasLtHandle_t lt_ = nullptr;
+  void* workspace_ = nullptr;
+  size_t workspace_bytes_ = 0;
+  bool small_m_ = true;
+  std::optional<Path> forced_;
+  Stats stats_;
+  std::map<Key, Plan> plans_;
+  DeviceBuffer xq_, x_scale_, out_pad_;
+};
+
+}  // namespace loom::cuda

@@ -1,0 +1,6 @@
+// Paged attention kernels over FP8 E4M3 caches for head_dim 256 (all heads-per-block variants).
+#include "backend/cuda/kernels/attention/paged_attention.cuh"
+
+namespace loom::cuda {
+template void launch_paged_attention_fp8_hd<256>(const PagedAttentionArgs& a, cudaStream_t stream);
+}  // namespace loom::cuda

@@ -1,0 +1,64 @@
+// Device helpers of the FP8 E4M3 kernels: the quantisation arithmetic every
+// FP8 kernel shares (the host references' operations, core/fp8.h and
+// backend/linear.h: IEEE division and multiplication, round-to-nearest-even
+// saturating conversion) and fp8 <-> float conversion of packed values.
+// Internal to backend/cuda/kernels.
+#pragma once
+
+#include <cuda_fp8.h>
+
+#include "backend/cuda/kernels/common.cuh"
+
+namespace loom::cuda {
+
+constexpr float kFp8Max = 448.0f;
+
+// core/fp8.h's fp8_scale_for_amax: max(amax, 1e-12) / 448 (NaN gives the minimum).
+__device__ __forceinline__ float fp8_scale_for_amax(float amax) {
+  return fmaxf(amax, 1e-12f) / kFp8Max;
+}
+
+// fp8(a), fp8(b) packed, a in the low byte.
+__device__ __forceinline__ uint16_t fp8x2_from_float(float a, float b) {
+  return static_cast<uint16_t>(
+      __nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, __NV_E4M3));
+}
+
+// Eight floats times inv as 8 fp8 bytes (element i in byte i).
+__device__ __forceinline__ uint2 fp8x8_from_float(const float (&f)[8], float inv) {
+  uint2 v;
+  v.x = uint32_t(fp8x2_from_float(f[0] * inv, f[1] * inv)) |
+        (uint32_t(fp8x2_from_float(f[2] * inv, f[3] * inv)) << 16);
+  v.y = uint32_t(fp8x2_from_float(f[4] * inv, f[5] * inv)) |
+        (uint32_t(fp8x2_from_float(f[6] * inv, f[7] * inv)) << 16);
+  return v;
+}
+
+// Two fp8 values (the low and high byte of `v`) as floats, exactly.
+__device__ __forceinline__ float2 fp8x2_to_float2(uint16_t v) {
+  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(v), __NV_E4M3);
+  return __half22float2(*reinterpret_cast<const __half2*>(&h));
+}
+
+// Eight fp8 bytes (element i in byte i) as floats.
+__device__ __forceinline__ void fp8x8_to_float(const uint2& v, float (&f)[8]) {
+  const uint32_t w[2] = {v.x, v.y};
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const float2 lo = fp8x2_to_float2(static_cast<uint16_t>(w[i] & 0xffffu));
+    const float2 hi = fp8x2_to_float2(static_cast<uint16_t>(w[i] >> 16));
+    f[4 * i] = lo.x;
+    f[4 * i + 1] = lo.y;
+    f[4 * i + 2] = hi.x;
+    f[4 * i + 3] = hi.y;
+  }
+}
+
+__device__ __forceinline__ float amax8(const float (&f)[8]) {
+  float m = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) m = fmaxf(m, fabsf(f[i]));
+  return m;
+}
+
+}  // namespace loom::cuda

@@ -1,0 +1,196 @@
+// StepExecutor, speculative decoding: proposing drafts between steps, and
+// verifying them from the k + 1 logits rows a verify step computes for a
+// sequence (its last known token's row, then one per draft token). Row i
+// sees the sequence followed by the draft's first i tokens, and its token is
+// chosen exactly as a step without speculation would choose it there (the
+// same path: argmax, the backend's sampler or the host Sampler; the same
+// penalties, bans and masks; the same seeded uniform for that output step).
+// Draft token i is accepted while it equals row i's token; the first that
+// differs is replaced by row i's token, and if all are accepted row k adds
+// one more. So a verify step yields 1 to k + 1 tokens, and they are exactly
+// the tokens decoding without speculation gives (for greedy and for seeded
+// sampling; an unseeded request's draws differ, its distribution does not):
+// a point-mass proposal accepted iff it equals the sampled token is accepted
+// with probability p(draft), as rejection sampling accepts it.
+#include <algorithm>
+
+#include "core/error.h"
+#include "engine/executor_impl.h"
+
+namespace loom {
+namespace {
+
+// Whether every draft token can be checked by argmax alone: greedy with no
+// logprobs, penalties, bias or min_tokens bans (the rows need no host work).
+bool argmax_verifiable(const Sequence& s, int32_t num_draft) {
+  const SamplingParams& p = s.params();
+  return p.greedy() && !p.logprobs && p.repetition_penalty == 1.0f && p.presence_penalty == 0.0f &&
+         p.frequency_penalty == 0.0f && p.logit_bias.empty() &&
+         s.num_output_tokens() + num_draft >= p.min_tokens;
+}
+
+}  // namespace
+
+void StepExecutor::Impl::mask_draft_rows(const RowLayout& r, const Sequence& s, int32_t vocab,
+                                         std::vector<int32_t>& rows, std::vector<uint32_t>& words) {
+  const size_t w = size_t((vocab + 31) / 32);
+  int32_t accepted = 0;
+  for (int32_t i = 0; i <= r.draft_rows; ++i) {
+    const size_t at = words.size();
+    words.resize(at + w, 0u);
+    if (s.constraint->fill_next_token_bitmask(std::span<uint32_t>(words.data() + at, w))) {
+      rows.push_back(r.sample_row + i);
+    } else {
+      words.resize(at);
+    }
+    // Row i + 1 follows draft token i: only if the constraint takes it (else
+    // row i refuses it and the later rows are never read).
+    if (i == r.draft_rows || !s.constraint->accept_token(s.draft[size_t(i)])) break;
+    ++accepted;
+  }
+  s.constraint->rollback(accepted);
+}
+
+void StepExecutor::Impl::verify_drafts(Tensor& logits, const Scheduler& seqs, StepOutput& out) {
+  Backend& be = model.backend();
+  const int32_t vocab = int32_t(logits.dim(1));
+  // Masks first, on every verify row of a constrained sequence.
+  mask_rows.clear();
+  mask_words.clear();
+  struct Verify {
+    const Sequence* s;
+    const RowLayout* r;
+    std::vector<int32_t> history;  // tokens, then the draft
+    enum class Path : uint8_t { Argmax, Device, Host } path;
+    size_t first = 0;  // its first row in its path's gathered rows
+  };
+  std::vector<Verify> vs;
+  for (const RowLayout& r : layout) {
+    if (r.draft_rows == 0) continue;
+    const Sequence* s = seqs.find(r.seq);
+    if (s == nullptr) continue;
+    if (s->constraint) mask_draft_rows(r, *s, vocab, mask_rows, mask_words);
+    Verify v{s, &r, {}, Verify::Path::Host};
+    v.history.assign(s->tokens.begin(), s->tokens.end());
+    v.history.insert(v.history.end(), s->draft.begin(), s->draft.begin() + r.draft_rows);
+    vs.push_back(std::move(v));
+  }
+  if (vs.empty()) return;
+  if (!mask_rows.empty()) {
+    be.apply_token_bitmask(logits, mask_rows, mask_words);
+    stats.masked_rows += mask_rows.size();
+  }
+  // Each sequence's rows take the path a plain step would give them.
+  const bool device_sampling = config.device_sampling && be.has_device_sampler();
+  std::vector<int32_t> rows_of[3];
+  for (Verify& v : vs) {
+    const SamplingParams& p = v.s->params();
+    if (config.greedy_fast_path && argmax_verifiable(*v.s, v.r->draft_rows))
+      v.path = Verify::Path::Argmax;
+    else if (device_sampling && !p.greedy() && !p.logprobs)
+      v.path = Verify::Path::Device;
+    auto& rows = rows_of[int(v.path)];
+    v.first = rows.size();
+    for (int32_t i = 0; i <= v.r->draft_rows; ++i) rows.push_back(v.r->sample_row + i);
+  }
+  auto gather = [&](const std::vector<int32_t>& rows) {
+    Tensor dst = be.alloc(logits.dtype(), {int64_t(rows.size()), vocab});
+    be.gather_rows(logits, rows, dst);
+    return dst;
+  };
+  // The context row i of v sees: the draft's first i tokens as output.
+  auto context = [](const Verify& v, int32_t i) {
+    const std::span<const int32_t> all(v.history);
+    const SamplingParams& p = v.s->params();
+    const auto output = all.subspan(size_t(v.s->prompt_len), size_t(v.s->num_output_tokens() + i));
+    const std::span<const int32_t> banned = int32_t(output.size()) < p.min_tokens
+                                                ? std::span<const int32_t>(v.s->output->min_tokens_bans())
+                                                : std::span<const int32_t>();
+    return SampleContext{&p, all.first(size_t(v.s->prompt_len)), output, v.s->index, banned};
+  };
+  std::vector<int32_t> argmax_ids, device_ids;
+  if (!rows_of[0].empty()) be.argmax_rows(gather(rows_of[0]), argmax_ids);
+  if (!rows_of[1].empty()) {
+    sample_specs.clear();
+    logit_edits.clear();
+    for (const Verify& v : vs) {
+      if (v.path != Verify::Path::Device) continue;
+      const SamplingParams& p = v.s->params();
+      for (int32_t i = 0; i <= v.r->draft_rows; ++i) {
+        const SampleContext ctx = context(v, i);
+        SampleSpec spec;
+        spec.row = int32_t(v.first) + i;
+        spec.temperature = p.temperature;
+        spec.top_k = p.top_k;
+        spec.top_p = p.top_p;
+        spec.min_p = p.min_p;
+        spec.edits_begin = int32_t(logit_edits.size());
+        Sampler::logit_edits(ctx, vocab, logit_edits);
+        spec.edits_end = int32_t(logit_edits.size());
+        spec.uniform = sampler.draw_uniform(ctx);
+        sample_specs.push_back(spec);
+      }
+    }
+    LOOM_CHECK(be.sample_rows(gather(rows_of[1]), sample_specs, logit_edits, device_ids) &&
+                   device_ids.size() == sample_specs.size(),
+               "the backend's device sampler failed");
+  }
+  if (!rows_of[2].empty()) copy_to_host_f32(be, gather(rows_of[2]), verify_host);
+  for (const Verify& v : vs) {
+    SequenceTokens t;
+    t.seq = v.s->id;
+    for (int32_t i = 0; i <= v.r->draft_rows; ++i) {
+      SampleResult chosen;
+      const size_t at = v.first + size_t(i);
+      if (v.path == Verify::Path::Argmax) {
+        chosen.token = argmax_ids[at];
+        ++stats.argmax_tokens;
+      } else if (v.path == Verify::Path::Device) {
+        chosen.token = device_ids[at];
+        ++stats.device_sampled_tokens;
+      } else {
+        const std::span<const float> row(verify_host.data() + at * size_t(vocab), size_t(vocab));
+        chosen = sampler.sample(row, context(v, i));
+      }
+      t.tokens.push_back(std::move(chosen));
+      if (i == v.r->draft_rows || t.tokens.back().token != v.s->draft[size_t(i)]) break;
+    }
+    out.rows.push_back(std::move(t));
+  }
+}
+
+std::vector<std::pair<SeqId, std::vector<int32_t>>> StepExecutor::propose(const Scheduler& seqs) {
+  Impl& x = *impl_;
+  std::vector<std::pair<SeqId, std::vector<int32_t>>> out;
+  if (!x.proposer) return out;
+  const SpeculativeConfig& sc = x.config.speculative;
+  std::vector<const Sequence*> cands;
+  size_t decoding = 0;
+  for (SeqId id : seqs.running()) {
+    const Sequence& s = seqs.get(id);
+    if (s.num_pending() != 1 || s.tokens.back() < 0) continue;
+    ++decoding;
+    if (s.spec_cooldown == 0 && s.pending_forks == 0 && s.max_tokens > 0) cands.push_back(&s);
+  }
+  if (cands.empty() || (sc.max_batch > 0 && decoding > size_t(sc.max_batch))) return out;
+  const std::vector<int32_t> max_tokens(cands.size(), sc.num_tokens);
+  std::vector<std::vector<int32_t>> drafts;
+  x.proposer->propose(cands, max_tokens, drafts);
+  for (size_t i = 0; i < cands.size(); ++i) {
+    std::vector<int32_t>& d = drafts[i];
+    if (d.size() > size_t(sc.num_tokens)) d.resize(size_t(sc.num_tokens));
+    const Sequence& s = *cands[i];
+    const int64_t vocab = vocab_size();
+    d.erase(std::find_if(d.begin(), d.end(), [&](int32_t t) { return t < 0 || t >= vocab; }), d.end());
+    if (s.constraint) {  // a draft stops at the first token the constraint refuses
+      size_t ok = 0;
+      while (ok < d.size() && s.constraint->accept_token(d[ok])) ++ok;
+      s.constraint->rollback(int32_t(ok));
+      d.resize(ok);
+    }
+    if (!d.empty()) out.emplace_back(s.id, std::move(d));
+  }
+  return out;
+}
+
+}  // namespace loom

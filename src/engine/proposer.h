@@ -1,0 +1,63 @@
+// Proposer: speculative decoding's guess of the tokens that follow a
+// sequence. The step executor asks for up to k tokens per decoding sequence
+// between steps; the next step verifies them all in one forward pass (the
+// accepted prefix stays, the rest is rolled back), so the model's weights are
+// read once for several tokens. What is proposed never changes what is
+// generated: greedy verification keeps only tokens the model would have
+// chosen, and sampled verification keeps the target distribution exactly.
+// Implementations: an n-gram lookup in the sequence's own tokens (no
+// weights), a smaller draft model of the same vocabulary. EAGLE-style heads
+// and MTP layers would be further implementations of this interface.
+// Engine thread only.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace loom {
+
+struct Sequence;
+class Proposer;
+
+struct SpeculativeConfig {
+  enum class Method : uint8_t { None, Ngram, Draft };
+  Method method = Method::None;
+  int32_t num_tokens = 0;  // k: tokens proposed per sequence and step
+  int32_t ngram_min = 1;   // Ngram: the n-gram sizes tried, longest first
+  int32_t ngram_max = 4;
+  std::string draft_model;  // Draft: the draft model's path
+  // Proposals are made only while at most this many sequences decode (0: no
+  // limit): past it, verifying several tokens per sequence costs more compute
+  // than the weight reads it saves.
+  int32_t max_batch = 16;
+  // A sequence whose proposals are accepted below this share (a running
+  // average) gets none for cooldown_steps steps.
+  float min_acceptance = 0.25f;
+  int32_t cooldown_steps = 16;
+  // Set: this proposer instead of `method`'s (tests; other proposers).
+  std::shared_ptr<Proposer> custom;
+  bool enabled() const { return num_tokens > 0 && (method != Method::None || custom != nullptr); }
+};
+
+class Proposer {
+ public:
+  virtual ~Proposer() = default;
+  // For each of `seqs` (every token known; the last not yet computed), up to
+  // max_tokens[i] tokens to follow it, into drafts[i] (cleared first).
+  virtual void propose(std::span<const Sequence* const> seqs, std::span<const int32_t> max_tokens,
+                       std::vector<std::vector<int32_t>>& drafts) = 0;
+};
+
+// Prompt lookup: the longest n-gram (max_n down to min_n tokens) ending the
+// sequence that occurred earlier in its prompt or output, and the tokens that
+// followed that occurrence (the latest one).
+std::unique_ptr<Proposer> make_ngram_proposer(int32_t min_n, int32_t max_n);
+
+// The n-gram proposal for one token history (for tests and tools).
+void ngram_propose(std::span<const int32_t> tokens, int32_t min_n, int32_t max_n, int32_t max_tokens,
+                   std::vector<int32_t>& out);
+
+}  // namespace loom

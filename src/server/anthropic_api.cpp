@@ -1,0 +1,311 @@
+// Anthropic Messages <-> chat completions. Stop sequences: the chat request
+// keeps the matched stop string in its output (include_stop_str_in_output),
+// so the adapter can tell which one ended the turn; while streaming it holds
+// back any tail that could still become a stop sequence, and drops the match
+// itself, so clients see exactly Anthropic's text.
+#include "server/anthropic_api.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "server/api_error.h"
+
+namespace loom::server {
+
+using json = nlohmann::json;
+using ojson = nlohmann::ordered_json;
+
+const char* anthropic_error_type(int status) {
+  switch (status) {
+    case 400:
+      return "invalid_request_error";
+    case 401:
+      return "authentication_error";
+    case 403:
+      return "permission_error";
+    case 404:
+      return "not_found_error";
+    case 413:
+      return "request_too_large";
+    case 429:
+      return "rate_limit_error";
+    case 503:
+      return "overloaded_error";
+    default:
+      return status >= 500 ? "api_error" : "invalid_request_error";
+  }
+}
+
+namespace {
+
+const ojson* present(const ojson& body, const char* name) {
+  auto it = body.find(name);
+  return it == body.end() || it->is_null() ? nullptr : &*it;
+}
+
+// Text of a string or of a list of {"type": "text", "text"} blocks; `where`
+// names the field in errors.
+std::string text_of(const ojson& content, const std::string& where, const std::string& param) {
+  if (content.is_string()) return content.get<std::string>();
+  if (!content.is_array())
+    throw_bad_field(param, where + " must be a string or a list of content blocks");
+  std::string text;
+  for (size_t i = 0; i < content.size(); ++i) {
+    const ojson& block = content[i];
+    const std::string at = fmt::format("{}[{}]", where, i);
+    if (!block.is_object() || !block.contains("type") || !block["type"].is_string())
+      throw_bad_field(param, at + " must be an object with a 'type'");
+    const std::string type = block["type"].get<std::string>();
+    if (type != "text")
+      throw_bad_field(
+          param, fmt::format("{}: content blocks of type '{}' are not supported (text only)", at,
+                             type.substr(0, 32)));
+    if (!block.contains("text") || !block["text"].is_string())
+      throw_bad_field(param, at + ".text must be a string");
+    if (!text.empty()) text += "\n";
+    text += block["text"].get<std::string>();
+  }
+  return text;
+}
+
+// "msg_" + the chat completion id's unique part.
+std::string message_id(const std::string& chat_id) {
+  const size_t dash = chat_id.find('-');
+  return "msg_" + (dash == std::string::npos ? chat_id : chat_id.substr(dash + 1));
+}
+
+class AnthropicAdapter final : public ChatAdapter {
+ public:
+  using ChatAdapter::ChatAdapter;
+
+  ojson translate(const ojson& body, const ModelContext& model,
+                  const RequestLimits& limits) override {
+    ojson chat = ojson::object();
+    if (const ojson* m = present(body, "model")) chat["model"] = *m;
+    const ojson* max_tokens = present(body, "max_tokens");
+    if (!max_tokens) throw_bad_field("max_tokens", "max_tokens: field required");
+    chat["max_tokens"] = *max_tokens;
+
+    ojson messages = ojson::array();
+    if (const ojson* system = present(body, "system"))
+      messages.push_back({{"role", "system"}, {"content", text_of(*system, "system", "system")}});
+    const ojson* turns = present(body, "messages");
+    if (!turns || !turns->is_array() || turns->empty())
+      throw_bad_field("messages", "messages: a non-empty list of turns is required");
+    for (size_t i = 0; i < turns->size(); ++i) {
+      const ojson& t = (*turns)[i];
+      const std::string where = fmt::format("messages[{}]", i);
+      if (!t.is_object()) throw_bad_field("messages", where + " must be an object");
+      const std::string role = t.value("role", "");
+      if (role != "user" && role != "assistant")
+        throw_bad_field("messages", where + ".role must be 'user' or 'assistant'");
+      if (!t.contains("content")) throw_bad_field("messages", where + ".content: field required");
+      messages.push_back(
+          {{"role", role}, {"content", text_of(t["content"], where + ".content", "messages")}});
+    }
+    // Anthropic's prefill (the reply continues a last assistant turn) needs
+    // the template to leave that turn open, which loom's chat path does not do.
+    if (messages.back()["role"] == "assistant")
+      throw_bad_field("messages", "a final assistant turn (prefill) is not supported");
+    chat["messages"] = std::move(messages);
+
+    for (const char* name : {"temperature", "top_p", "top_k"})
+      if (const ojson* v = present(body, name)) chat[name] = *v;
+    if (const ojson* stops = present(body, "stop_sequences")) {
+      if (!stops->is_array())
+        throw_bad_field("stop_sequences", "stop_sequences must be a list of strings");
+      for (const auto& s : *stops) {
+        if (!s.is_string())
+          throw_bad_field("stop_sequences", "stop_sequences must be a list of strings");
+        stop_sequences_.push_back(s.get<std::string>());
+      }
+      if (!stop_sequences_.empty()) {
+        chat["stop"] = *stops;
+        chat["include_stop_str_in_output"] = true;
+      }
+    }
+    if (const ojson* tools = present(body, "tools");
+        tools && !(tools->is_array() && tools->empty()))
+      throw_bad_field("tools", "tools are not supported on /v1/messages yet");
+    if (present(body, "tool_choice"))
+      throw_bad_field("tool_choice", "tool_choice needs tools, which are not supported yet");
+    if (const ojson* thinking = present(body, "thinking");
+        thinking && !(thinking->is_object() && thinking->value("type", "") == "disabled"))
+      throw_bad_field("thinking", "extended thinking is not supported");
+    if (const ojson* meta = present(body, "metadata")) {
+      if (!meta->is_object()) throw_bad_field("metadata", "metadata must be an object");
+      if (meta->contains("user_id") && (*meta)["user_id"].is_string())
+        chat["user"] = (*meta)["user_id"];
+    }
+    if (const ojson* stream = present(body, "stream")) {
+      if (!stream->is_boolean()) throw_bad_field("stream", "stream must be a boolean");
+      stream_ = stream->get<bool>();
+    }
+    if (stream_) {
+      chat["stream"] = true;
+      chat["stream_options"] = {{"include_usage", true}};
+    }
+    // The chat parser checks the rest (ranges, the context length) and, for
+    // message_start, counts the prompt tokens.
+    try {
+      const GenerationRequest g =
+          parse_generation_request(Endpoint::ChatCompletions, chat, model, limits);
+      model_ = g.model;
+      input_tokens_ = g.prompt_tokens();
+    } catch (const ApiError& e) {
+      throw rename_error_param(e, {{"stop", "stop_sequences"}});
+    }
+    return chat;
+  }
+
+ protected:
+  json on_chat_body(const json& c) override {
+    const json& choice = c["choices"][0];
+    std::string text = choice["message"].value("content", json("")).is_string()
+                           ? choice["message"]["content"].get<std::string>()
+                           : "";
+    const auto [reason, stop] = stop_reason(choice.value("finish_reason", json("stop")), text);
+    const json content = json::array({{{"type", "text"}, {"text", text}}});
+    return {{"id", message_id(c.value("id", ""))},
+            {"type", "message"},
+            {"role", "assistant"},
+            {"model", c.value("model", model_)},
+            {"content", content},
+            {"stop_reason", reason},
+            {"stop_sequence", stop},
+            {"usage",
+             {{"input_tokens", c["usage"].value("prompt_tokens", 0)},
+              {"output_tokens", c["usage"].value("completion_tokens", 0)}}}};
+  }
+
+  void on_stream_start() override {}
+
+  void on_chat_chunk(const json& chunk) override {
+    if (!started_) start(chunk);
+    if (chunk.contains("usage") && chunk["usage"].is_object())
+      output_tokens_ = chunk["usage"].value("completion_tokens", output_tokens_);
+    if (!chunk.contains("choices") || chunk["choices"].empty()) return;
+    const json& choice = chunk["choices"][0];
+    const json& delta = choice.value("delta", json::object());
+    if (delta.contains("content") && delta["content"].is_string())
+      held_ += delta["content"].get<std::string>();
+    if (choice.contains("finish_reason") && choice["finish_reason"].is_string()) {
+      finish_ = choice["finish_reason"].get<std::string>();
+    } else {
+      release(safe_length(held_));
+    }
+  }
+
+  void on_stream_end() override {
+    if (!started_) start(json::object());
+    const auto [reason, stop] = stop_reason(finish_.empty() ? "stop" : finish_, held_);
+    release(held_.size());
+    emit("content_block_stop", {{"type", "content_block_stop"}, {"index", 0}});
+    emit("message_delta", {{"type", "message_delta"},
+                           {"delta", {{"stop_reason", reason}, {"stop_sequence", stop}}},
+                           {"usage", {{"output_tokens", output_tokens_}}}});
+    emit("message_stop", {{"type", "message_stop"}});
+  }
+
+  json route_error(int status, const json& err) override {
+    return {{"type", "error"},
+            {"error", {{"type", anthropic_error_type(status)}, {"message", message_of(err)}}}};
+  }
+
+  void emit_stream_error(int, const json& err) override {
+    const std::string type = err.value("type", "");
+    const int status = type == "service_unavailable"     ? 503
+                       : type == "invalid_request_error" ? 400
+                                                         : 500;
+    emit("error",
+         {{"type", "error"},
+          {"error", {{"type", anthropic_error_type(status)}, {"message", message_of(err)}}}});
+  }
+
+ private:
+  static std::string message_of(const json& err) {
+    std::string message = err.value("message", "error");
+    // Name the field as Anthropic's API calls it.
+    const json& param = err.value("param", json());
+    if (param.is_string() && message.rfind(param.get<std::string>(), 0) != 0) {
+      const std::string p =
+          param.get<std::string>() == "stop" ? "stop_sequences" : param.get<std::string>();
+      message = p + ": " + message;
+    }
+    return message;
+  }
+
+  void start(const json& chunk) {
+    started_ = true;
+    id_ = message_id(chunk.value("id", "chatcmpl-0"));
+    emit("message_start", {{"type", "message_start"},
+                           {"message",
+                            {{"id", id_},
+                             {"type", "message"},
+                             {"role", "assistant"},
+                             {"model", chunk.value("model", model_)},
+                             {"content", json::array()},
+                             {"stop_reason", nullptr},
+                             {"stop_sequence", nullptr},
+                             {"usage", {{"input_tokens", input_tokens_}, {"output_tokens", 0}}}}}});
+    emit("content_block_start", {{"type", "content_block_start"},
+                                 {"index", 0},
+                                 {"content_block", {{"type", "text"}, {"text", ""}}}});
+    emit("ping", {{"type", "ping"}});
+  }
+
+  // The stop reason of a finished turn, and the stop sequence `text` ends
+  // with (cut from `text`) when one ended it.
+  std::pair<std::string, json> stop_reason(const std::string& finish, std::string& text) const {
+    if (finish == "length") return {"max_tokens", nullptr};
+    for (const auto& s : stop_sequences_)
+      if (finish == "stop" && text.size() >= s.size() &&
+          text.compare(text.size() - s.size(), s.size(), s) == 0) {
+        text.resize(text.size() - s.size());
+        return {"stop_sequence", s};
+      }
+    return {"end_turn", nullptr};
+  }
+
+  // How much of `text` can go out now: all but the longest tail that is a
+  // prefix of some stop sequence (it may still become one).
+  size_t safe_length(const std::string& text) const {
+    size_t hold = 0;
+    for (const auto& s : stop_sequences_)
+      for (size_t k = std::min(s.size(), text.size()); k > hold; --k)
+        if (text.compare(text.size() - k, k, s, 0, k) == 0) {
+          hold = k;
+          break;
+        }
+    return text.size() - hold;
+  }
+
+  void release(size_t n) {
+    if (n == 0) return;
+    emit("content_block_delta",
+         {{"type", "content_block_delta"},
+          {"index", 0},
+          {"delta", {{"type", "text_delta"}, {"text", held_.substr(0, n)}}}});
+    held_.erase(0, n);
+  }
+
+  bool stream_ = false;
+  std::vector<std::string> stop_sequences_;
+  std::string model_;
+  int64_t input_tokens_ = 0;
+  int64_t output_tokens_ = 0;
+  bool started_ = false;
+  std::string id_;
+  std::string held_;    // streamed text not yet sent
+  std::string finish_;  // the chat finish_reason, once seen
+};
+
+}  // namespace
+
+std::shared_ptr<ChatAdapter> make_anthropic_adapter(std::shared_ptr<ResponseSink> inner) {
+  return std::make_shared<AnthropicAdapter>(std::move(inner));
+}
+
+}  // namespace loom::server

@@ -1,0 +1,105 @@
+// Decoding what the chat path sends (see chat_adapter.h): a JSON body or an
+// error, or SSE frames "data: JSON\n\n" ending with "data: [DONE]".
+#include "server/chat_adapter.h"
+
+#include <spdlog/spdlog.h>
+
+namespace loom::server {
+
+using nlohmann::json;
+
+namespace {
+
+// A chat answer cut by the server's shutdown ends with finish_reason
+// "abort". Neither adapted API has such a stop reason, and ending normally
+// would pass a cut answer off as complete: the route answers with a 503 (as
+// a request arriving during shutdown gets) or, mid-stream, an error event.
+bool aborted(const json& body_or_chunk) {
+  const json& choices = body_or_chunk.value("choices", json::array());
+  return choices.is_array() && !choices.empty() && choices[0].is_object() &&
+         choices[0].value("finish_reason", json()) == "abort";
+}
+
+json shutdown_error() {
+  return {{"message", "the server shut down before the answer was complete"},
+          {"type", "service_unavailable"}};
+}
+
+}  // namespace
+
+void ChatAdapter::send(HttpResponse response) {
+  json body = json::parse(response.body, nullptr, /*allow_exceptions=*/false);
+  if (response.status == 200 && body.is_object() && aborted(body)) {
+    response.status = 503;
+    body = json{{"error", shutdown_error()}};
+  }
+  if (response.status == 200 && body.is_object() && !body.contains("error")) {
+    response.body = on_chat_body(body).dump(-1, ' ', false, json::error_handler_t::replace);
+  } else {
+    if (!body.is_object() || !body.contains("error"))
+      body = json{{"error", {{"message", "internal error"}, {"type", "server_error"}}}};
+    response.body = route_error(response.status, body["error"])
+                        .dump(-1, ' ', false, json::error_handler_t::replace);
+  }
+  response.content_type = "application/json";
+  inner_->send(std::move(response));
+}
+
+void ChatAdapter::begin_stream(int status, std::string content_type, HttpHeaders headers) {
+  streaming_ = true;
+  inner_->begin_stream(status, std::move(content_type), std::move(headers));
+  on_stream_start();
+}
+
+void ChatAdapter::write(std::string chunk) {
+  pending_ += chunk;
+  size_t end;
+  while ((end = pending_.find("\n\n")) != std::string::npos) {
+    const std::string frame = pending_.substr(0, end);
+    pending_.erase(0, end + 2);
+    if (frame.rfind("data: ", 0) == 0) handle_event(frame.substr(6));
+  }
+}
+
+void ChatAdapter::end_stream() {
+  if (!failed_) on_stream_end();
+  inner_->end_stream();
+}
+
+void ChatAdapter::handle_event(const std::string& data) {
+  if (failed_ || data == "[DONE]") return;
+  const json event = json::parse(data, nullptr, /*allow_exceptions=*/false);
+  if (!event.is_object()) {
+    spdlog::warn("chat adapter: a chunk that is not JSON was dropped");
+    return;
+  }
+  if (event.contains("error")) {
+    failed_ = true;
+    const json& err = event["error"];
+    const int status = err.value("code", json()).is_number_integer() ? err["code"].get<int>() : 500;
+    emit_stream_error(status, err);
+    return;
+  }
+  on_chat_chunk(event);
+  if (aborted(event)) {
+    failed_ = true;
+    emit_stream_error(503, shutdown_error());
+  }
+}
+
+void ChatAdapter::emit(const std::string& event, const json& data) {
+  inner_->write("event: " + event +
+                "\ndata: " + data.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n");
+}
+
+ApiError rename_error_param(const ApiError& e,
+                            std::initializer_list<std::pair<const char*, const char*>> names) {
+  std::string param = e.param();
+  for (const auto& [from, to] : names)
+    if (param == from) param = to;
+  ApiError out(e.status(), e.what(), param, e.type());
+  if (e.retry_after() > 0) return std::move(out).with_retry_after(e.retry_after());
+  return out;
+}
+
+}  // namespace loom::server

@@ -1,0 +1,68 @@
+// ChatAdapter: serves another API's generation route (Anthropic's
+// /v1/messages, OpenAI's /v1/responses) through the chat completions path.
+// translate() turns the route's body into a chat completions body (checked
+// in the route's own terms first, then by the chat parser); as a
+// ResponseSink wrapped around the connection's, the adapter turns what the
+// chat path sends — one JSON body, SSE chunks, or an OpenAI error — into the
+// route's own response and events. The chat path serialises its calls to a
+// sink, so an adapter needs no lock. One adapter per HTTP exchange.
+#pragma once
+
+#include <initializer_list>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "server/api_error.h"
+#include "server/http_types.h"
+#include "server/openai_request.h"
+
+namespace loom::server {
+
+class ChatAdapter : public ResponseSink {
+ public:
+  explicit ChatAdapter(std::shared_ptr<ResponseSink> inner) : inner_(std::move(inner)) {}
+
+  // The route's body -> a chat completions body (stream_options.include_usage
+  // set when streaming, n = 1). Throws ApiError naming the route's field.
+  virtual nlohmann::ordered_json translate(const nlohmann::ordered_json& body,
+                                           const ModelContext& model,
+                                           const RequestLimits& limits) = 0;
+
+  void send(HttpResponse response) final;
+  void begin_stream(int status, std::string content_type, HttpHeaders headers) final;
+  void write(std::string chunk) final;
+  void end_stream() final;
+  void on_close(std::function<void()> callback) final { inner_->on_close(std::move(callback)); }
+
+ protected:
+  // A complete chat completion (status 200) -> the route's body.
+  virtual nlohmann::json on_chat_body(const nlohmann::json& completion) = 0;
+  // Streaming: the stream opened, one chat chunk, the stream's end (after
+  // the usage chunk). Emit events with emit().
+  virtual void on_stream_start() = 0;
+  virtual void on_chat_chunk(const nlohmann::json& chunk) = 0;
+  virtual void on_stream_end() = 0;
+  // An OpenAI error ({"error": {...}}) with its status, before or while
+  // streaming -> the route's error body (or event, when streaming).
+  virtual nlohmann::json route_error(int status, const nlohmann::json& openai_error) = 0;
+  virtual void emit_stream_error(int status, const nlohmann::json& openai_error) = 0;
+
+  // Writes one SSE event: "event: NAME\ndata: JSON\n\n".
+  void emit(const std::string& event, const nlohmann::json& data);
+
+ private:
+  void handle_event(const std::string& data);
+
+  std::shared_ptr<ResponseSink> inner_;
+  std::string pending_;  // SSE bytes not yet split into events
+  bool streaming_ = false;
+  bool failed_ = false;  // an error event went out; the rest is dropped
+};
+
+// The chat path's param name -> the route's, applied to an ApiError's param.
+ApiError rename_error_param(const ApiError& e,
+                            std::initializer_list<std::pair<const char*, const char*>> names);
+
+}  // namespace loom::server

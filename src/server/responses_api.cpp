@@ -1,0 +1,319 @@
+// OpenAI Responses <-> chat completions (responses_api.h).
+#include "server/responses_api.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+
+#include "server/api_error.h"
+
+namespace loom::server {
+
+using json = nlohmann::json;
+using ojson = nlohmann::ordered_json;
+
+namespace {
+
+const ojson* present(const ojson& body, const char* name) {
+  auto it = body.find(name);
+  return it == body.end() || it->is_null() ? nullptr : &*it;
+}
+
+std::string content_text(const ojson& content, const std::string& where) {
+  if (content.is_string()) return content.get<std::string>();
+  if (!content.is_array())
+    throw_bad_field("input", where + " must be a string or a list of content parts");
+  std::string text;
+  for (size_t i = 0; i < content.size(); ++i) {
+    const ojson& part = content[i];
+    const std::string at = fmt::format("{}[{}]", where, i);
+    const std::string type = part.is_object() ? part.value("type", "") : "";
+    if (type != "input_text" && type != "output_text")
+      throw_bad_field("input", fmt::format("{}: content parts of type '{}' are not supported "
+                                           "(input_text, output_text)",
+                                           at, type.substr(0, 32)));
+    if (!part.contains("text") || !part["text"].is_string())
+      throw_bad_field("input", at + ".text must be a string");
+    if (!text.empty()) text += "\n";
+    text += part["text"].get<std::string>();
+  }
+  return text;
+}
+
+std::string suffix_id(const std::string& chat_id) {
+  const size_t dash = chat_id.find('-');
+  return dash == std::string::npos ? chat_id : chat_id.substr(dash + 1);
+}
+
+class ResponsesAdapter final : public ChatAdapter {
+ public:
+  using ChatAdapter::ChatAdapter;
+
+  ojson translate(const ojson& body, const ModelContext& model,
+                  const RequestLimits& limits) override {
+    if (present(body, "previous_response_id"))
+      throw_bad_field("previous_response_id",
+                      "loom's /v1/responses is stateless (nothing is stored): send the whole "
+                      "conversation in 'input' instead of previous_response_id");
+    if (const ojson* store = present(body, "store"); store && *store != false)
+      throw_bad_field("store", "loom does not store responses: omit 'store' or send false");
+    if (const ojson* tools = present(body, "tools");
+        tools && !(tools->is_array() && tools->empty()))
+      throw_bad_field("tools", "tools are not supported on /v1/responses yet");
+    if (const ojson* t = present(body, "truncation"); t && *t != "disabled")
+      throw_bad_field("truncation", "only truncation 'disabled' is supported");
+
+    ojson chat = ojson::object();
+    if (const ojson* m = present(body, "model")) chat["model"] = *m;
+    ojson messages = ojson::array();
+    if (const ojson* instructions = present(body, "instructions")) {
+      if (!instructions->is_string())
+        throw_bad_field("instructions", "instructions must be a string");
+      instructions_ = *instructions;
+      messages.push_back({{"role", "system"}, {"content", *instructions}});
+    }
+    const ojson* input = present(body, "input");
+    if (!input) throw_bad_field("input", "input: field required");
+    if (input->is_string()) {
+      messages.push_back({{"role", "user"}, {"content", *input}});
+    } else if (input->is_array() && !input->empty()) {
+      for (size_t i = 0; i < input->size(); ++i) {
+        const ojson& item = (*input)[i];
+        const std::string where = fmt::format("input[{}]", i);
+        if (!item.is_object()) throw_bad_field("input", where + " must be an object");
+        const std::string type = item.value("type", "message");
+        if (type != "message")
+          throw_bad_field("input", fmt::format("{}: items of type '{}' are not supported (message)",
+                                               where, type.substr(0, 32)));
+        std::string role = item.value("role", "");
+        if (role == "developer") role = "system";
+        if (role != "user" && role != "assistant" && role != "system")
+          throw_bad_field("input",
+                          where + ".role must be 'user', 'assistant', 'system' or 'developer'");
+        if (!item.contains("content")) throw_bad_field("input", where + ".content: field required");
+        messages.push_back(
+            {{"role", role}, {"content", content_text(item["content"], where + ".content")}});
+      }
+    } else {
+      throw_bad_field("input", "input must be a string or a non-empty list of items");
+    }
+    chat["messages"] = std::move(messages);
+    if (const ojson* max = present(body, "max_output_tokens")) {
+      max_output_tokens_ = *max;
+      chat["max_completion_tokens"] = *max;
+    }
+    for (const char* name : {"temperature", "top_p", "user"})
+      if (const ojson* v = present(body, name)) chat[name] = *v;
+    if (const ojson* reasoning = present(body, "reasoning")) {
+      if (!reasoning->is_object()) throw_bad_field("reasoning", "reasoning must be an object");
+      if (reasoning->contains("effort") && !(*reasoning)["effort"].is_null())
+        chat["reasoning_effort"] = (*reasoning)["effort"];
+    }
+    if (const ojson* text = present(body, "text")) {
+      if (!text->is_object()) throw_bad_field("text", "text must be an object");
+      if (text->contains("format") && !(*text)["format"].is_null()) {
+        const ojson& f = (*text)["format"];
+        const std::string type = f.is_object() ? f.value("type", "") : "";
+        if (type == "json_schema") {
+          ojson schema = f;
+          schema.erase("type");
+          chat["response_format"] = {{"type", "json_schema"}, {"json_schema", schema}};
+        } else if (type == "text" || type == "json_object") {
+          chat["response_format"] = {{"type", type}};
+        } else {
+          throw_bad_field("text",
+                          "text.format.type must be 'text', 'json_object' or 'json_schema'");
+        }
+        text_format_ = f;
+      }
+    }
+    if (const ojson* meta = present(body, "metadata")) metadata_ = *meta;
+    if (const ojson* stream = present(body, "stream")) {
+      if (!stream->is_boolean()) throw_bad_field("stream", "stream must be a boolean");
+      stream_ = stream->get<bool>();
+    }
+    if (stream_) {
+      chat["stream"] = true;
+      chat["stream_options"] = {{"include_usage", true}};
+    }
+    try {
+      const GenerationRequest g =
+          parse_generation_request(Endpoint::ChatCompletions, chat, model, limits);
+      model_ = g.model;
+      input_tokens_ = g.prompt_tokens();
+      temperature_ = g.params.temperature;
+      top_p_ = g.params.top_p;
+    } catch (const ApiError& e) {
+      throw rename_error_param(e, {{"max_completion_tokens", "max_output_tokens"},
+                                   {"messages", "input"},
+                                   {"response_format", "text"},
+                                   {"reasoning_effort", "reasoning"}});
+    }
+    created_at_ = std::chrono::duration_cast<std::chrono::seconds>(
+                      std::chrono::system_clock::now().time_since_epoch())
+                      .count();
+    return chat;
+  }
+
+ protected:
+  json on_chat_body(const json& c) override {
+    id_ = suffix_id(c.value("id", ""));
+    const json& choice = c["choices"][0];
+    text_ = choice["message"].value("content", json("")).is_string()
+                ? choice["message"]["content"].get<std::string>()
+                : "";
+    input_tokens_ = c["usage"].value("prompt_tokens", input_tokens_);
+    output_tokens_ = c["usage"].value("completion_tokens", 0);
+    finish_ = choice.value("finish_reason", json("stop")).get<std::string>();
+    return response(true);
+  }
+
+  void on_stream_start() override {}
+
+  void on_chat_chunk(const json& chunk) override {
+    if (!started_) start(chunk);
+    if (chunk.contains("usage") && chunk["usage"].is_object()) {
+      output_tokens_ = chunk["usage"].value("completion_tokens", output_tokens_);
+      input_tokens_ = chunk["usage"].value("prompt_tokens", input_tokens_);
+    }
+    if (!chunk.contains("choices") || chunk["choices"].empty()) return;
+    const json& choice = chunk["choices"][0];
+    const json& delta = choice.value("delta", json::object());
+    if (delta.contains("content") && delta["content"].is_string() &&
+        !delta["content"].get<std::string>().empty()) {
+      const std::string piece = delta["content"].get<std::string>();
+      text_ += piece;
+      event("response.output_text.delta", {{"item_id", message_id()},
+                                           {"output_index", 0},
+                                           {"content_index", 0},
+                                           {"delta", piece},
+                                           {"logprobs", json::array()}});
+    }
+    if (choice.contains("finish_reason") && choice["finish_reason"].is_string())
+      finish_ = choice["finish_reason"].get<std::string>();
+  }
+
+  void on_stream_end() override {
+    if (!started_) start(json::object());
+    const json part = output_part();
+    event("response.output_text.done", {{"item_id", message_id()},
+                                        {"output_index", 0},
+                                        {"content_index", 0},
+                                        {"text", text_},
+                                        {"logprobs", json::array()}});
+    event("response.content_part.done",
+          {{"item_id", message_id()}, {"output_index", 0}, {"content_index", 0}, {"part", part}});
+    event("response.output_item.done", {{"output_index", 0}, {"item", message_item(true)}});
+    const json r = response(true);
+    event(r["status"] == "completed" ? "response.completed" : "response.incomplete",
+          {{"response", r}});
+  }
+
+  json route_error(int, const json& err) override { return {{"error", err}}; }
+
+  void emit_stream_error(int, const json& err) override {
+    event("error", {{"code", err.value("type", json("server_error"))},
+                    {"message", err.value("message", "error")},
+                    {"param", err.value("param", json())}});
+  }
+
+ private:
+  std::string message_id() const { return "msg_" + id_; }
+
+  json output_part() const {
+    return {{"type", "output_text"},
+            {"text", text_},
+            {"annotations", json::array()},
+            {"logprobs", json::array()}};
+  }
+
+  json message_item(bool done) const {
+    return {{"type", "message"},
+            {"id", message_id()},
+            {"status", done ? (finish_ == "length" ? "incomplete" : "completed") : "in_progress"},
+            {"role", "assistant"},
+            {"content", done ? json::array({output_part()}) : json::array()}};
+  }
+
+  // The response object; `done`: with its output, status and usage.
+  json response(bool done) const {
+    const bool cut = finish_ == "length";
+    json r = {
+        {"id", "resp_" + id_},
+        {"object", "response"},
+        {"created_at", created_at_},
+        {"status", !done ? "in_progress"
+                   : cut ? "incomplete"
+                         : "completed"},
+        {"error", nullptr},
+        {"incomplete_details", done && cut ? json{{"reason", "max_output_tokens"}} : json(nullptr)},
+        {"instructions", instructions_.is_null() ? json(nullptr) : json(instructions_)},
+        {"max_output_tokens",
+         max_output_tokens_.is_null() ? json(nullptr) : json(max_output_tokens_)},
+        {"model", model_},
+        {"output", done ? json::array({message_item(true)}) : json::array()},
+        {"parallel_tool_calls", false},
+        {"previous_response_id", nullptr},
+        {"reasoning", {{"effort", nullptr}, {"summary", nullptr}}},
+        {"store", false},
+        {"temperature", temperature_},
+        {"text",
+         {{"format", text_format_.is_null() ? json{{"type", "text"}} : json(text_format_)}}},
+        {"tool_choice", "none"},
+        {"tools", json::array()},
+        {"top_p", top_p_},
+        {"truncation", "disabled"},
+        {"metadata", metadata_.is_null() ? json::object() : json(metadata_)},
+        {"usage", nullptr}};
+    if (done)
+      r["usage"] = {{"input_tokens", input_tokens_},
+                    {"input_tokens_details", {{"cached_tokens", 0}}},
+                    {"output_tokens", output_tokens_},
+                    {"output_tokens_details", {{"reasoning_tokens", 0}}},
+                    {"total_tokens", input_tokens_ + output_tokens_}};
+    return r;
+  }
+
+  void start(const json& chunk) {
+    started_ = true;
+    id_ = suffix_id(chunk.value("id", "chatcmpl-0"));
+    event("response.created", {{"response", response(false)}});
+    event("response.in_progress", {{"response", response(false)}});
+    event("response.output_item.added", {{"output_index", 0}, {"item", message_item(false)}});
+    event("response.content_part.added", {{"item_id", message_id()},
+                                          {"output_index", 0},
+                                          {"content_index", 0},
+                                          {"part",
+                                           {{"type", "output_text"},
+                                            {"text", ""},
+                                            {"annotations", json::array()},
+                                            {"logprobs", json::array()}}}});
+  }
+
+  // One event: its type, its fields and the next sequence number.
+  void event(const std::string& type, json data) {
+    data["type"] = type;
+    data["sequence_number"] = sequence_++;
+    emit(type, data);
+  }
+
+  bool stream_ = false;
+  std::string model_;
+  ojson instructions_, max_output_tokens_, text_format_, metadata_;
+  float temperature_ = 1.0f, top_p_ = 1.0f;
+  int64_t created_at_ = 0;
+  int64_t input_tokens_ = 0, output_tokens_ = 0;
+  bool started_ = false;
+  std::string id_;
+  std::string text_;
+  std::string finish_;
+  int64_t sequence_ = 0;
+};
+
+}  // namespace
+
+std::shared_ptr<ChatAdapter> make_responses_adapter(std::shared_ptr<ResponseSink> inner) {
+  return std::make_shared<ResponsesAdapter>(std::move(inner));
+}
+
+}  // namespace loom::server

@@ -1,0 +1,451 @@
+// FP8 E4M3 on the GPU against host references built from the same FP8
+// values, so that only the kernels' arithmetic is measured (not quantisation
+// error):
+// 1. quantising a linear layer's input (per token, per 1x128 group, static)
+//    and --quantization fp8's per-row weights: bit for bit the host
+//    references of backend/linear.h;
+// 2. FP8 linear layers (the small-m tensor-core kernel, cuBLASLt's FP8 GEMM,
+//    and our kernel over tiles where cuBLASLt has none) with per-row,
+//    per-tensor (+ static input scale) and 128x128 block scales, blocks ragged
+//    at the N and K edges, bias: against sum_k dequant(xq) dequant(wq) in
+//    double. Tolerance |got - want| <= 4e-3 |want| + 2^-12 sum_k |xq wq| +
+//    1e-6: bf16 output rounding (2^-9), tensor-core partial sums of 128
+//    products (DeepSeek-V3 measured ~14 bits on Hopper FP8), f32 sums;
+// 3. a row's result does not depend on the other rows (small-m kernel,
+//    bitwise) and stacked (fused) FP8 weights give the separate results;
+// 4. FP8 KV cache: write_kv and the fused split_qkv store the CPU backend's
+//    bytes; paged attention over it (flash prefill and decode kernels) vs the
+//    CPU backend attending over the same bytes dequantised (tolerance as the
+//    bf16 attention test: rel 1e-2 + abs 3e-3).
+// Each check prints its worst error relative to the tolerance (1.0 = limit),
+// and where cuBLASLt offered no FP8 algorithm.
+#include <cstdio>
+#include <map>
+#include <set>
+
+#include "attention_scenario.h"
+#include "backend/cuda/fp8_gemm.h"
+#include "backend/cuda/kernels/fp8/fp8_kernels.h"
+#include "core/fp8.h"
+
+namespace loom {
+namespace {
+
+using namespace cudatest;
+
+enum class Scheme { Channel, TensorStatic, Block };
+
+const char* scheme_name(Scheme s) {
+  return s == Scheme::Channel        ? "per-channel/token"
+         : s == Scheme::TensorStatic ? "per-tensor/static"
+                                     : "block/group";
+}
+
+// A host FP8 weight [n, k] of random values quantised by `scheme`.
+LinearWeight make_weight(Scheme scheme, int64_t n, int64_t k, uint32_t seed) {
+  const auto w = random_bf16_values(static_cast<size_t>(n * k), seed, -0.5f, 0.5f);
+  if (scheme == Scheme::Channel) return quantize_fp8_per_channel(cpu_f32(w, {n, k}));
+  LinearWeight out;
+  out.weight = Tensor::cpu(DType::F8_E4M3, {n, k});
+  auto* q = out.weight.data_as<uint8_t>();
+  if (scheme == Scheme::TensorStatic) {
+    float amax = 0;
+    for (float v : w) amax = std::max(amax, std::fabs(v));
+    const float s = fp8_scale_for_amax(amax);
+    for (size_t i = 0; i < w.size(); ++i) q[i] = f32_to_fp8_e4m3(w[i] * (1.0f / s));
+    out.scale_kind = Fp8WeightScale::Tensor;
+    out.scale = cpu_f32({s}, {1});
+    out.activation = Fp8Activation::Static;
+    out.input_scale =
+        cpu_f32({0.9f * 2.0f / 448.0f}, {1});  // inputs in [-2, 2]: a little saturation
+    return out;
+  }
+  const int64_t nb = (n + 127) / 128, kb = (k + 127) / 128;
+  std::vector<float> scale(static_cast<size_t>(nb * kb));
+  for (int64_t i = 0; i < nb; ++i)
+    for (int64_t j = 0; j < kb; ++j) {
+      float amax = 0;
+      for (int64_t r = i * 128; r < std::min(n, i * 128 + 128); ++r)
+        for (int64_t c = j * 128; c < std::min(k, j * 128 + 128); ++c)
+          amax = std::max(amax, std::fabs(w[r * k + c]));
+      const float s =
+          fp8_scale_for_amax(amax * (1.0f + 0.1f * static_cast<float>((i + 2 * j) % 3)));
+      scale[static_cast<size_t>(i * kb + j)] = s;
+      for (int64_t r = i * 128; r < std::min(n, i * 128 + 128); ++r)
+        for (int64_t c = j * 128; c < std::min(k, j * 128 + 128); ++c)
+          q[r * k + c] = f32_to_fp8_e4m3(w[r * k + c] * (1.0f / s));
+    }
+  out.scale_kind = Fp8WeightScale::Block;
+  out.scale = cpu_f32(scale, {nb, kb});
+  out.activation = Fp8Activation::DynamicGroup;
+  return out;
+}
+
+// sum_k dequant(xq) dequant(wq) (+ bias) per output, and sum_k |xq wq|.
+void reference(const LinearWeight& w, const std::vector<float>& x, int64_t m,
+               const std::vector<float>* bias, std::vector<double>& want,
+               std::vector<double>& abs_sum) {
+  const int64_t n = w.rows(), k = w.cols();
+  const Fp8Activations a = quantize_fp8_activations(x.data(), m, k, w);
+  const auto* wq = w.weight.data_as<const uint8_t>();
+  want.assign(static_cast<size_t>(m * n), 0.0);
+  abs_sum.assign(static_cast<size_t>(m * n), 0.0);
+  std::vector<double> xd(static_cast<size_t>(m * k));
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t c = 0; c < k; ++c)
+      xd[i * k + c] = double(fp8_e4m3_to_f32(a.q[i * k + c])) * fp8_activation_scale(a, w, i, c);
+  for (int64_t j = 0; j < n; ++j) {
+    std::vector<double> wd(static_cast<size_t>(k));
+    for (int64_t c = 0; c < k; ++c)
+      wd[c] = double(fp8_e4m3_to_f32(wq[j * k + c])) * fp8_weight_scale(w, j, c);
+    for (int64_t i = 0; i < m; ++i) {
+      double s = 0, t = 0;
+      for (int64_t c = 0; c < k; ++c) {
+        s += xd[i * k + c] * wd[c];
+        t += std::fabs(xd[i * k + c] * wd[c]);
+      }
+      want[i * n + j] = s + (bias ? (*bias)[j] : 0.0);
+      abs_sum[i * n + j] = t;
+    }
+  }
+}
+
+// Worst |got - want| / tolerance; reports up to 5 failures.
+double check_linear(const std::vector<float>& got, const std::vector<double>& want,
+                    const std::vector<double>& abs_sum, const std::string& what) {
+  double worst = 0;
+  int bad = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double tol = 4e-3 * std::fabs(want[i]) + std::ldexp(abs_sum[i], -12) + 1e-6;
+    const double r = std::isnan(got[i]) ? INFINITY : std::fabs(got[i] - want[i]) / tol;
+    worst = std::max(worst, r);
+    if (!(r <= 1.0) && bad++ < 5)
+      ADD_FAILURE() << what << " [" << i << "] got " << got[i] << " want " << want[i];
+  }
+  return worst;
+}
+
+class CudaFp8Test : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    LOOM_REQUIRE_GPU();
+    gpu_ = make_cuda_backend(0);
+    cpu_ = make_cpu_backend(0);
+    stream_ = static_cast<cudaStream_t>(cuda_backend_stream(*gpu_));
+  }
+  std::unique_ptr<Backend> gpu_, cpu_;
+  cudaStream_t stream_ = nullptr;
+};
+
+TEST_F(CudaFp8Test, QuantizeActivationsMatchesHost) {
+  for (Scheme scheme : {Scheme::Channel, Scheme::TensorStatic, Scheme::Block})
+    for (auto [m, k] :
+         {std::pair<int64_t, int64_t>{1, 64}, {3, 320}, {17, 4096}, {2, 14336}, {5, 144}}) {
+      SCOPED_TRACE(::testing::Message() << scheme_name(scheme) << " m " << m << " k " << k);
+      const LinearWeight w = make_weight(scheme, 16, k, 7);
+      const auto x =
+          random_bf16_values(static_cast<size_t>(m * k), 11 + static_cast<uint32_t>(m), -2, 2);
+      const int64_t mp = (m + 3) / 4 * 4, groups = (k + 127) / 128;
+      const bool group = scheme == Scheme::Block;
+      Tensor xq = gpu_->alloc(DType::F8_E4M3, {mp, k});
+      Tensor xs = gpu_->alloc(DType::F32, {group ? groups * mp : mp});
+      Tensor in_scale = gpu_f32(
+          *gpu_, {scheme == Scheme::TensorStatic ? w.input_scale.data_as<float>()[0] : 0.0f}, {1});
+      const cuda::Fp8ActMode mode = group                       ? cuda::Fp8ActMode::Group
+                                    : scheme == Scheme::Channel ? cuda::Fp8ActMode::Token
+                                                                : cuda::Fp8ActMode::Static;
+      cuda::quantize_fp8_rows(gpu_bf16(*gpu_, x, {m, k}).data(), m, mp, k, mode,
+                              in_scale.data_as<float>(), xq.data_as<uint8_t>(), xs.data_as<float>(),
+                              mp, stream_);
+      std::vector<uint8_t> q(static_cast<size_t>(mp * k));
+      std::vector<float> s(static_cast<size_t>(xs.numel()));
+      gpu_->copy_to_host(q.data(), xq, q.size());
+      gpu_->copy_to_host(s.data(), xs, s.size() * 4);
+      const Fp8Activations want = quantize_fp8_activations(x.data(), m, k, w);
+      int bad = 0;
+      for (int64_t i = 0; i < m * k && bad < 5; ++i)
+        if (q[i] != want.q[i]) {
+          ADD_FAILURE() << "q[" << i << "] " << int(q[i]) << " != " << int(want.q[i]);
+          ++bad;
+        }
+      for (int64_t i = m * k; i < mp * k; ++i) ASSERT_EQ(q[i], 0) << "padding row byte " << i;
+      for (int64_t r = 0; r < m; ++r) {
+        if (group) {
+          for (int64_t g = 0; g < groups; ++g)
+            EXPECT_EQ(s[g * mp + r], want.scale[r * groups + g]) << "row " << r << " group " << g;
+        } else {
+          EXPECT_EQ(s[r], want.scale[scheme == Scheme::Channel ? r : 0]) << "row " << r;
+        }
+      }
+    }
+}
+
+TEST_F(CudaFp8Test, QuantizeWeightsAtLoadMatchesHost) {
+  for (DType t : {DType::F32, DType::BF16, DType::F16})
+    for (auto [n, k] : {std::pair<int64_t, int64_t>{70, 96}, {257, 4096}}) {
+      SCOPED_TRACE(::testing::Message() << dtype_name(t) << " [" << n << ", " << k << "]");
+      const auto w =
+          random_bf16_values(static_cast<size_t>(n * k), 3 + static_cast<uint32_t>(n), -3, 3);
+      Tensor host = Tensor::cpu(t, {n, k});
+      for (size_t i = 0; i < w.size(); ++i) {
+        if (t == DType::F32) host.data_as<float>()[i] = w[i];
+        if (t == DType::BF16) host.data_as<uint16_t>()[i] = f32_to_bf16(w[i]);
+        if (t == DType::F16) host.data_as<uint16_t>()[i] = f32_to_f16(w[i]);
+      }
+      LinearWeight plain;
+      plain.weight = host;
+      plain.quantize = true;
+      const LinearWeight got = gpu_->prepare_linear(plain);
+      ASSERT_TRUE(got.fp8());
+      ASSERT_EQ(got.scale_kind, Fp8WeightScale::Channel);
+      const LinearWeight want = quantize_fp8_per_channel(host);
+      std::vector<uint8_t> q(static_cast<size_t>(n * k));
+      std::vector<float> s(static_cast<size_t>(n));
+      gpu_->copy_to_host(q.data(), got.weight, q.size());
+      gpu_->copy_to_host(s.data(), got.scale, s.size() * 4);
+      EXPECT_EQ(0, std::memcmp(q.data(), want.weight.data(), q.size())) << "weight bytes differ";
+      for (int64_t r = 0; r < n; ++r)
+        EXPECT_EQ(s[r], want.scale.data_as<float>()[r]) << "row " << r;
+    }
+}
+
+// The prepared weight as Fp8Gemm reads it.
+cuda::Fp8WeightView view_of(const LinearWeight& w) {
+  cuda::Fp8WeightView v;
+  v.w = w.weight.data_as<const uint8_t>();
+  v.n = w.rows();
+  v.k = w.cols();
+  v.scale = w.scale.data_as<const float>();
+  v.scale_ld = w.scale_ld;
+  v.block = w.scale_kind == Fp8WeightScale::Block;
+  v.activation = w.activation;
+  v.input_scale =
+      w.activation == Fp8Activation::Static ? w.input_scale.data_as<const float>() : nullptr;
+  return v;
+}
+
+TEST_F(CudaFp8Test, LinearMatchesReferenceOnEveryPath) {
+  cuda::Fp8Gemm gemm(stream_);
+  using Path = cuda::Fp8Gemm::Path;
+  const std::pair<int64_t, int64_t> shapes[] = {{16, 32},    {64, 64},     {200, 320},  {130, 144},
+                                                {1000, 512}, {4096, 4096}, {6144, 4096}};
+  std::map<std::string, double> worst;  // by scheme and path
+  std::set<std::string> no_algorithm;
+  for (Scheme scheme : {Scheme::Channel, Scheme::TensorStatic, Scheme::Block})
+    for (auto [n, k] : shapes) {
+      const LinearWeight host = make_weight(scheme, n, k, 5 + static_cast<uint32_t>(n + k));
+      const LinearWeight w = gpu_->prepare_linear(host);
+      for (int64_t m : {1, 2, 3, 5, 8, 9, 16, 64, 200}) {
+        if (n * k > 1000 * 512 && m > 16 && m != 64) continue;  // keep the host reference quick
+        const auto x = random_bf16_values(static_cast<size_t>(m * k),
+                                          13 + static_cast<uint32_t>(m * n), -2, 2);
+        const auto b = random_bf16_values(static_cast<size_t>(n), 17, -1, 1);
+        for (bool with_bias : {false, true}) {
+          if (with_bias && (m > 9 || n > 1000)) continue;
+          std::vector<double> want, abs_sum;
+          reference(host, x, m, with_bias ? &b : nullptr, want, abs_sum);
+          Tensor gb = gpu_bf16(*gpu_, b, {n});
+          for (Path path : {Path::SmallM, Path::CublasLt}) {
+            std::ostringstream what;
+            what << scheme_name(scheme) << " m " << m << " n " << n << " k " << k
+                 << (with_bias ? " bias" : "") << (path == Path::SmallM ? " kernel" : " cublaslt");
+            Tensor out = gpu_->alloc(DType::BF16, {m, n});
+            gemm.force_path(path);
+            try {
+              gemm.run(gpu_bf16(*gpu_, x, {m, k}).data(), m, view_of(w),
+                       with_bias ? gb.data() : nullptr, out.data());
+            } catch (const Error& e) {
+              // cuBLASLt may have no FP8 algorithm for a shape: then linear() uses the kernel.
+              no_algorithm.insert(std::string(scheme_name(scheme)) + " n " + std::to_string(n) +
+                                  " k " + std::to_string(k) + (with_bias ? " bias" : ""));
+              continue;
+            }
+            const double r = check_linear(from_gpu_bf16(*gpu_, out), want, abs_sum, what.str());
+            double& w = worst[std::string(scheme_name(scheme)) +
+                              (path == Path::SmallM ? " kernel" : " cublaslt")];
+            w = std::max(w, r);
+          }
+        }
+      }
+    }
+  for (const auto& [what, w] : worst)
+    std::printf("  fp8 linear %-32s worst err/tol %.3f\n", what.c_str(), w);
+  for (const auto& what : no_algorithm)
+    std::printf("  fp8 linear: cuBLASLt has no FP8 GEMM for %s\n", what.c_str());
+  std::printf("  fp8 gemm calls: %llu kernel, %llu cublaslt, %llu tiled\n",
+              static_cast<unsigned long long>(gemm.stats().small_m),
+              static_cast<unsigned long long>(gemm.stats().cublaslt),
+              static_cast<unsigned long long>(gemm.stats().tiled));
+  // The backend's own choice, through Backend::linear.
+  const LinearWeight host = make_weight(Scheme::Block, 200, 320, 3);
+  const LinearWeight w = gpu_->prepare_linear(host);
+  for (int64_t m : {1, 7, 33}) {
+    const auto x = random_bf16_values(static_cast<size_t>(m * 320), 19, -2, 2);
+    Tensor out = gpu_->alloc(DType::BF16, {m, 200});
+    gpu_->linear(gpu_bf16(*gpu_, x, {m, 320}), w, nullptr, out);
+    std::vector<double> want, abs_sum;
+    reference(host, x, m, nullptr, want, abs_sum);
+    check_linear(from_gpu_bf16(*gpu_, out), want, abs_sum,
+                 "Backend::linear m " + std::to_string(m));
+  }
+}
+
+// A row's output does not depend on the rows beside it (the small-m kernel:
+// bitwise); stacked weights give what the parts give (bitwise, same kernel).
+TEST_F(CudaFp8Test, RowsIndependentAndStackingExact) {
+  for (Scheme scheme : {Scheme::Channel, Scheme::Block}) {
+    SCOPED_TRACE(scheme_name(scheme));
+    const int64_t k = 1024;
+    const LinearWeight q = gpu_->prepare_linear(make_weight(scheme, 256, k, 1));
+    const LinearWeight kk = gpu_->prepare_linear(make_weight(scheme, 128, k, 2));
+    const LinearWeight v = gpu_->prepare_linear(make_weight(scheme, 100, k, 3));
+    const std::optional<LinearWeight> qkv = gpu_->stack_linear({&q, &kk, &v});
+    ASSERT_TRUE(qkv.has_value());
+    EXPECT_EQ(qkv->rows(), 484);
+    const int64_t m = 8;
+    const auto x = random_bf16_values(static_cast<size_t>(m * k), 4, -2, 2);
+    Tensor gx = gpu_bf16(*gpu_, x, {m, k});
+    Tensor all = gpu_->alloc(DType::BF16, {m, 484});
+    gpu_->linear(gx, *qkv, nullptr, all);
+    const auto rows = from_gpu_bf16(*gpu_, all);
+    int64_t col = 0;
+    for (const LinearWeight* part : {&q, &kk, &v}) {
+      Tensor o = gpu_->alloc(DType::BF16, {m, part->rows()});
+      gpu_->linear(gx, *part, nullptr, o);
+      const auto got = from_gpu_bf16(*gpu_, o);
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < part->rows(); ++j)
+          ASSERT_EQ(got[i * part->rows() + j], rows[i * 484 + col + j])
+              << "row " << i << " col " << col + j;
+      col += part->rows();
+    }
+    for (int64_t i = 0; i < m; ++i) {
+      Tensor one = gpu_->alloc(DType::BF16, {1, 484});
+      gpu_->linear(
+          gpu_bf16(*gpu_, std::vector<float>(x.begin() + i * k, x.begin() + (i + 1) * k), {1, k}),
+          *qkv, nullptr, one);
+      EXPECT_EQ(from_gpu_bf16(*gpu_, one),
+                std::vector<float>(rows.begin() + i * 484, rows.begin() + (i + 1) * 484))
+          << "row " << i;
+    }
+    // Block scales stack only when every part but the last fills whole 128-row blocks.
+    if (scheme == Scheme::Block) {
+      EXPECT_FALSE(gpu_->stack_linear({&v, &q}).has_value());
+    }
+  }
+}
+
+TEST_F(CudaFp8Test, RejectsBadShapes) {
+  const LinearWeight w = gpu_->prepare_linear(make_weight(Scheme::Channel, 32, 64, 1));
+  Tensor x = gpu_->alloc(DType::BF16, {2, 48}), out = gpu_->alloc(DType::BF16, {2, 32});
+  EXPECT_THROW(gpu_->linear(x, w, nullptr, out), Error);
+  Tensor x2 = gpu_->alloc(DType::BF16, {2, 64}), out2 = gpu_->alloc(DType::BF16, {2, 33});
+  EXPECT_THROW(gpu_->linear(x2, w, nullptr, out2), Error);
+  LinearWeight host = make_weight(Scheme::Channel, 32, 64, 1);
+  host.scale = cpu_f32(std::vector<float>(31, 1.0f), {31});
+  EXPECT_THROW(gpu_->prepare_linear(host), Error);
+}
+
+// --- FP8 KV cache ---
+
+void run_fp8_kv(Backend& gpu, Backend& cpu, Scenario sc) {
+  sc.fp8_kv = true;
+  SCOPED_TRACE(describe(sc));
+  ScenarioRun g(gpu, sc), c(cpu, sc);
+  EXPECT_EQ(g.k_cache_bytes(), c.k_cache_bytes())
+      << "write_kv stored other bytes than the CPU backend";
+  check_and_report(g.attend(), c.attend(), 1e-2, 3e-3, sc, "fp8 kv");
+}
+
+const std::vector<Seq> kMixed = {{1, 1},  {1, 17}, {1, 300}, {13, 40}, {33, 33},
+                                 {5, 16}, {1, 16}, {7, 129}, {1, 32},  {16, 48}};
+
+TEST_F(CudaFp8Test, Fp8KvAttentionMatchesCpu) {
+  // Flash prefill (64, 128, 256) and decode kernels; runtime-sized decode (80, 96, 112, 40).
+  for (int hd : {64, 128, 256, 80, 96, 112, 40})
+    for (int ratio : {1, 4, 8}) {
+      Scenario sc{2 * ratio, 2, hd, 16, kMixed, {}, static_cast<uint32_t>(hd + ratio)};
+      sc.params.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+      run_fp8_kv(*gpu_, *cpu_, sc);
+    }
+  // Split keys, sliding window and softcap; odd block sizes.
+  for (int hd : {64, 128, 256}) {
+    Scenario sc{
+        8, 1, hd, 16, {{1, 3000}, {1, 5001}, {2, 1025}, {40, 700}}, {}, static_cast<uint32_t>(hd)};
+    sc.params.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    run_fp8_kv(*gpu_, *cpu_, sc);
+    sc.params.sliding_window = 300;
+    sc.params.logit_softcap = 30.0f;
+    run_fp8_kv(*gpu_, *cpu_, sc);
+  }
+  for (int bs : {1, 8, 32}) {
+    Scenario sc{12, 4, 128, bs, kMixed, {}, static_cast<uint32_t>(bs)};
+    sc.params.scale = 0.0883883f;
+    run_fp8_kv(*gpu_, *cpu_, sc);
+  }
+}
+
+// split_qkv into an FP8 cache: v stores the bytes write_kv stores, k those of
+// the unfused path (rope, then write_kv) or one E4M3 step away (the two rope
+// kernels may round the rotation to bf16 differently).
+TEST_F(CudaFp8Test, SplitQkvIntoFp8CacheEqualsUnfused) {
+  const int64_t blocks = 6, bs = 16, t = 7;
+  for (int64_t hd : {64, 128, 80})
+    for (auto [heads, kvh] : {std::pair<int64_t, int64_t>{4, 1}, {6, 2}})
+      for (int rot : {static_cast<int>(hd), static_cast<int>(hd / 2)}) {
+        SCOPED_TRACE(::testing::Message()
+                     << "hd " << hd << " heads " << heads << "/" << kvh << " rot " << rot);
+        const int64_t q_dim = heads * hd, kv_dim = kvh * hd;
+        const auto qkv = random_bf16_values(static_cast<size_t>(t * (q_dim + 2 * kv_dim)), 81);
+        std::vector<float> qv, kv, vv;
+        for (int64_t i = 0; i < t; ++i) {
+          const auto row = qkv.begin() + i * (q_dim + 2 * kv_dim);
+          qv.insert(qv.end(), row, row + q_dim);
+          kv.insert(kv.end(), row + q_dim, row + q_dim + kv_dim);
+          vv.insert(vv.end(), row + q_dim + kv_dim, row + q_dim + 2 * kv_dim);
+        }
+        std::vector<float> freq(static_cast<size_t>(rot / 2));
+        for (int j = 0; j < rot / 2; ++j)
+          freq[static_cast<size_t>(j)] = std::pow(10000.0f, -2.0f * j / rot);
+        Tensor pos = gpu_i32(*gpu_, {0, 1, 5, 17, 100, 1000, 4095});
+        Tensor inv = gpu_->prepare_weight(cpu_f32(freq, {rot / 2}));
+        AttentionMetadata meta;
+        meta.slot_mapping = {0, 15, 16, -1, 79, 33, 40};
+        const std::vector<float> scales = fp8_kv_scales(static_cast<int>(kvh));
+        auto fp8_cache = [&] {
+          KvLayerCache c{gpu_->alloc(DType::F8_E4M3, {blocks, bs, kvh, hd}),
+                         gpu_->alloc(DType::F8_E4M3, {blocks, bs, kvh, hd})};
+          c.k_scale = gpu_f32(*gpu_, scales, {kvh});
+          c.v_scale = gpu_f32(*gpu_, scales, {kvh});
+          return c;
+        };
+        KvLayerCache ref = fp8_cache(), got = fp8_cache();
+        Tensor k_ref = gpu_bf16(*gpu_, kv, {t, kvh, hd});
+        gpu_->rope(k_ref, pos, inv, rot, false, 1.1f);
+        gpu_->write_kv(k_ref, gpu_bf16(*gpu_, vv, {t, kvh, hd}), ref, meta);
+        Tensor q = gpu_->alloc(DType::BF16, {t, heads, hd}), none;
+        Backend::QkvRope r{&pos, &inv, rot, false, 1.1f};
+        gpu_->split_qkv(gpu_bf16(*gpu_, qkv, {t, q_dim + 2 * kv_dim}), &r, q, none, none, &got,
+                        &meta);
+        auto bytes = [&](const Tensor& c) {
+          std::vector<uint8_t> b(static_cast<size_t>(c.nbytes()));
+          gpu_->copy_to_host(b.data(), c, b.size());
+          return b;
+        };
+        EXPECT_EQ(bytes(got.v), bytes(ref.v));
+        const auto gk = bytes(got.k), rk = bytes(ref.k);
+        int off_by_one = 0, bad = 0;
+        for (size_t i = 0; i < gk.size(); ++i) {
+          if (gk[i] == rk[i]) continue;
+          const float a = fp8_e4m3_to_f32(gk[i]), b = fp8_e4m3_to_f32(rk[i]);
+          if (std::fabs(a - b) <= 0.13f * std::max(std::fabs(a), std::fabs(b)) + 0.002f)
+            ++off_by_one;
+          else if (bad++ < 5)
+            ADD_FAILURE() << "k byte " << i << ": " << a << " vs " << b;
+        }
+        EXPECT_LE(off_by_one, static_cast<int>(gk.size() / 50)) << "k bytes one E4M3 step apart";
+      }
+}
+
+}  // namespace
+}  // namespace loom

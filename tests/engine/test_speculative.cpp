@@ -1,0 +1,227 @@
+// Speculative decoding on the CPU backend with the tiny fixture models. The
+// outputs with speculation must be exactly those without it, token for token
+// (greedy, greedy with penalties, seeded sampling with top-k / top-p /
+// penalties, logprobs, min_tokens and stop tokens, n > 1, token constraints),
+// whatever the proposals: an oracle proposer that knows the plain outputs but
+// corrupts some of its guesses exercises acceptance and rejection at every
+// depth; the n-gram proposer runs on prompts with repeats. Also under
+// preemption, with the prefix cache, and with the policy's batch cap; no KV
+// block is left in use.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <random>
+
+#include "backend/backend.h"
+#include "engine/engine.h"
+#include "engine/proposer.h"
+#include "engine/sequence.h"
+#include "model/model.h"
+#include "model/transformer.h"
+#include "../common/device_sampling_cpu.h"
+#include "../common/test_constraints.h"
+
+namespace loom {
+namespace {
+
+std::string fixture(const std::string& name) {
+  return std::string(LOOM_SOURCE_DIR) + "/tests/fixtures/models/" + name;
+}
+
+TEST(NgramPropose, LongestRecentMatch) {
+  std::vector<int32_t> out;
+  ngram_propose(std::vector<int32_t>{1, 2, 3, 4, 5, 9, 1, 2, 3}, 1, 3, 4, out);
+  EXPECT_EQ(out, (std::vector<int32_t>{4, 5, 9, 1}));
+  ngram_propose(std::vector<int32_t>{7, 1, 2, 8, 1, 2, 6, 2}, 1, 3, 2, out);  // "2": latest earlier is at 5
+  EXPECT_EQ(out, (std::vector<int32_t>{6, 2}));
+  ngram_propose(std::vector<int32_t>{1, 2, 3}, 1, 3, 4, out);  // no earlier occurrence
+  EXPECT_TRUE(out.empty());
+  ngram_propose(std::vector<int32_t>{5, 5, 5}, 2, 2, 4, out);  // [5 5] at 0, then one known token
+  EXPECT_EQ(out, (std::vector<int32_t>{5}));
+  ngram_propose(std::vector<int32_t>{5}, 1, 3, 4, out);
+  EXPECT_TRUE(out.empty());
+}
+
+// Proposes what the plain run produced for the sequence (by prompt and
+// sequence index), with every third guess wrong.
+class OracleProposer final : public Proposer {
+ public:
+  OracleProposer(std::map<std::pair<std::vector<int32_t>, int32_t>, std::vector<int32_t>> outputs, int32_t vocab)
+      : outputs_(std::move(outputs)), vocab_(vocab) {}
+  void propose(std::span<const Sequence* const> seqs, std::span<const int32_t> max_tokens,
+               std::vector<std::vector<int32_t>>& drafts) override {
+    drafts.assign(seqs.size(), {});
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      const Sequence& s = *seqs[i];
+      std::vector<int32_t> prompt(s.tokens.begin(), s.tokens.begin() + s.prompt_len);
+      auto it = outputs_.find({prompt, s.index});
+      if (it == outputs_.end()) continue;
+      const auto& ref = it->second;
+      for (int32_t j = 0; j < max_tokens[i]; ++j) {
+        const size_t at = size_t(s.num_output_tokens() + j);
+        if (at >= ref.size()) break;
+        drafts[i].push_back(at % 3 == 2 ? (ref[at] + 1) % vocab_ : ref[at]);
+      }
+    }
+  }
+
+ private:
+  std::map<std::pair<std::vector<int32_t>, int32_t>, std::vector<int32_t>> outputs_;
+  int32_t vocab_;
+};
+
+class SpeculativeTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  static void SetUpTestSuite() { cpu_ = make_cpu_backend(2).release(); }
+  static void TearDownTestSuite() {
+    delete cpu_;
+    cpu_ = nullptr;
+  }
+  void SetUp() override {
+    model_ = open_model(fixture(GetParam()));
+    vocab_ = int32_t(model_.config.vocab_size);
+  }
+
+  std::vector<Request> workload(uint64_t seed) const {
+    std::mt19937_64 rng(seed);
+    std::vector<Request> reqs;
+    for (int i = 0; i < 24; ++i) {
+      Request r;
+      // Prompts with repeats, so the n-gram proposer finds matches.
+      std::vector<int32_t> motif(size_t(3 + rng() % 6));
+      for (auto& t : motif) t = int32_t(3 + rng() % uint64_t(vocab_ - 3));
+      for (int rep = 0; rep < 2 + int(rng() % 3); ++rep) r.prompt_ids.insert(r.prompt_ids.end(), motif.begin(), motif.end());
+      r.prompt_ids.push_back(int32_t(3 + rng() % uint64_t(vocab_ - 3)));
+      SamplingParams& p = r.params;
+      p.max_tokens = 6 + int(rng() % 20);
+      p.temperature = 0.0f;
+      switch (i % 8) {
+        case 1: p.temperature = 0.9f, p.seed = 100 + uint64_t(i), p.top_k = 30; break;
+        case 2: p.temperature = 0.7f, p.seed = 200 + uint64_t(i), p.top_p = 0.9f, p.presence_penalty = 0.5f; break;
+        case 3: p.repetition_penalty = 1.3f; break;
+        case 4: p.logprobs = 2; break;
+        case 5: p.min_tokens = 4, p.stop_token_ids = {5, 6, 7, 8, 9}; break;
+        case 6: p.n = 2, p.temperature = 0.8f, p.seed = 31; break;
+        default: break;
+      }
+      reqs.push_back(r);
+    }
+    return reqs;
+  }
+
+  std::vector<Result> run(Backend& be, const std::vector<Request>& reqs, const SpeculativeConfig& spec,
+                          int32_t blocks = 512, bool async = true) {
+    Transformer model(model_.config, *model_.weights, be);
+    EngineConfig c;
+    c.num_kv_blocks = blocks;
+    c.scheduler.max_num_batched_tokens = 256;
+    c.scheduler.max_num_seqs = 32;
+    c.eos_ids = {kEos};
+    c.speculative = spec;
+    c.async_scheduling = async;
+    Engine engine(model, nullptr, c);
+    auto res = engine.generate(reqs);
+    last_ = engine.stats();
+    EXPECT_EQ(last_.kv.used_blocks, 0);
+    for (const auto& r : res) EXPECT_EQ(r.error, EngineErrorKind::None) << r.error_message;
+    return res;
+  }
+
+  static void expect_same(const std::vector<Result>& want, const std::vector<Result>& got, const std::string& what) {
+    ASSERT_EQ(want.size(), got.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      ASSERT_EQ(want[i].sequences.size(), got[i].sequences.size()) << what;
+      for (size_t k = 0; k < want[i].sequences.size(); ++k) {
+        const SequenceResult& a = want[i].sequences[k];
+        const SequenceResult& b = got[i].sequences[k];
+        EXPECT_EQ(a.output_ids, b.output_ids) << what << ": request " << i << " seq " << k;
+        EXPECT_EQ(a.finish_reason, b.finish_reason) << what << ": request " << i;
+        ASSERT_EQ(a.logprobs.size(), b.logprobs.size()) << what << ": request " << i;
+        for (size_t j = 0; j < a.logprobs.size(); ++j) {
+          EXPECT_EQ(a.logprobs[j].token, b.logprobs[j].token);
+          EXPECT_FLOAT_EQ(a.logprobs[j].logprob, b.logprobs[j].logprob) << what << ": request " << i;
+        }
+      }
+    }
+  }
+
+  SpeculativeConfig oracle(const std::vector<Request>& reqs, const std::vector<Result>& plain, int32_t k) {
+    std::map<std::pair<std::vector<int32_t>, int32_t>, std::vector<int32_t>> outputs;
+    for (size_t i = 0; i < reqs.size(); ++i)
+      for (const auto& s : plain[i].sequences) outputs[{reqs[i].prompt_ids, s.index}] = s.output_ids;
+    SpeculativeConfig sc;
+    sc.num_tokens = k;
+    sc.max_batch = 0;
+    sc.custom = std::make_shared<OracleProposer>(std::move(outputs), vocab_);
+    return sc;
+  }
+
+  static constexpr int32_t kEos = 2;
+  static Backend* cpu_;
+  LoadedModel model_;
+  int32_t vocab_ = 0;
+  EngineStats last_;
+};
+
+Backend* SpeculativeTest::cpu_ = nullptr;
+
+TEST_P(SpeculativeTest, OracleDraftsGiveExactlyThePlainOutputs) {
+  const auto reqs = workload(1);
+  const auto plain = run(*cpu_, reqs, {});
+  for (int32_t k : {1, 3, 5}) {
+    for (int32_t blocks : {512, 12}) {
+      const std::string what = "k " + std::to_string(k) + ", " + std::to_string(blocks) + " blocks";
+      expect_same(plain, run(*cpu_, reqs, oracle(reqs, plain, k), blocks), what);
+      EXPECT_GT(last_.spec_draft_tokens, 0u) << what;
+      EXPECT_GT(last_.spec_accepted_tokens, 0u) << what;
+      EXPECT_LT(last_.spec_accepted_tokens, last_.spec_draft_tokens) << what;  // every third guess is wrong
+      if (blocks < 100) {
+        EXPECT_GT(last_.preemptions, 0u) << what;
+      }
+      std::printf("[%s] %s: %llu drafted, %llu accepted, %llu steps, %llu preemptions\n", GetParam().c_str(),
+                  what.c_str(), (unsigned long long)last_.spec_draft_tokens,
+                  (unsigned long long)last_.spec_accepted_tokens, (unsigned long long)last_.steps,
+                  (unsigned long long)last_.preemptions);
+    }
+  }
+}
+
+TEST_P(SpeculativeTest, DeviceSamplerAndConstraintsToo) {
+  testing_util::DeviceSamplingCpu device(*cpu_);
+  auto reqs = workload(2);
+  const auto ban = std::make_shared<testing_util::BanListFactory>(std::vector<int32_t>{3, 4, 10, 11, 12}, vocab_);
+  for (size_t i = 0; i < reqs.size(); i += 3) reqs[i].constraint = ban;
+  const auto plain = run(device, reqs, {});
+  expect_same(plain, run(device, reqs, oracle(reqs, plain, 4)), "device sampler, constraints, oracle k 4");
+  EXPECT_GT(last_.spec_accepted_tokens, 0u);
+  EXPECT_GT(last_.masked_rows, 0u);
+}
+
+TEST_P(SpeculativeTest, NgramProposerAndPolicy) {
+  const auto reqs = workload(3);
+  const auto plain = run(*cpu_, reqs, {});
+  SpeculativeConfig ngram;
+  ngram.method = SpeculativeConfig::Method::Ngram;
+  ngram.num_tokens = 4;
+  ngram.max_batch = 0;
+  expect_same(plain, run(*cpu_, reqs, ngram), "n-gram k 4");
+  EXPECT_GT(last_.spec_draft_tokens, 0u);
+  const uint64_t drafted_all = last_.spec_draft_tokens;
+  std::printf("[%s] n-gram: %llu drafted, %llu accepted over %llu steps\n", GetParam().c_str(),
+              (unsigned long long)last_.spec_draft_tokens, (unsigned long long)last_.spec_accepted_tokens,
+              (unsigned long long)last_.steps);
+  // Past the batch cap nothing is proposed; the outputs stay the same.
+  ngram.max_batch = 4;
+  expect_same(plain, run(*cpu_, reqs, ngram), "n-gram, batch cap 4");
+  EXPECT_LT(last_.spec_draft_tokens, drafted_all);
+  // Requests one by one: each alone, still the same tokens.
+  std::vector<Result> alone;
+  ngram.max_batch = 0;
+  for (const auto& r : reqs) alone.push_back(run(*cpu_, {r}, ngram)[0]);
+  expect_same(plain, alone, "n-gram, alone");
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, SpeculativeTest, ::testing::Values("llama3", "qwen2"));
+
+}  // namespace
+}  // namespace loom
