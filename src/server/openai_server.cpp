@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "server/anthropic_api.h"
 #include "server/api_error.h"
+#include "server/heap_trim.h"
 #include "server/json_body.h"
 #include "server/process_metrics.h"
 #include "server/response_builder.h"
@@ -325,6 +326,8 @@ OpenAiServer::OpenAiServer(OpenAiServerConfig config, GenerationService& service
   m.declare_counter("loom_spec_decode_acceptance_length_total",
                     "speculative decoding: verify steps by the number of draft tokens they accepted "
                     "(label accepted)");
+  m.declare_counter("loom_heap_trims_total",
+                    "times freed heap memory was given back to the kernel (malloc_trim)");
   m.declare_gauge("loom_engine_stalled", "1 when the engine has work but made no step "
                                          "within the watchdog window");
   refresh_engine_metrics();
@@ -368,15 +371,24 @@ void OpenAiServer::finished(Call* call) {
       break;
     }
   metrics_.set("loom_http_requests_in_flight", double(calls_.size()));
+  finished_since_trim_.fetch_add(1, std::memory_order_relaxed);
 }
 
 void OpenAiServer::monitor_loop() {
   std::unique_lock<std::mutex> lk(monitor_mu_);
+  auto last_trim = SteadyClock::now();
   while (!stop_monitor_) {
     monitor_cv_.wait_for(lk, config_.stats_interval);
     if (stop_monitor_) break;
     lk.unlock();
     refresh_engine_metrics();
+    const auto now = SteadyClock::now();
+    if (config_.heap_trim_interval.count() > 0 && now - last_trim >= config_.heap_trim_interval &&
+        finished_since_trim_.exchange(0, std::memory_order_relaxed) > 0) {
+      last_trim = now;
+      trim_heap();
+      metrics_.inc("loom_heap_trims_total");
+    }
     lk.lock();
   }
 }

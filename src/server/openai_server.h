@@ -36,8 +36,11 @@ struct OpenAiServerConfig {
   std::chrono::milliseconds watchdog{30000};  // /ready fails when busy and no step for this long
   std::chrono::milliseconds stats_interval{500};
   std::chrono::milliseconds parse_timeout{10000};  // a JSON body still parsing then: 400
-  int64_t retry_after_seconds = 1;                 // on 503 queue full / shutting down
-  std::shared_ptr<GpuMetricsSource> gpu_metrics;   // null: no loom_gpu_* series
+  // Freed heap memory is given back to the kernel this often, when requests
+  // finished since the last time (heap_trim.h); zero: never.
+  std::chrono::milliseconds heap_trim_interval{10000};
+  int64_t retry_after_seconds = 1;                // on 503 queue full / shutting down
+  std::shared_ptr<GpuMetricsSource> gpu_metrics;  // null: no loom_gpu_* series
   // The watchdog's clock; null: steady_clock::now. Tests step it by hand.
   std::function<std::chrono::steady_clock::time_point()> watchdog_clock;
   bool log_requests = true;     // one access-log line per request (info level)
@@ -98,6 +101,7 @@ class OpenAiServer {
   Metrics metrics_;
   std::atomic<bool> draining_{false};
   std::atomic<uint64_t> next_id_{1};
+  std::atomic<uint64_t> finished_since_trim_{0};
   const std::string id_prefix_;
 
   mutable std::mutex calls_mu_;

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "server/engine_watchdog.h"
 #include "server/gpu_metrics.h"
@@ -330,6 +331,30 @@ TEST(OpenAiServer, QueueTimeAndTenantsReachMetricsAndEngine) {
 }
 
 namespace {
+// Freed heap memory is given back to the kernel after requests finished (the
+// RSS of a server with many mid-stream disconnects crept up otherwise), and
+// not again while no request finishes.
+TEST(OpenAiServer, HeapTrimmedAfterRequestsFinish) {
+  FakeService service;
+  service.queue = milliseconds(0);
+  OpenAiServerConfig config;
+  config.stats_interval = milliseconds(5);
+  config.heap_trim_interval = milliseconds(20);
+  OpenAiServer server(config, service, model_ctx());
+  Metrics& m = server.metrics();
+  std::this_thread::sleep_for(milliseconds(100));
+  EXPECT_EQ(m.value("loom_heap_trims_total"), 0);  // nothing finished yet
+  EXPECT_EQ(
+      call(server, "POST", "/v1/completions", R"({"prompt": "hello", "max_tokens": 1})").status,
+      200);
+  const auto deadline = SteadyClock::now() + std::chrono::seconds(10);
+  while (m.value("loom_heap_trims_total") == 0 && SteadyClock::now() < deadline)
+    std::this_thread::sleep_for(milliseconds(5));
+  EXPECT_EQ(m.value("loom_heap_trims_total"), 1);
+  std::this_thread::sleep_for(milliseconds(100));
+  EXPECT_EQ(m.value("loom_heap_trims_total"), 1);
+}
+
 class FakeGpus : public GpuMetricsSource {
  public:
   std::vector<GpuSample> sample() override {
