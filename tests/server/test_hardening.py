@@ -276,9 +276,9 @@ def test_http10_stream_until_close(hard_server):
     chunks = [json.loads(e) for e in events[:-1]]
     assert chunks[-1]["choices"][0]["finish_reason"] == "length"
     # The adapted routes' event streams too.
-    body = json.dumps({"messages": [{"role": "user", "content": "Count:"}], "max_tokens": 5,
-                       "stream": True}).encode()
-    raw = raw_exchange(hard_server.port, post_bytes("/v1/messages", body, version="1.0"))
+    messages = json.dumps({"messages": [{"role": "user", "content": "Count:"}], "max_tokens": 5,
+                           "stream": True}).encode()
+    raw = raw_exchange(hard_server.port, post_bytes("/v1/messages", messages, version="1.0"))
     head, _, payload = raw.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 200") and b"transfer-encoding" not in head.lower(), head
     assert payload.rstrip().endswith(b'data: {"type":"message_stop"}'), payload[-200:]
