@@ -20,6 +20,7 @@
 #include "core/error.h"
 #include "core/logging.h"
 #include "core/thread_pool.h"
+#include "engine/proposer_draft.h"
 #include "model/loader/weights.h"
 #include "runtime.h"
 #include "tokenizer/tokenizer.h"
@@ -172,10 +173,12 @@ SpeculativeConfig speculative_config(const RuntimeOptions& o) {
     return sc;
   }
   if (method == "ngram") {
+    if (!model.empty()) LOOM_THROW("--speculative-model is for --speculative-method draft, not ngram");
     sc.method = SpeculativeConfig::Method::Ngram;
   } else if (method == "draft" || method == "draft_model") {
-    LOOM_THROW("speculative decoding with a draft model is not available in this build of loom yet; "
-               "use --speculative-method ngram");
+    if (model.empty()) LOOM_THROW("--speculative-method draft needs --speculative-model PATH");
+    sc.method = SpeculativeConfig::Method::Draft;
+    sc.draft_model = model;
   } else {
     LOOM_THROW("unknown speculative method '{}' (ngram or draft)", method);
   }
@@ -407,6 +410,24 @@ std::unique_ptr<ModelRuntime> build_runtime(const RuntimeOptions& o) {
   ec.async_scheduling = !o.no_async_scheduling;
   ec.seed = o.seed;
   ec.speculative = speculative_config(o);
+  if (ec.speculative.method == SpeculativeConfig::Method::Draft) {
+    // The draft model: loaded beside the target on the same device, before
+    // the KV budget is computed (its weights count as used memory; its cache
+    // takes as many blocks as the target's from the same budget).
+    if (rt->comm) LOOM_THROW("--speculative-model needs a single rank (no tensor or pipeline parallelism)");
+    LOOM_LOG_INFO("loom: opening the draft model {}", ec.speculative.draft_model);
+    rt->draft_model = open_model(ec.speculative.draft_model);
+    {
+      const ProgressWeights weights(*rt->draft_model.weights);
+      rt->draft = std::make_unique<Transformer>(rt->draft_model.config, weights, *rt->backend);
+      weights.finish();
+    }
+    ec.speculative.custom =
+        make_draft_proposer(*rt->draft, rt->model.config.vocab_size, o.max_num_batched_tokens);
+    LOOM_LOG_INFO("loom: draft model {} ({} layers, hidden {}), {} tokens proposed a step",
+                  rt->draft_model.config.arch, rt->draft_model.config.num_layers,
+                  rt->draft_model.config.hidden_size, ec.speculative.num_tokens);
+  }
   ec.scheduler.max_num_seqs = o.max_num_seqs;
   ec.scheduler.max_num_batched_tokens = o.max_num_batched_tokens;
   ec.scheduler.max_model_len = o.max_model_len;

@@ -78,6 +78,8 @@ struct ModelRuntime {
   std::unique_ptr<Backend> backend;
   std::unique_ptr<Transformer> transformer;
   std::unique_ptr<ModelRunner> runner;  // broadcasts steps to the other ranks
+  LoadedModel draft_model;              // --speculative-model (outlives the engine)
+  std::unique_ptr<Transformer> draft;
   std::unique_ptr<Engine> engine;
   std::string device_name;
   DType kv_dtype = DType::F32;  // the KV cache's element type

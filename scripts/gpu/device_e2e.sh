@@ -22,6 +22,10 @@
 #   fp8latency  8B batch-1 decode ITL: bf16, --quantization fp8, the FP8 block checkpoint
 #   fp8fixed    8B 512 x 1000/1000: bf16 vs FP8 weights + FP8 KV cache (KV capacity too)
 #   fp8offline  8B 1,000 ShareGPT-like requests: bf16 vs FP8 weights + FP8 KV cache
+#   spec     8B speculative decoding at batch 1, 8, 64 (bench latency): plain; the
+#            target as its own draft at k = 2, 4, 6 (acceptance ~100%: the
+#            mechanism's ceiling, no batch cap); a random 0.5B-shaped draft (acceptance
+#            ~0: the worst case, default policy); n-gram k = 4 (default policy)
 #   api      the CUDA build's --version and /version, and /v1/messages and
 #            /v1/responses (plain and streamed) on a 0.5B-shaped model on the GPU
 #   structured  0.5B-shaped random model on the GPU: every structured-output schema,
@@ -183,6 +187,7 @@ for stage in $stages; do
       | grep '^event:' | tr '\n' ' '; echo
     curl -s http://127.0.0.1:18001/metrics | grep -E '^(loom_build_info|process_resident_memory_bytes)'
     kill -TERM $spid; wait $spid
+    ;;
   structured)
     [ -f third_party/xgrammar/cpp/grammar_compiler.cc ] || { echo "structured: carry third_party/xgrammar"; continue; }
     python3 scripts/gpu/make_random_model.py --shape 0.5b --out /tmp/qwen05 > /dev/null || exit 1
@@ -194,6 +199,25 @@ for stage in $stages; do
     echo "structured rc=$?"; cut -c1-1500 /tmp/structured.json
     kill -TERM $spid; wait $spid
     cp /tmp/structured.json "$OUT/structured_validity.json"
+    ;;
+  spec)
+    model8b
+    [ -d /tmp/draft05 ] || python3 scripts/gpu/make_random_model.py --shape 0.5b-draft --seed 1 --out /tmp/draft05 > /dev/null
+    : > /tmp/spec.jsonl
+    for v in "plain" "self2 --speculative-model /tmp/llama8b --num-speculative-tokens 2 --speculative-max-batch 0" \
+             "self4 --speculative-model /tmp/llama8b --num-speculative-tokens 4 --speculative-max-batch 0" \
+             "self6 --speculative-model /tmp/llama8b --num-speculative-tokens 6 --speculative-max-batch 0" \
+             "random4 --speculative-model /tmp/draft05 --num-speculative-tokens 4" \
+             "ngram4 --speculative-method ngram --num-speculative-tokens 4"; do
+      set -- $v; name=$1; shift
+      timeout 150 $L bench latency --device cuda --model /tmp/llama8b --input-len 128 --output-len 128 \
+        --batch-sizes 1,8,64 --max-num-seqs 64 --json "$@" > /tmp/spec_$name.jsonl 2> /tmp/spec_$name.err ||
+        tail -5 /tmp/spec_$name.err
+      echo "-- $name"; cut -c1-900 /tmp/spec_$name.jsonl
+      python3 -c "import json,sys; [print(json.dumps({'run': sys.argv[1], **json.loads(l)})) for l in open(sys.argv[2]) if l.startswith('{')]" \
+        "$name" /tmp/spec_$name.jsonl >> /tmp/spec.jsonl
+    done
+    meta /tmp/spec.jsonl "bench latency, Llama-3-8B shape bf16 random weights, 128 in / 128 out, batch 1/8/64: plain; the target as its own draft (k 2/4/6, --speculative-max-batch 0); a random 0.5B-shaped draft (k 4, default policy); n-gram (k 4, default policy)" > "$OUT/bench_spec_8b.json"
     ;;
   latency1)
     model8b

@@ -24,6 +24,9 @@ SHAPES = {
     # Qwen2.5-0.5B-shaped but Llama architecture (for the small-request rate test)
     "0.5b": dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
                  num_attention_heads=14, num_key_value_heads=2, vocab_size=151936),
+    # The same with the 8B shape's vocabulary: a draft model for it (speculative decoding)
+    "0.5b-draft": dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
+                       num_attention_heads=14, num_key_value_heads=2, vocab_size=128256),
 }
 
 

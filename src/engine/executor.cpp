@@ -17,7 +17,8 @@ StepExecutor::Impl::Impl(std::unique_ptr<ModelRunner> own, ModelRunner& runner, 
   } else if (sc.method == SpeculativeConfig::Method::Ngram) {
     proposer = make_ngram_proposer(sc.ngram_min, sc.ngram_max);
   } else {
-    LOOM_THROW("speculative decoding with a draft model needs the draft model loaded (SpeculativeConfig::custom)");
+    LOOM_THROW("speculative decoding with a draft model needs the draft model loaded (make_draft_proposer as "
+               "SpeculativeConfig::custom)");
   }
 }
 
@@ -36,11 +37,13 @@ int64_t StepExecutor::vocab_size() const { return impl_->model.config().vocab_si
 int64_t StepExecutor::max_position() const { return impl_->model.config().max_position; }
 
 int64_t StepExecutor::kv_cache_bytes_per_block(int64_t block_size, DType dtype) const {
-  return impl_->model.kv_cache_bytes_per_block(block_size, dtype);
+  const int64_t draft = impl_->proposer ? impl_->proposer->kv_cache_bytes_per_block(block_size, dtype) : 0;
+  return impl_->model.kv_cache_bytes_per_block(block_size, dtype) + draft;
 }
 
 void StepExecutor::allocate_kv_cache(int64_t num_blocks, int64_t block_size, DType dtype) {
   impl_->cache = impl_->model.allocate_kv_cache(num_blocks, block_size, dtype);
+  if (impl_->proposer) impl_->proposer->allocate_kv_cache(num_blocks, block_size, dtype);
 }
 
 bool StepExecutor::has_in_flight() const { return impl_->in_flight.download != nullptr; }

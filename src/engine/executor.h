@@ -83,7 +83,8 @@ class StepExecutor {
   // Speculative decoding, between steps: the drafts to verify in the next
   // step (Scheduler::set_draft), for the running sequences the policy lets
   // propose (few enough decoding, acceptance not in cooldown, every token
-  // known); constraints cut a draft at its first refused token.
+  // known); constraints cut a draft at its first refused token. A candidate
+  // with nothing to propose gets an empty draft (the policy counts those).
   std::vector<std::pair<SeqId, std::vector<int32_t>>> propose(const Scheduler& seqs);
 
   struct Impl;

@@ -166,6 +166,9 @@ std::vector<std::pair<SeqId, std::vector<int32_t>>> StepExecutor::propose(const 
   const SpeculativeConfig& sc = x.config.speculative;
   std::vector<const Sequence*> cands;
   size_t decoding = 0;
+  std::vector<uint64_t> running(seqs.running().begin(), seqs.running().end());
+  std::sort(running.begin(), running.end());
+  x.proposer->retain(running);
   for (SeqId id : seqs.running()) {
     const Sequence& s = seqs.get(id);
     if (s.num_pending() != 1 || s.tokens.back() < 0) continue;
@@ -188,7 +191,7 @@ std::vector<std::pair<SeqId, std::vector<int32_t>>> StepExecutor::propose(const 
       s.constraint->rollback(int32_t(ok));
       d.resize(ok);
     }
-    if (!d.empty()) out.emplace_back(s.id, std::move(d));
+    out.emplace_back(s.id, std::move(d));  // empty: nothing to propose (the policy counts it)
   }
   return out;
 }

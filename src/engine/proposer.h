@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "core/dtype.h"
+
 namespace loom {
 
 struct Sequence;
@@ -49,6 +51,14 @@ class Proposer {
   // max_tokens[i] tokens to follow it, into drafts[i] (cleared first).
   virtual void propose(std::span<const Sequence* const> seqs, std::span<const int32_t> max_tokens,
                        std::vector<std::vector<int32_t>>& drafts) = 0;
+  // A proposer with a KV cache of its own (a draft model): the bytes of one
+  // of its blocks of block_size tokens. The engine sizes both caches from
+  // one budget, with as many draft blocks as target blocks.
+  virtual int64_t kv_cache_bytes_per_block(int64_t /*block_size*/, DType /*dtype*/) const { return 0; }
+  virtual void allocate_kv_cache(int64_t /*num_blocks*/, int64_t /*block_size*/, DType /*dtype*/) {}
+  // Between steps: the sequences still running (sorted); state kept for any
+  // other sequence may be dropped.
+  virtual void retain(std::span<const uint64_t> /*running*/) {}
 };
 
 // Prompt lookup: the longest n-gram (max_n down to min_n tokens) ending the

@@ -239,6 +239,8 @@ class Scheduler {
   void apply_token(SeqId id, const SampleResult& sample, bool resolve);
   // A verify step's tokens: accepted drafts, then the step's own token.
   void apply_verified(Sequence& s, int32_t num_draft, const std::vector<SampleResult>& tokens);
+  // Speculation policy: no proposals for s for a while (see Sequence).
+  void rest(Sequence& s) const;
   // Marks s done in its request and removes it; the request's last sequence
   // sets e.request_done. Emits e.
   void close_sequence(Sequence& s, StreamEvent e);

@@ -272,9 +272,10 @@ TEST_F(CudaFp8Test, LinearMatchesReferenceOnEveryPath) {
     std::printf("  fp8 linear %-32s worst err/tol %.3f\n", what.c_str(), w);
   for (const auto& what : no_algorithm)
     std::printf("  fp8 linear: cuBLASLt has no FP8 GEMM for %s\n", what.c_str());
-  std::printf("  fp8 gemm calls: %llu kernel, %llu cublaslt, %llu tiled\n",
+  std::printf("  fp8 gemm calls: %llu kernel, %llu cublaslt (%llu with unit scales), %llu tiled\n",
               static_cast<unsigned long long>(gemm.stats().small_m),
               static_cast<unsigned long long>(gemm.stats().cublaslt),
+              static_cast<unsigned long long>(gemm.stats().cublaslt_unit_scales),
               static_cast<unsigned long long>(gemm.stats().tiled));
   // The backend's own choice, through Backend::linear.
   const LinearWeight host = make_weight(Scheme::Block, 200, 320, 3);

@@ -4,7 +4,9 @@
 // penalties, logprobs, min_tokens and stop tokens, n > 1, token constraints),
 // whatever the proposals: an oracle proposer that knows the plain outputs but
 // corrupts some of its guesses exercises acceptance and rejection at every
-// depth; the n-gram proposer runs on prompts with repeats. Also under
+// depth; the n-gram proposer runs on prompts with repeats; a draft model
+// (the target itself: greedy drafts all accepted; another model: mostly
+// rejected) proposes with its own paged cache. Also under
 // preemption, with the prefix cache, and with the policy's batch cap; no KV
 // block is left in use.
 #include <gtest/gtest.h>
@@ -13,8 +15,10 @@
 #include <random>
 
 #include "backend/backend.h"
+#include "core/error.h"
 #include "engine/engine.h"
 #include "engine/proposer.h"
+#include "engine/proposer_draft.h"
 #include "engine/sequence.h"
 #include "model/model.h"
 #include "model/transformer.h"
@@ -68,6 +72,21 @@ class OracleProposer final : public Proposer {
  private:
   std::map<std::pair<std::vector<int32_t>, int32_t>, std::vector<int32_t>> outputs_;
   int32_t vocab_;
+};
+
+// Always the same k tokens, or nothing: the policy's worst cases.
+class FixedProposer final : public Proposer {
+ public:
+  explicit FixedProposer(std::vector<int32_t> tokens) : tokens_(std::move(tokens)) {}
+  void propose(std::span<const Sequence* const> seqs, std::span<const int32_t> max_tokens,
+               std::vector<std::vector<int32_t>>& drafts) override {
+    drafts.assign(seqs.size(), {});
+    for (size_t i = 0; i < seqs.size(); ++i)
+      drafts[i].assign(tokens_.begin(), tokens_.begin() + std::min<int64_t>(max_tokens[i], int64_t(tokens_.size())));
+  }
+
+ private:
+  std::vector<int32_t> tokens_;
 };
 
 class SpeculativeTest : public ::testing::TestWithParam<std::string> {
@@ -219,6 +238,85 @@ TEST_P(SpeculativeTest, NgramProposerAndPolicy) {
   ngram.max_batch = 0;
   for (const auto& r : reqs) alone.push_back(run(*cpu_, {r}, ngram)[0]);
   expect_same(plain, alone, "n-gram, alone");
+}
+
+TEST_P(SpeculativeTest, PolicyRestsLongerAndStepsGoAsync) {
+  // One greedy sequence of 200 tokens whose output never repeats a token
+  // pair of the fixed proposal, so every proposal is rejected.
+  Request r;
+  r.prompt_ids = {5, 9, 14, 3, 22};
+  r.params.temperature = 0.0f;
+  r.params.max_tokens = 200;
+  r.params.ignore_eos = true;
+  const auto plain = run(*cpu_, {r}, {});
+  const std::vector<int32_t>& out = plain[0].sequences[0].output_ids;
+  std::vector<int32_t> wrong(4);
+  for (int32_t t = 0; t < vocab_ && wrong[0] == 0; ++t)
+    if (std::find(out.begin(), out.end(), t) == out.end()) wrong.assign(4, t);
+  ASSERT_NE(wrong[0], 0) << "every token occurs in the output";
+  for (const bool empty : {false, true}) {
+    SpeculativeConfig sc;
+    sc.num_tokens = 4;
+    sc.custom = std::make_shared<FixedProposer>(empty ? std::vector<int32_t>{} : wrong);
+    const std::string what = empty ? "empty proposals" : "rejected proposals";
+    expect_same(plain, run(*cpu_, {r}, sc), what);
+    EXPECT_EQ(last_.spec_accepted_tokens, 0u) << what;
+    // Rests of 16, 32, 64, 128 steps: a handful of verify steps in 200
+    // tokens (a fixed 16-step rest would verify about 12 times).
+    EXPECT_LE(last_.spec_draft_tokens, 6u * 4u) << what;
+    // Resting, the steps run asynchronously (the CPU argmax is a device one).
+    EXPECT_GT(last_.async_steps, 100u) << what;
+    std::printf("[%s] %s: %llu drafted, %llu async steps of %llu\n", GetParam().c_str(), what.c_str(),
+                (unsigned long long)last_.spec_draft_tokens, (unsigned long long)last_.async_steps,
+                (unsigned long long)last_.steps);
+  }
+}
+
+TEST_P(SpeculativeTest, DraftModelProposer) {
+  const auto reqs = workload(4);
+  const auto plain = run(*cpu_, reqs, {});
+  const std::string other = GetParam() == "llama3" ? "qwen2" : "llama3";
+  for (const std::string& name : {GetParam(), other}) {
+    const LoadedModel draft_model = open_model(fixture(name));
+    Transformer draft(draft_model.config, *draft_model.weights, *cpu_);
+    for (int32_t blocks : {512, 12}) {
+      SpeculativeConfig sc;
+      sc.method = SpeculativeConfig::Method::Draft;
+      sc.num_tokens = 3;
+      sc.max_batch = 0;
+      // A pass takes at most 40 tokens: longer prompts are caught up over steps.
+      sc.custom = make_draft_proposer(draft, vocab_, 40);
+      const std::string what = "draft " + name + ", " + std::to_string(blocks) + " blocks";
+      expect_same(plain, run(*cpu_, reqs, sc, blocks), what);
+      EXPECT_GT(last_.spec_draft_tokens, 0u) << what;
+      std::printf("[%s] %s: %llu drafted, %llu accepted, %llu steps, %llu preemptions\n", GetParam().c_str(),
+                  what.c_str(), (unsigned long long)last_.spec_draft_tokens,
+                  (unsigned long long)last_.spec_accepted_tokens, (unsigned long long)last_.steps,
+                  (unsigned long long)last_.preemptions);
+      if (name == GetParam() && blocks == 512) {
+        // The target drafting for itself, greedy: every draft token is the
+        // target's own argmax, accepted unless the sequence ended before it.
+        std::vector<Request> greedy = reqs;
+        for (Request& r : greedy) {
+          const int32_t max_tokens = r.params.max_tokens;
+          r.params = SamplingParams{};
+          r.params.temperature = 0.0f;
+          r.params.max_tokens = max_tokens;
+        }
+        const auto want = run(*cpu_, greedy, {});
+        expect_same(want, run(*cpu_, greedy, sc, blocks), what + ", greedy");
+        std::printf("[%s] %s, greedy: %llu drafted, %llu accepted\n", GetParam().c_str(), what.c_str(),
+                    (unsigned long long)last_.spec_draft_tokens, (unsigned long long)last_.spec_accepted_tokens);
+        EXPECT_GE(last_.spec_accepted_tokens * 10, last_.spec_draft_tokens * 9) << what;
+      }
+      if (blocks < 100) {
+        EXPECT_GT(last_.preemptions, 0u) << what;
+      }
+    }
+  }
+  const LoadedModel tiny = open_model(fixture(other));
+  Transformer draft(tiny.config, *tiny.weights, *cpu_);
+  EXPECT_THROW(make_draft_proposer(draft, vocab_ - 1, 40), Error);  // a larger vocabulary than the target's
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, SpeculativeTest, ::testing::Values("llama3", "qwen2"));

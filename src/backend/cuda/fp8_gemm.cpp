@@ -4,6 +4,7 @@
 // scales are the weight's and its B scales x's.
 #include "backend/cuda/fp8_gemm.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <string_view>
 
@@ -56,9 +57,10 @@ void Fp8Gemm::destroy(Plan& p) {
   p = Plan{};
 }
 
-Fp8Gemm::Plan Fp8Gemm::make_plan(const Key& key, bool with_bias) {
+Fp8Gemm::Plan Fp8Gemm::make_plan(const Key& key, bool with_bias, bool unit_scales) {
   const auto [m, n, k, block, bias, align_w, align_out] = key;
   Plan p;
+  p.scale_after = unit_scales;
   LOOM_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   auto set = [&](cublasLtMatmulDescAttributes_t attr, const auto& value) {
     LOOM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, attr, &value, sizeof(value)));
@@ -69,8 +71,10 @@ Fp8Gemm::Plan Fp8Gemm::make_plan(const Key& key, bool with_bias) {
                                                    : CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
   const cublasLtMatmulMatrixScale_t b_mode =
       block ? CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F : CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
-  set(CUBLASLT_MATMUL_DESC_A_SCALE_MODE, a_mode);
-  set(CUBLASLT_MATMUL_DESC_B_SCALE_MODE, b_mode);
+  if (!unit_scales) {  // else the default: scalar scales, left unset (1)
+    set(CUBLASLT_MATMUL_DESC_A_SCALE_MODE, a_mode);
+    set(CUBLASLT_MATMUL_DESC_B_SCALE_MODE, b_mode);
+  }
   if (with_bias) {
     set(CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_BIAS);
     set(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, CUDA_R_16BF);
@@ -79,15 +83,16 @@ Fp8Gemm::Plan Fp8Gemm::make_plan(const Key& key, bool with_bias) {
                                                static_cast<uint64_t>(n), k));
   LOOM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_8F_E4M3, static_cast<uint64_t>(k),
                                                static_cast<uint64_t>(m), k));
-  LOOM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.d, CUDA_R_16BF, static_cast<uint64_t>(n),
-                                               static_cast<uint64_t>(m), n));
+  // Unit scales: an f32 product, scaled and rounded to bf16 once afterwards.
+  LOOM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.d, unit_scales ? CUDA_R_32F : CUDA_R_16BF,
+                                               static_cast<uint64_t>(n), static_cast<uint64_t>(m), n));
   cublasLtMatmulPreference_t pref = nullptr;
   LOOM_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
   const uint64_t ws = workspace_bytes_;
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
                                        sizeof(ws));
   const uint32_t al_a = static_cast<uint32_t>(align_w), al_b = 256,
-                 al_d = static_cast<uint32_t>(align_out);
+                 al_d = unit_scales ? 256u : static_cast<uint32_t>(align_out);
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a,
                                        sizeof(al_a));
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b,
@@ -101,6 +106,7 @@ Fp8Gemm::Plan Fp8Gemm::make_plan(const Key& key, bool with_bias) {
   const cublasStatus_t st =
       cublasLtMatmulAlgoGetHeuristic(lt_, p.desc, p.a, p.b, p.d, p.d, pref, 1, &result, &found);
   cublasLtMatmulPreferenceDestroy(pref);
+  p.status = st;
   if (st == CUBLAS_STATUS_SUCCESS && found > 0) {
     p.algo = result.algo;
     p.found = true;
@@ -112,17 +118,27 @@ Fp8Gemm::Plan Fp8Gemm::make_plan(const Key& key, bool with_bias) {
 Fp8Gemm::Plan* Fp8Gemm::plan_for(const Key& key) {
   auto it = plans_.find(key);
   if (it == plans_.end()) {
-    Plan p = make_plan(key, std::get<4>(key));
+    Plan p = make_plan(key, std::get<4>(key), false);
     if (!p.found &&
         std::get<4>(key)) {  // no algorithm with the bias epilogue: plain GEMM + bias kernel
       destroy(p);
-      p = make_plan(key, false);
+      p = make_plan(key, false, false);
+    }
+    if (!p.found && !std::get<3>(key)) {
+      // No outer-vector scaling (cuBLASLt 13 on sm_90 has none): the FP8
+      // GEMM with unit scales, then one pass applies both scales and the bias.
+      destroy(p);
+      p = make_plan(key, false, true);
+      if (p.found && !unit_scale_logged_) {
+        LOOM_LOG_INFO("FP8: cuBLASLt has no per-row scaled FP8 GEMM here; FP8 GEMM with unit scales + a scaling pass");
+        unit_scale_logged_ = true;
+      }
     }
     if (!p.found) {
       const auto [m, n, k, block, bias, aw, ao] = key;
       LOOM_LOG_WARN(
-          "cuBLASLt has no FP8 GEMM for m {} n {} k {} ({} scales); using loom's FP8 kernel", m, n,
-          k, block ? "128x128 block" : "per-row");
+          "cuBLASLt has no FP8 GEMM for m {} n {} k {} ({} scales; heuristic: {}); using loom's FP8 kernel", m,
+          n, k, block ? "128x128 block" : "per-row", cublasGetStatusString(p.status));
     }
     it = plans_.emplace(key, p).first;
   }
@@ -178,10 +194,26 @@ void Fp8Gemm::run(const void* x, int64_t m, const Fp8WeightView& w, const void* 
   auto set = [&](cublasLtMatmulDescAttributes_t attr, const void* ptr) {
     LOOM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, attr, &ptr, sizeof(ptr)));
   };
+  const float alpha = 1.0f, beta = 0.0f;
+  if (plan->scale_after) {
+    // f32 products of at most ~128 MiB at a time, each scaled into out.
+    const int64_t chunk = std::clamp<int64_t>((int64_t{128} << 20) / (n * 4) / 16 * 16, 16, 4096);
+    auto* prod = static_cast<float*>(out_f32_.ensure(static_cast<size_t>(std::min(m, chunk) * n) * 4, stream_));
+    for (int64_t r0 = 0; r0 < m; r0 += chunk) {
+      const int64_t rows = std::min(chunk, m - r0);
+      Plan* pc = rows == m ? plan : plan_for(Key{rows, n, k, false, bias != nullptr, alignment_of(w.w), 256});
+      LOOM_CHECK(pc && pc->scale_after, "cuBLASLt FP8 GEMM plan for {} rows", rows);
+      LOOM_CUBLAS_CHECK(cublasLtMatmul(lt_, pc->desc, &alpha, w.w, pc->a, xq + r0 * k, pc->b, &beta, prod, pc->d,
+                                       prod, pc->d, &pc->algo, workspace_, workspace_bytes_, stream_));
+      scale_fp8_product(prod, static_cast<uint16_t*>(out) + r0 * n, rows, n, xs + r0, w.scale, bias, stream_);
+    }
+    stats_.cublaslt++;
+    stats_.cublaslt_unit_scales++;
+    return;
+  }
   set(CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, w.scale);
   set(CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, xs);
   if (plan->fused_bias) set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
-  const float alpha = 1.0f, beta = 0.0f;
   LOOM_CUBLAS_CHECK(cublasLtMatmul(lt_, plan->desc, &alpha, w.w, plan->a, xq, plan->b, &beta, d,
                                    plan->d, d, plan->d, &plan->algo, workspace_, workspace_bytes_,
                                    stream_));

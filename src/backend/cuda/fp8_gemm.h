@@ -9,7 +9,9 @@
 //     GEMM with its Hopper scaling modes: per-row weights and rows of x as
 //     outer vectors (OUTER_VEC_32F both), or 128x128 weight blocks with 1x128
 //     groups of x (BLK128x128_32F / VEC128_32F; x's rows padded to a multiple
-//     of 4, its scales laid out group-major);
+//     of 4, its scales laid out group-major); where cuBLASLt has no outer-vector
+//     scaling (13.x on sm_90), its FP8 GEMM with unit scales and then one pass
+//     applying x's row scales, the weight's row scales and the bias;
 //   shapes cuBLASLt has no FP8 algorithm for: our kernel over tiles of 8 rows.
 // Both quantise x the same way, bit for bit. Plans are cached per shape.
 // LOOM_FP8_SMALL_M=0 turns the small-m kernel off (A/B comparisons).
@@ -52,6 +54,7 @@ class Fp8Gemm {
   void force_path(std::optional<Path> path) { forced_ = path; }
   struct Stats {
     uint64_t small_m = 0, cublaslt = 0, tiled = 0;
+    uint64_t cublaslt_unit_scales = 0;  // of cublaslt: unit scales + scale_fp8_product
   };
   const Stats& stats() const { return stats_; }
 
@@ -68,9 +71,11 @@ class Fp8Gemm {
     cublasLtMatmulAlgo_t algo{};
     bool found = false;       // cuBLASLt offered an algorithm
     bool fused_bias = false;  // with the bias epilogue
+    bool scale_after = false;  // unit scales, f32 product; scale_fp8_product applies them
+    cublasStatus_t status = CUBLAS_STATUS_SUCCESS;  // of the heuristic query
   };
   Plan* plan_for(const Key& key);
-  Plan make_plan(const Key& key, bool with_bias);
+  Plan make_plan(const Key& key, bool with_bias, bool unit_scales);
   static void destroy(Plan& p);
 
   cudaStream_t stream_;
@@ -78,10 +83,11 @@ class Fp8Gemm {
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
   bool small_m_ = true;
+  bool unit_scale_logged_ = false;
   std::optional<Path> forced_;
   Stats stats_;
   std::map<Key, Plan> plans_;
-  DeviceBuffer xq_, x_scale_, out_pad_;
+  DeviceBuffer xq_, x_scale_, out_pad_, out_f32_;
 };
 
 }  // namespace loom::cuda

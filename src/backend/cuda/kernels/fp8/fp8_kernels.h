@@ -29,6 +29,13 @@ void quantize_fp8_rows(const void* x, int64_t rows, int64_t padded_rows, int64_t
                        const float* static_scale, uint8_t* q, float* scale, int64_t scale_ld,
                        cudaStream_t stream);
 
+// The per-row scales of an FP8 product computed without them (cuBLASLt's
+// FP8 GEMM with unit scales where it has no outer-vector scaling), rounded
+// once: out[r, c] = bf16(in[r, c] * row_scale[r] * col_scale[c] (+ bias[c])),
+// f32 in [rows, cols], bf16 out [rows, cols], bias bf16 [cols] or null.
+void scale_fp8_product(const float* in, void* out, int64_t rows, int64_t cols, const float* row_scale,
+                       const float* col_scale, const void* bias, cudaStream_t stream);
+
 // A plain f32/f16/bf16 weight [n, k] quantised per output row (--quantization
 // fp8): scale[r] = fp8_scale_for_amax(max |w[r, :]|), q = fp8(w * (1 / scale[r])).
 void quantize_fp8_weight_rows(DType type, const void* w, int64_t n, int64_t k, uint8_t* q,

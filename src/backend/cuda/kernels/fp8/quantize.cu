@@ -2,6 +2,8 @@
 // (per row, per 128-column group, or with a static scale) and, at load, a
 // plain weight's rows. One CUDA block per row; a row whose amax is needed
 // first is held in registers in between (or, past 16384 values, read again).
+#include <algorithm>
+
 #include "backend/cuda/kernels/fp8/fp8.cuh"
 #include "backend/cuda/kernels/fp8/fp8_kernels.h"
 
@@ -124,6 +126,43 @@ __global__ void __launch_bounds__(kThreads)
   if (threadIdx.x == 0) scale[row] = s;
 }
 
+// Product rows grid-strided over blockIdx.y, 8 columns per thread when cols
+// allows it.
+__global__ void __launch_bounds__(kThreads)
+    scale_product_kernel(const float* __restrict__ in, bf16* __restrict__ out, int64_t rows, int64_t cols,
+                         const float* __restrict__ row_scale, const float* __restrict__ col_scale,
+                         const bf16* __restrict__ bias) {
+  const bool vec = cols % 8 == 0;
+  const int64_t units = vec ? cols / 8 : cols;
+  for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+    const float rs = row_scale[r];
+    const float* i_row = in + r * cols;
+    bf16* o_row = out + r * cols;
+    for (int64_t u = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; u < units;
+         u += static_cast<int64_t>(gridDim.x) * kThreads) {
+      if (vec) {
+        const float4 lo = reinterpret_cast<const float4*>(i_row)[2 * u];
+        const float4 hi = reinterpret_cast<const float4*>(i_row)[2 * u + 1];
+        const float f[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+        uint4 packed;
+        bf16* h = reinterpret_cast<bf16*>(&packed);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          const int64_t c = u * 8 + j;
+          float v = f[j] * rs * col_scale[c];
+          if (bias) v += __bfloat162float(bias[c]);
+          h[j] = __float2bfloat16(v);
+        }
+        reinterpret_cast<uint4*>(o_row)[u] = packed;
+      } else {
+        float v = i_row[u] * rs * col_scale[u];
+        if (bias) v += __bfloat162float(bias[u]);
+        o_row[u] = __float2bfloat16(v);
+      }
+    }
+  }
+}
+
 template <class T>
 __global__ void __launch_bounds__(kThreads)
     quantize_weight_rows_kernel(const T* __restrict__ w, int64_t k, uint8_t* __restrict__ q,
@@ -162,6 +201,16 @@ void quantize_fp8_rows(const void* x, int64_t rows, int64_t padded_rows, int64_t
           <<<grid, kThreads, 0, stream>>>(xb, rows, k, static_scale, q, scale, scale_ld);
       break;
   }
+}
+
+void scale_fp8_product(const float* in, void* out, int64_t rows, int64_t cols, const float* row_scale,
+                       const float* col_scale, const void* bias, cudaStream_t stream) {
+  if (rows <= 0 || cols <= 0) return;
+  const int64_t units = cols % 8 == 0 ? cols / 8 : cols;
+  const dim3 grid(static_cast<unsigned>(std::min<int64_t>((units + kThreads - 1) / kThreads, 64)),
+                  static_cast<unsigned>(std::min<int64_t>(rows, 65535)));
+  scale_product_kernel<<<grid, kThreads, 0, stream>>>(in, static_cast<bf16*>(out), rows, cols, row_scale,
+                                                      col_scale, static_cast<const bf16*>(bias));
 }
 
 void quantize_fp8_weight_rows(DType type, const void* w, int64_t n, int64_t k, uint8_t* q,
