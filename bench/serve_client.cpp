@@ -339,8 +339,10 @@ std::optional<int64_t> count_tokens_remote(const std::string& base_url, const st
   return std::nullopt;
 }
 
-std::string first_model(const std::string& base_url) {
-  auto r = net::http_request(net::parse_url(base_url), "GET", "/v1/models", "", 30);
+std::string first_model(const std::string& base_url, const std::string& api_key) {
+  std::vector<std::pair<std::string, std::string>> headers;
+  if (!api_key.empty()) headers.push_back({"Authorization", "Bearer " + api_key});
+  auto r = net::http_request(net::parse_url(base_url), "GET", "/v1/models", "", 30, headers);
   if (r.status != 200) return "";
   auto j = nlohmann::json::parse(r.body, nullptr, false);
   if (!j.is_object() || !j.contains("data") || !j["data"].is_array() || j["data"].empty())

@@ -59,7 +59,8 @@ bool apply_sse_event(std::string_view data, double now_s, ServeEndpoint endpoint
 std::optional<int64_t> count_tokens_remote(const std::string& base_url, const std::string& model,
                                            const std::string& text);
 
-// The first model the server lists at /v1/models, "" if none.
-std::string first_model(const std::string& base_url);
+// The first model the server lists at /v1/models, "" if none. api_key: sent
+// as a Bearer token when not empty.
+std::string first_model(const std::string& base_url, const std::string& api_key = "");
 
 }  // namespace loom::bench

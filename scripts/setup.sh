@@ -8,7 +8,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build ccache pkg-config git python3 python3-pip
-  libfmt-dev libspdlog-dev nlohmann-json3-dev libcli11-dev libpcre2-dev libre2-dev
+  libfmt-dev libspdlog-dev nlohmann-json3-dev libcli11-dev libpcre2-dev libre2-dev libicu-dev
   libboost-dev libgtest-dev libgmock-dev libbenchmark-dev
   openmpi-bin libopenmpi-dev clang libclang-rt-14-dev unzip
 )

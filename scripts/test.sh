@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Sets up a fresh Debian 12 machine and runs every test: the release build's
 # full suite (unit tests, HF-reference fixtures, the real default models),
-# the server end to end through the official openai client, the unit tests
-# again under ASan+UBSan, and a short libFuzzer run of each harness.
+# the server end to end through the official openai client and raw HTTP, the
+# server's fault-injection suite, the unit tests again under ASan+UBSan, and
+# a short libFuzzer run of each harness.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
@@ -27,8 +28,11 @@ else
   echo "no nvcc: CUDA build skipped"
 fi
 
-echo "== server end to end (openai client)"
-tests/server/run_e2e.sh build/cpu/loom
+echo "== server end to end (openai client, raw HTTP)"
+tests/server/run_e2e.sh build/cpu/loom --ignore=tests/server/test_faults.py
+
+echo "== fault injection (disconnects at every event, SIGTERM under load, failing and stalled steps)"
+LOOM_BIN=build/cpu/loom python3 -m pytest -q tests/server/test_faults.py
 tests/bench/guidellm_smoke.sh build/cpu/loom
 
 echo "== ASan+UBSan tests"

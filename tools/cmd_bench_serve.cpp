@@ -26,6 +26,7 @@
 #include "report.h"
 #include "serve_client.h"
 #include "serve_structured.h"
+#include "soak.h"
 
 namespace loom::cli {
 
@@ -289,7 +290,52 @@ int cmd_bench_serve(int argc, char** argv) {
       "--compile-probes", compile_probes,
       "--json-schema: sequential requests per TTFT probe (unconstrained, warm, cold; 0: none)");
   app.add_flag("--json", json_only, "print only the JSON line");
+  SoakOptions soak;
+  double soak_minutes = 0, soak_warmup_minutes = -1;
+  app.add_option("--soak-minutes", soak_minutes,
+                 "soak: run a mixed workload (streams, non-streams, disconnects, bad requests, a "
+                 "tenant at its limit) this long, one JSON line per --soak-report-seconds")
+      ->check(CLI::Range(0.0, 7.0 * 24 * 60));
+  app.add_option("--soak-report-seconds", soak.report_interval_s, "soak: seconds per report line")
+      ->check(CLI::Range(1.0, 3600.0));
+  app.add_option("--soak-warmup-minutes", soak_warmup_minutes,
+                 "soak: RSS slopes from this minute on (default min(10, duration / 6))");
+  app.add_option("--api-key", soak.api_key, "soak: send 'Authorization: Bearer KEY'");
+  app.add_option("--limited-api-key", soak.limited_api_key,
+                 "soak: key of a tenant limited to one request at a time (the 'tenant at its "
+                 "limit' requests; none without it)");
   LOOM_PARSE(app, argc, argv);
+  if (soak_minutes > 0) {
+    try {
+      soak.base_url = run.base_url;
+      soak.model =
+          run.body.model.empty() ? first_model(run.base_url, soak.api_key) : run.body.model;
+      if (soak.model.empty()) LOOM_THROW("{} lists no model (pass --model)", run.base_url);
+      soak.duration_s = soak_minutes * 60;
+      if (soak_warmup_minutes >= 0) soak.warmup_s = soak_warmup_minutes * 60;
+      soak.concurrency = run.max_concurrency > 0 ? run.max_concurrency : 8;
+      soak.seed = spec.seed;
+      soak.server_pid = run.server_pid;
+      soak.timeout_s = run.timeout_s;
+      if (id_range.size() != 2 || id_range[0] < 0 || id_range[1] <= id_range[0])
+        LOOM_THROW("--token-id-range needs LO,HI with 0 <= LO < HI");
+      for (int32_t i = id_range[0]; i < id_range[1]; ++i) soak.token_ids.push_back(i);
+      nlohmann::json report = run_soak(soak, stdout);
+      report["base_url"] = soak.base_url;
+      report["model"] = soak.model;
+      report["machine"] = machine_info();
+      if (!output.empty()) {
+        std::ofstream f(output);
+        if (!f) LOOM_THROW("cannot write {}", output);
+        f << report.dump(2) << "\n";
+      }
+      std::printf("%s\n", report.dump().c_str());
+      return 0;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "loom bench serve: error: %s\n", e.what());
+      return 1;
+    }
+  }
 
   try {
     run.body.endpoint = endpoint == "chat" ? ServeEndpoint::Chat : ServeEndpoint::Completions;

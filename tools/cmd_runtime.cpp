@@ -9,11 +9,13 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
-#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
+#include "backend/fault_injection_backend.h"
 #include "backend/registry/registry.h"
 #include "core/error.h"
 #include "core/logging.h"
@@ -371,6 +373,10 @@ std::unique_ptr<ModelRuntime> build_runtime(const RuntimeOptions& o) {
     LOOM_LOG_INFO(
         "loom: linear layers {}{}", rt->model.config.quantization.describe(),
         use_cuda ? "" : " (CPU: FP8 weights dequantised to f32 at load, activations unquantised)");
+  if (!o.test_fault_file.empty()) {
+    LOOM_LOG_WARN("TEST ONLY: backend faults injected on command from {}", o.test_fault_file);
+    rt->backend = make_fault_injecting_backend(std::move(rt->backend), o.test_fault_file);
+  }
   PipelineStage stage;
   if (pp > 1) {
     rt->pipeline =

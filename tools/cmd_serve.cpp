@@ -48,7 +48,7 @@ int cmd_serve(int argc, char** argv) {
   server::CorsConfig cors;
   std::string api_key_file, deny_rules, log_level = "info", log_format = "text";
   std::vector<std::string> api_keys, served_names;
-  int shutdown_timeout = 30, watchdog = 30;
+  int shutdown_timeout = 30, watchdog = 30, write_timeout = 30;
   bool quiet = false, disable_log_requests = false;
   app.add_option("--host", http.host, "address to bind");
   app.add_option("--port", http.port, "port to bind (0: any free port)");
@@ -74,6 +74,12 @@ int cmd_serve(int argc, char** argv) {
   app.add_option("--watchdog", watchdog,
                  "seconds without an engine step (while busy) before /ready fails")
       ->check(CLI::Range(1, 3600));
+  app.add_option("--write-timeout", write_timeout,
+                 "seconds a response write may make no progress before the connection is dropped")
+      ->check(CLI::Range(1, 3600));
+  app.add_option("--socket-send-buffer", http.socket_send_buffer,
+                 "SO_SNDBUF bytes per connection (0: the kernel's default)")
+      ->check(CLI::Range(0, 1 << 30));
   app.add_option("--io-threads", http.io_threads, "HTTP I/O threads")->check(CLI::Range(1, 64));
   app.add_option("--max-body-bytes", api.limits.max_body_bytes, "largest request body")
       ->check(CLI::Range(size_t(1024), size_t(1) << 30));
@@ -103,6 +109,9 @@ int cmd_serve(int argc, char** argv) {
   app.add_option("--reasoning-parser", reasoning_parser,
                  "split <think> sections into reasoning_content: qwen3, deepseek_r1")
       ->check(CLI::IsMember(server::reasoning_format_names()));
+  // Hidden (no group): the fault-injection tests make the backend fail or
+  // stall steps on command (backend/fault_injection_backend.h).
+  app.add_option("--test-fault-file", rt_opts.test_fault_file)->group("");
   LOOM_PARSE(app, argc, argv);
   return guarded("serve", [&] {
     set_log_format(log_format);
@@ -111,12 +120,14 @@ int cmd_serve(int argc, char** argv) {
     api.log_requests = !disable_log_requests;
     api.build_info = build_info_json();
     server::TenantRegistry tenants;
-    for (const auto& k : api_keys) tenants.add_key(k, server::Tenant{"default", {}});
+    if (!api_keys.empty()) tenants.add_tenant(server::Tenant{"default", {}}, api_keys);
     if (!api_key_file.empty()) tenants.load_file(api_key_file);
     server::RequestFilter filter;
     if (!deny_rules.empty()) filter = server::RequestFilter::from_file(deny_rules);
     http.max_body_bytes = api.limits.max_body_bytes;
     http.shutdown_timeout = std::chrono::seconds(shutdown_timeout);
+    http.write_timeout = std::chrono::seconds(write_timeout);
+    http.run_inline = &server::OpenAiServer::runs_inline;
 
     // The port first: a port in use fails before minutes of model loading.
     // Connections wait in the listen backlog until run() accepts them.

@@ -53,6 +53,9 @@ struct RuntimeOptions {
   int tensor_parallel_size = 1;  // > 1: one rank per process, started by mpirun
   int pipeline_parallel_size = 1;  // stages; the job has tensor x pipeline ranks
   int pipeline_micro_batches = 0;  // per step; 0: one per stage
+  // Tests only: the backend fails or stalls steps on command from this file
+  // (backend/fault_injection_backend.h); set by `loom serve --test-fault-file`.
+  std::string test_fault_file;
 };
 
 // Adds the model (positional or --model), --device, --threads,

@@ -17,6 +17,7 @@
 #            weights: the GGUF cannot be carried) on --device cpu, prefill at
 #            32/128/512 prompt tokens and decode at 1/4/16/64 streams, at
 #            CPU_THREADS (default: one per physical core) and at 2 threads
+#   faults   the server's fault-injection suite against the CUDA build (0.5B-shaped model)
 #   fp8test  FP8 op, model and engine tests (test_cuda_fp8, test_cuda_model, test_cuda_engine)
 #   fp8small a small Llama-3 shape end to end: FP8 checkpoints of both formats and
 #            --quantization fp8, FP8 KV cache, 16 prompts x 32 greedy tokens vs HF on
@@ -293,6 +294,13 @@ for l in open('/tmp/cpu.jsonl'):
         --max-num-seqs 256 --json > /tmp/prof_$b.jsonl 2> /tmp/prof_$b.err || tail -5 /tmp/prof_$b.err
       grep -A45 "kernels by" /tmp/prof_$b.err | head -60; grep -iE "step|busy|idle" /tmp/prof_$b.err | head -20
     done
+    ;;
+  faults)
+    # The server's fault-injection suite (tests/server/test_faults.py) on the
+    # CUDA build: disconnects at every SSE event, SIGTERM under load, a
+    # backend step that throws, a stalled engine. Needs pytest and requests.
+    [ -d /tmp/qwen05 ] || python3 scripts/gpu/make_random_model.py --shape 0.5b --out /tmp/qwen05 > /dev/null || exit 1
+    LOOM_BIN=$L LOOM_TEST_MODEL=/tmp/qwen05 timeout 900 python3 -m pytest -q tests/server/test_faults.py 2>&1 | tail -30
     ;;
   ops)
     timeout 300 $T/bench_cuda_ops > /tmp/ops.log 2>&1; echo "bench_cuda_ops rc=$?"

@@ -44,7 +44,8 @@ std::chrono::steady_clock::duration seconds(double s) {
 }  // namespace
 
 HttpResult http_request(const Url& url, const std::string& method, const std::string& path,
-                        const std::string& body, double timeout_s) {
+                        const std::string& body, double timeout_s,
+                        const std::vector<std::pair<std::string, std::string>>& headers) {
   HttpResult r;
   try {
     asio::io_context io;
@@ -53,6 +54,7 @@ HttpResult http_request(const Url& url, const std::string& method, const std::st
     stream.expires_after(seconds(timeout_s));
     stream.connect(resolver.resolve(url.host, url.port));
     auto req = make_request(url, method, path, body);
+    for (const auto& [name, value] : headers) req.set(name, value);
     req.keep_alive(false);
     stream.expires_after(seconds(timeout_s));
     http::write(stream, req);
@@ -93,6 +95,8 @@ struct StreamingHttpClient::Impl : std::enable_shared_from_this<StreamingHttpCli
     std::optional<http::response_parser<http::buffer_body>> parser;
     char chunk[16384];
     Handlers h;
+    bool ended = false;      // on_done ran
+    bool cancelled = false;  // cancel() closed the connection
 
     void start() {
       auto& pool = client->idle;
@@ -113,6 +117,7 @@ struct StreamingHttpClient::Impl : std::enable_shared_from_this<StreamingHttpCli
       buffer.clear();
       stream->expires_after(seconds(client->timeout_s));
       http::async_write(*stream, req, [self = shared_from_this()](beast::error_code ec, size_t) {
+        if (self->ended) return;
         if (ec) return self->retry_or_fail("write: " + ec.message());
         self->read_header();
       });
@@ -122,6 +127,7 @@ struct StreamingHttpClient::Impl : std::enable_shared_from_this<StreamingHttpCli
       stream->expires_after(seconds(client->timeout_s));
       http::async_read_header(
           *stream, buffer, *parser, [self = shared_from_this()](beast::error_code ec, size_t) {
+            if (self->ended) return;
             if (ec) return self->retry_or_fail("read: " + ec.message());
             self->got_header = true;
             if (self->h.on_status)
@@ -139,6 +145,7 @@ struct StreamingHttpClient::Impl : std::enable_shared_from_this<StreamingHttpCli
                             [self = shared_from_this()](beast::error_code ec, size_t) {
                               if (ec == http::error::need_buffer) ec = {};
                               const size_t n = sizeof self->chunk - self->parser->get().body().size;
+                              if (self->ended) return;
                               if (n > 0 && self->h.on_body)
                                 self->h.on_body(std::string_view(self->chunk, n));
                               if (ec) return self->fail("read: " + ec.message());
@@ -147,18 +154,32 @@ struct StreamingHttpClient::Impl : std::enable_shared_from_this<StreamingHttpCli
     }
 
     void finish() {
+      if (ended) return;
       const bool keep = parser->keep_alive();
-      if (keep && buffer.size() == 0)
+      if (keep && buffer.size() == 0 && !cancelled)
         client->idle.push_back(std::move(stream));
       else
         close();
-      if (h.on_done) h.on_done("");
+      done("");
+    }
+
+    void done(const std::string& error) {
+      if (ended) return;
+      ended = true;
+      if (h.on_done) h.on_done(cancelled ? "cancelled" : error);
+    }
+
+    void cancel() {
+      if (ended || cancelled) return;
+      cancelled = true;
+      close();
+      done("");
     }
 
     // A pooled connection the server closed meanwhile fails before any
     // response byte: try once more on a fresh one.
     void retry_or_fail(const std::string& what) {
-      if (reused && !got_header) {
+      if (reused && !got_header && !cancelled) {
         close();
         reused = false;
         stream.reset();
@@ -174,6 +195,7 @@ struct StreamingHttpClient::Impl : std::enable_shared_from_this<StreamingHttpCli
       stream->expires_after(seconds(client->timeout_s));
       stream->async_connect(client->endpoints, [self = shared_from_this()](beast::error_code ec,
                                                                            const tcp::endpoint&) {
+        if (self->ended) return;
         if (ec) return self->fail("connect: " + ec.message());
         self->write();
       });
@@ -188,7 +210,7 @@ struct StreamingHttpClient::Impl : std::enable_shared_from_this<StreamingHttpCli
 
     void fail(const std::string& what) {
       close();
-      if (h.on_done) h.on_done(what);
+      done(what);
     }
   };
 };
@@ -206,11 +228,21 @@ StreamingHttpClient::StreamingHttpClient(asio::io_context& io, const Url& url, d
 StreamingHttpClient::~StreamingHttpClient() = default;
 
 void StreamingHttpClient::post(const std::string& path, std::string body, Handlers handlers) {
+  send("POST", path, std::move(body), {}, std::move(handlers));
+}
+
+std::function<void()> StreamingHttpClient::send(const std::string& method, const std::string& path,
+                                                std::string body, const Headers& headers,
+                                                Handlers handlers) {
   auto ex = std::make_shared<Impl::Exchange>();
   ex->client = impl_;
-  ex->req = make_request(impl_->url, "POST", path, std::move(body));
+  ex->req = make_request(impl_->url, method, path, std::move(body));
+  for (const auto& [name, value] : headers) ex->req.set(name, value);
   ex->h = std::move(handlers);
   ex->start();
+  return [weak = std::weak_ptr<Impl::Exchange>(ex)] {
+    if (auto e = weak.lock()) e->cancel();
+  };
 }
 
 }  // namespace loom::net

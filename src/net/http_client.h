@@ -9,6 +9,8 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "net/url.h"
 
@@ -24,7 +26,8 @@ struct HttpResult {
   std::string error;  // transport error, "" when a response arrived
 };
 HttpResult http_request(const Url& url, const std::string& method, const std::string& path,
-                        const std::string& body, double timeout_s);
+                        const std::string& body, double timeout_s,
+                        const std::vector<std::pair<std::string, std::string>>& headers = {});
 
 class StreamingHttpClient {
  public:
@@ -43,6 +46,14 @@ class StreamingHttpClient {
   // POSTs a JSON body to base_path + path. Handlers run on the io_context's
   // thread. Call from that thread (or before run()).
   void post(const std::string& path, std::string body, Handlers handlers);
+
+  using Headers = std::vector<std::pair<std::string, std::string>>;
+  // Any method (a body and Content-Type: application/json unless GET), with
+  // extra headers. Returns a function that cancels the request: its
+  // connection is closed (a client that goes away) and on_done reports
+  // "cancelled", unless it already ran. Call both on the io_context's thread.
+  std::function<void()> send(const std::string& method, const std::string& path,
+                             std::string body, const Headers& headers, Handlers handlers);
 
   struct Impl;
 

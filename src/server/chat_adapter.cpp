@@ -11,8 +11,31 @@ namespace loom::server {
 
 using nlohmann::json;
 
+namespace {
+
+// A chat answer cut by the server's shutdown ends with finish_reason
+// "abort". Neither adapted API has such a stop reason, and ending normally
+// would pass a cut answer off as complete: the route answers with a 503 (as
+// a request arriving during shutdown gets) or, mid-stream, an error event.
+bool aborted(const json& body_or_chunk) {
+  const json& choices = body_or_chunk.value("choices", json::array());
+  return choices.is_array() && !choices.empty() && choices[0].is_object() &&
+         choices[0].value("finish_reason", json()) == "abort";
+}
+
+json shutdown_error() {
+  return {{"message", "the server shut down before the answer was complete"},
+          {"type", "service_unavailable"}};
+}
+
+}  // namespace
+
 void ChatAdapter::send(HttpResponse response) {
   json body = json::parse(response.body, nullptr, /*allow_exceptions=*/false);
+  if (response.status == 200 && body.is_object() && aborted(body)) {
+    response.status = 503;
+    body = json{{"error", shutdown_error()}};
+  }
   if (response.status == 200 && body.is_object() && !body.contains("error")) {
     response.body = on_chat_body(body).dump(-1, ' ', false, json::error_handler_t::replace);
   } else {
@@ -61,6 +84,10 @@ void ChatAdapter::handle_event(const std::string& data) {
     return;
   }
   on_chat_chunk(event);
+  if (aborted(event)) {
+    failed_ = true;
+    emit_stream_error(503, shutdown_error());
+  }
 }
 
 void ChatAdapter::emit(const std::string& event, const json& data) {

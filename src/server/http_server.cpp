@@ -1,25 +1,28 @@
 // Boost.Beast HTTP/1.1 server. Threads: `io_threads` run the io_context; every
 // connection's handlers run on its own strand. Handlers run on a worker pool
-// and answer through a ResponseSink, which posts bytes to the connection's
-// strand (never blocking the caller, e.g. the engine thread). While a request
-// is in flight the connection keeps one read outstanding to notice a client
-// that goes away (then the sink's close callback aborts the work).
+// (or inline, for the routes the config marks cheap) and answer through a
+// ResponseSink, which posts bytes to the connection's strand (never blocking
+// the caller, e.g. the engine thread). The connection writes them with
+// write_some calls, each under the write deadline. While a request is in
+// flight the connection keeps one read outstanding to notice a client that
+// goes away (then the sink's close callback aborts the work).
 #include "server/http_server.h"
 
-#include <boost/asio/dispatch.hpp>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/post.hpp>
-#include <boost/asio/signal_set.hpp>
-#include <boost/asio/strand.hpp>
-#include <boost/asio/thread_pool.hpp>
-#include <boost/asio/write.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <atomic>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
 #include <cctype>
 #include <deque>
 #include <mutex>
@@ -38,28 +41,57 @@ using tcp = net::ip::tcp;
 
 namespace {
 
+// chunked: Transfer-Encoding: chunked (HTTP/1.1 streams); without it and
+// without a length the body ends when the connection closes (HTTP/1.0).
 std::string response_head(int status, const std::string& content_type, const HttpHeaders& headers,
-                          std::optional<size_t> content_length, bool keep_alive) {
+                          std::optional<size_t> content_length, bool chunked, bool keep_alive) {
   std::string reason(http::obsolete_reason(http::int_to_status(unsigned(status))));
   std::string out = fmt::format("HTTP/1.1 {} {}\r\nServer: loom\r\n", status, reason);
   if (!content_type.empty()) out += "Content-Type: " + content_type + "\r\n";
   for (const auto& [k, v] : headers) out += k + ": " + v + "\r\n";
-  if (content_length) out += fmt::format("Content-Length: {}\r\n", *content_length);
-  else out += "Transfer-Encoding: chunked\r\n";
+  if (content_length)
+    out += fmt::format("Content-Length: {}\r\n", *content_length);
+  else if (chunked)
+    out += "Transfer-Encoding: chunked\r\n";
   out += keep_alive ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n";
   return out;
 }
 
 std::string serialize(const HttpResponse& r, bool keep_alive) {
-  return response_head(r.status, r.content_type, r.headers, r.body.size(), keep_alive) + r.body;
+  return response_head(r.status, r.content_type, r.headers, r.body.size(), false, keep_alive) +
+         r.body;
 }
 
-std::string error_response(int status, const std::string& message, bool keep_alive) {
+std::string error_response(int status, const std::string& message, bool keep_alive,
+                           HttpHeaders headers = {}) {
   HttpResponse r;
   r.status = status;
   r.body = error_body(message, error_type_for_status(status), "");
+  r.headers = std::move(headers);
   return serialize(r, keep_alive);
 }
+
+std::string trimmed_lower(std::string_view v) {
+  while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
+  while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
+  std::string out(v);
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return char(std::tolower(c)); });
+  return out;
+}
+
+// What a Sink hands the connection.
+enum class Piece : uint8_t {
+  Complete,    // a whole response (status, headers, body)
+  StreamHead,  // status and headers of a streamed response
+  StreamData,  // one piece of a streamed body, framed
+  StreamEnd,   // the streamed body's end (the chunked terminator, or nothing)
+};
+
+constexpr size_t kMaxWriteBuffers = 64;  // per write call
+constexpr auto kLingerTime = std::chrono::seconds(2);
+constexpr size_t kLingerBytes = size_t(1) << 20;
+constexpr size_t kLingerChunk = 16384;
 
 }  // namespace
 
@@ -75,6 +107,7 @@ struct HttpServer::Impl {
   net::signal_set signals;
   std::optional<net::executor_work_guard<net::io_context::executor_type>> guard;
   std::atomic<size_t> connections{0};
+  std::atomic<size_t> queued_bytes{0};  // unsent, over all connections
   std::atomic<bool> stopping{false};
   std::thread drain_thread;
 
@@ -95,8 +128,11 @@ struct HttpServer::Impl {
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
   Connection(tcp::socket socket, HttpServer::Impl& server)
-      : stream_(std::move(socket)), server_(server) {}
-  ~Connection() { --server_.connections; }
+      : stream_(std::move(socket)), write_timer_(stream_.get_executor()), server_(server) {}
+  ~Connection() {
+    release_queue();
+    --server_.connections;
+  }
 
   void start() {
     net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->do_read(); });
@@ -104,14 +140,24 @@ class Connection : public std::enable_shared_from_this<Connection> {
   net::any_io_executor executor() { return stream_.get_executor(); }
 
   // Strand only (sinks post here).
-  void enqueue(uint64_t exchange, std::string bytes, bool last) {
+  void enqueue(uint64_t exchange, std::string bytes, Piece piece) {
     if (closed_ || exchange != exchange_ || !exchange_active_) return;
-    queued_bytes_ += bytes.size();
-    out_.push_back(std::move(bytes));
-    if (last) end_pending_ = true;
-    if (queued_bytes_ > server_.cfg.max_queued_bytes) {
-      spdlog::warn("http: dropping a connection whose reader is too slow ({} bytes queued)",
-                   queued_bytes_);
+    const size_t limit = server_.cfg.max_total_queued_bytes;
+    if (piece == Piece::Complete && server_.queued_bytes.load() + bytes.size() > limit) {
+      spdlog::warn("http: {} unsent bytes over all connections: answering 503 instead of {} bytes",
+                   server_.queued_bytes.load(), bytes.size());
+      bytes = error_response(503, "the server's output buffers are full; retry later", keep_alive_,
+                             {{"Retry-After", "1"}});
+    }
+    if (piece == Piece::StreamHead && http10_) keep_alive_ = false;  // the body ends at close
+    queue(std::move(bytes));
+    if (piece == Piece::Complete || piece == Piece::StreamEnd) end_pending_ = true;
+    if (piece == Piece::StreamData &&
+        (queued_bytes_ > server_.cfg.max_queued_bytes || server_.queued_bytes.load() > limit)) {
+      spdlog::warn(
+          "http: dropping a connection whose reader is too slow ({} bytes queued, {} "
+          "over all connections)",
+          queued_bytes_, server_.queued_bytes.load());
       close();
       return;
     }
@@ -144,7 +190,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     keep_alive_ = false;
     ++exchange_;
     exchange_active_ = true;
-    enqueue(exchange_, error_response(status, message, false), true);
+    enqueue(exchange_, error_response(status, message, false), Piece::Complete);
   }
 
   bool read_failed(beast::error_code ec) {
@@ -161,8 +207,27 @@ class Connection : public std::enable_shared_from_this<Connection> {
     return true;
   }
 
+  // A request whose framing a proxy in front might read differently is
+  // refused: the only transfer coding accepted is "chunked" alone, and never
+  // together with Content-Length.
+  bool bad_framing() {
+    const auto& msg = parser_->get();
+    const auto te = msg.find(http::field::transfer_encoding);
+    if (te == msg.end()) return false;
+    if (msg.count(http::field::transfer_encoding) > 1 || trimmed_lower(std::string_view(te->value().data(), te->value().size())) != "chunked") {
+      reject(501, "unsupported Transfer-Encoding (only 'chunked' is accepted)");
+      return true;
+    }
+    if (msg.find(http::field::content_length) != msg.end()) {
+      reject(400, "a request must not carry both Transfer-Encoding and Content-Length");
+      return true;
+    }
+    return false;
+  }
+
   void on_header(beast::error_code ec) {
     if (read_failed(ec)) return;
+    if (bad_framing()) return;
     auto& msg = parser_->get();
     if (auto len = parser_->content_length(); len && *len > server_.cfg.max_body_bytes) {
       reject(413, fmt::format("request body of {} bytes exceeds {} bytes", *len,
@@ -202,20 +267,31 @@ class Connection : public std::enable_shared_from_this<Connection> {
     auto ep = stream_.socket().remote_endpoint(ignored);
     if (!ignored) req.remote = ep.address().to_string();
     keep_alive_ = msg.keep_alive();
+    http10_ = msg.version() < 11;
     stream_.expires_never();
     ++exchange_;
     exchange_active_ = true;
-    start_watch();
     auto sink = make_sink();
+    if (server_.cfg.run_inline && server_.cfg.run_inline(req)) {
+      run_handler(server_, std::move(req), sink);
+      if (!closed_ && exchange_active_) start_watch();
+      return;
+    }
+    start_watch();
     net::post(server_.workers, [this_server = &server_, req = std::move(req), sink]() mutable {
-      try {
-        this_server->handler(std::move(req), sink);
-      } catch (const std::exception& e) {
-        spdlog::error("http: handler failed: {}", e.what());
-        sink->send(HttpResponse{500, "application/json",
-                                error_body("internal error", "server_error", ""), {}});
-      }
+      run_handler(*this_server, std::move(req), sink);
     });
+  }
+
+  static void run_handler(HttpServer::Impl& server, HttpRequest req,
+                          const std::shared_ptr<ResponseSink>& sink) {
+    try {
+      server.handler(std::move(req), sink);
+    } catch (const std::exception& e) {
+      spdlog::error("http: handler failed: {}", e.what());
+      sink->send(HttpResponse{
+          500, "application/json", error_body("internal error", "server_error", ""), {}});
+    }
   }
 
   std::shared_ptr<ResponseSink> make_sink();
@@ -248,38 +324,77 @@ class Connection : public std::enable_shared_from_this<Connection> {
     close();  // EOF, reset: the client is gone
   }
 
-  void do_write() {
-    writing_ = true;
-    batch_.assign(std::make_move_iterator(out_.begin()), std::make_move_iterator(out_.end()));
+  void queue(std::string bytes) {
+    if (bytes.empty()) return;
+    queued_bytes_ += bytes.size();
+    server_.queued_bytes += bytes.size();
+    out_.push_back(std::move(bytes));
+  }
+
+  // Gives every unsent byte up (the connection is closing or gone). A write
+  // in progress still points into out_: its handler frees the buffers.
+  void release_queue() {
+    server_.queued_bytes -= queued_bytes_;
+    queued_bytes_ = 0;
+    if (writing_) return;
     out_.clear();
-    finishing_ = end_pending_;
+    out_offset_ = 0;
+  }
+
+  // Writes what the socket takes now; each write that makes no progress
+  // within write_timeout drops the connection.
+  void do_write() {
+    if (out_.empty()) {
+      if (end_pending_) finish_exchange();
+      return;
+    }
+    writing_ = true;
     std::vector<net::const_buffer> bufs;
-    bufs.reserve(batch_.size());
-    for (const auto& b : batch_) bufs.emplace_back(net::buffer(b));
-    net::async_write(stream_.socket(), bufs,
-                     [self = shared_from_this()](beast::error_code ec, size_t n) {
-                       self->on_write(ec, n);
-                     });
+    bufs.reserve(std::min(out_.size(), kMaxWriteBuffers));
+    for (size_t i = 0; i < out_.size() && bufs.size() < kMaxWriteBuffers; ++i)
+      bufs.push_back(net::buffer(out_[i]) + (i == 0 ? out_offset_ : 0));
+    write_timer_.expires_after(server_.cfg.write_timeout);
+    write_timer_.async_wait(
+        [self = shared_from_this(), gen = ++write_generation_](beast::error_code ec) {
+          if (ec || self->closed_ || !self->writing_ || gen != self->write_generation_) return;
+          spdlog::warn("http: dropping a connection that read nothing for {}s ({} bytes unsent)",
+                       self->server_.cfg.write_timeout.count(), self->queued_bytes_);
+          self->close();
+        });
+    stream_.socket().async_write_some(
+        bufs,
+        [self = shared_from_this()](beast::error_code ec, size_t n) { self->on_write(ec, n); });
   }
 
   void on_write(beast::error_code ec, size_t n) {
     writing_ = false;
-    queued_bytes_ -= std::min(queued_bytes_, n);
-    batch_.clear();
+    write_timer_.cancel();
+    if (closed_) {
+      out_.clear();  // accounted for by release_queue already
+      return;
+    }
     if (ec) return close();
-    if (!out_.empty()) return do_write();
-    if (finishing_) finish_exchange();
+    server_.queued_bytes -= n;
+    queued_bytes_ -= n;
+    while (n > 0) {
+      const size_t left = out_.front().size() - out_offset_;
+      if (n < left) {
+        out_offset_ += n;
+        break;
+      }
+      n -= left;
+      out_.pop_front();
+      out_offset_ = 0;
+    }
+    do_write();
   }
 
   void finish_exchange() {
-    end_pending_ = finishing_ = false;
+    end_pending_ = false;
     exchange_active_ = false;
     close_cb_ = nullptr;
     if (!keep_alive_ || server_.stopping) {
-      beast::error_code ignored;
-      stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
-      closed_ = true;
-      stream_.socket().close(ignored);
+      linger();
       return;
     }
     if (watching_) {
@@ -290,9 +405,35 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
   }
 
+  // Closes after the response: stops sending, then reads and discards what
+  // the client still sends (briefly), so an unread request body does not
+  // turn the close into a reset that destroys the response in flight.
+  void linger() {
+    closed_ = true;
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    if (watching_) stream_.socket().cancel(ignored);
+    stream_.expires_after(kLingerTime);
+    discard(0);
+  }
+  void discard(size_t so_far) {
+    if (!linger_buffer_) linger_buffer_ = std::make_unique<char[]>(kLingerChunk);
+    stream_.async_read_some(net::buffer(linger_buffer_.get(), kLingerChunk),
+                            [self = shared_from_this(), so_far](beast::error_code ec, size_t n) {
+                              if (ec || so_far + n > kLingerBytes) {
+                                beast::error_code ignored;
+                                self->stream_.socket().close(ignored);
+                                return;
+                              }
+                              self->discard(so_far + n);
+                            });
+  }
+
   void close() {
     if (closed_) return;
     closed_ = true;
+    release_queue();
+    write_timer_.cancel();
     if (auto cb = std::move(close_cb_)) {
       close_cb_ = nullptr;
       cb();
@@ -303,60 +444,71 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   beast::tcp_stream stream_;
+  net::steady_timer write_timer_;
   HttpServer::Impl& server_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
-  std::deque<std::string> out_;
-  std::vector<std::string> batch_;   // being written
-  size_t queued_bytes_ = 0;
+  std::deque<std::string> out_;  // unsent bytes; out_offset_ of the first already sent
+  size_t out_offset_ = 0;
+  size_t queued_bytes_ = 0;  // unsent bytes in out_
   uint64_t exchange_ = 0;
+  uint64_t write_generation_ = 0;
   bool exchange_active_ = false;
-  bool end_pending_ = false;          // the exchange's last bytes are queued
-  bool finishing_ = false;            // ... and in the write in progress
+  bool end_pending_ = false;  // the exchange's last bytes are queued
   bool writing_ = false;
   bool watching_ = false;
   bool keep_alive_ = true;
+  bool http10_ = false;  // the exchange's request was HTTP/1.0
   bool closed_ = false;
   std::function<void()> close_cb_;
+  std::unique_ptr<char[]> linger_buffer_;
 };
 
 namespace {
 
 class Sink : public ResponseSink {
  public:
-  Sink(std::shared_ptr<Connection> conn, uint64_t exchange, bool keep_alive)
-      : conn_(std::move(conn)), exchange_(exchange), keep_alive_(keep_alive) {}
+  Sink(std::shared_ptr<Connection> conn, uint64_t exchange, bool keep_alive, bool http10)
+      : conn_(std::move(conn)), exchange_(exchange), keep_alive_(keep_alive), http10_(http10) {}
   ~Sink() override {
     std::lock_guard<std::mutex> lk(mu_);
     if (ended_) return;
-    if (streaming_) post("0\r\n\r\n", true);
-    else post(error_response(500, "no response", keep_alive_), true);
+    if (streaming_)
+      post(stream_end(), Piece::StreamEnd);
+    else
+      post(error_response(500, "no response", keep_alive_), Piece::Complete);
   }
 
   void send(HttpResponse r) override {
     std::lock_guard<std::mutex> lk(mu_);
     if (ended_ || streaming_) return;
     ended_ = true;
-    post(serialize(r, keep_alive_), true);
+    post(serialize(r, keep_alive_), Piece::Complete);
   }
   void begin_stream(int status, std::string content_type, HttpHeaders headers) override {
     std::lock_guard<std::mutex> lk(mu_);
     if (ended_ || streaming_) return;
     streaming_ = true;
     headers.emplace_back("Cache-Control", "no-cache");
-    post(response_head(status, content_type, headers, std::nullopt, keep_alive_), false);
+    // HTTP/1.0 has no chunked coding: the body runs until the connection closes.
+    post(response_head(status, content_type, headers, std::nullopt, !http10_,
+                       keep_alive_ && !http10_),
+         Piece::StreamHead);
   }
   void write(std::string chunk) override {
     if (chunk.empty()) return;
     std::lock_guard<std::mutex> lk(mu_);
     if (!streaming_ || ended_) return;
-    post(fmt::format("{:x}\r\n", chunk.size()) + chunk + "\r\n", false);
+    if (http10_)
+      post(std::move(chunk), Piece::StreamData);
+    else
+      post(fmt::format("{:x}\r\n", chunk.size()) + chunk + "\r\n", Piece::StreamData);
   }
   void end_stream() override {
     std::lock_guard<std::mutex> lk(mu_);
     if (!streaming_ || ended_) return;
     ended_ = true;
-    post("0\r\n\r\n", true);
+    post(stream_end(), Piece::StreamEnd);
   }
   void on_close(std::function<void()> callback) override {
     net::post(conn_->executor(), [c = conn_, ex = exchange_, cb = std::move(callback)]() mutable {
@@ -365,16 +517,18 @@ class Sink : public ResponseSink {
   }
 
  private:
+  std::string stream_end() const { return http10_ ? std::string() : std::string("0\r\n\r\n"); }
+
   // mu_ held: posts keep the order of calls.
-  void post(std::string bytes, bool last) {
-    net::post(conn_->executor(), [c = conn_, ex = exchange_, b = std::move(bytes), last]() mutable {
-      c->enqueue(ex, std::move(b), last);
-    });
+  void post(std::string bytes, Piece piece) {
+    net::post(conn_->executor(), [c = conn_, ex = exchange_, b = std::move(bytes),
+                                  piece]() mutable { c->enqueue(ex, std::move(b), piece); });
   }
 
   std::shared_ptr<Connection> conn_;
   uint64_t exchange_;
   bool keep_alive_;
+  bool http10_;
   std::mutex mu_;
   bool ended_ = false;
   bool streaming_ = false;
@@ -383,7 +537,7 @@ class Sink : public ResponseSink {
 }  // namespace
 
 std::shared_ptr<ResponseSink> Connection::make_sink() {
-  return std::make_shared<Sink>(shared_from_this(), exchange_, keep_alive_);
+  return std::make_shared<Sink>(shared_from_this(), exchange_, keep_alive_, http10_);
 }
 
 void HttpServer::Impl::do_accept() {
@@ -398,6 +552,8 @@ void HttpServer::Impl::do_accept() {
       ++connections;
       beast::error_code ignored;
       socket.set_option(tcp::no_delay(true), ignored);
+      if (cfg.socket_send_buffer > 0)
+        socket.set_option(net::socket_base::send_buffer_size(cfg.socket_send_buffer), ignored);
       std::make_shared<Connection>(std::move(socket), *this)->start();
     }
     do_accept();
@@ -425,7 +581,12 @@ void HttpServer::Impl::begin_shutdown() {
       while (in_flight() > 0 && std::chrono::steady_clock::now() < hard)
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // last bytes out
+    // The last bytes out (bounded: a client that does not read is dropped by
+    // the write timeout anyway).
+    const auto flushed = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (queued_bytes.load() > 0 && std::chrono::steady_clock::now() < flushed)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
     guard.reset();
     ioc.stop();
   });

@@ -158,8 +158,8 @@ json with_tool_call_arguments_as_objects(const json& messages) {
       if (!call.is_object() || !call.contains("function") || !call["function"].is_object()) continue;
       auto& fn = call["function"];
       if (fn.contains("arguments") && fn["arguments"].is_string()) {
-        json args = json::parse(fn["arguments"].get<std::string>(), nullptr, false);
-        if (!args.is_discarded()) fn["arguments"] = std::move(args);
+        if (auto args = parse_json_text(fn["arguments"].get<std::string>()))
+          fn["arguments"] = std::move(*args);
       }
     }
   }

@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "server/anthropic_api.h"
 #include "server/api_error.h"
+#include "server/heap_trim.h"
 #include "server/json_body.h"
 #include "server/process_metrics.h"
 #include "server/response_builder.h"
@@ -37,6 +38,7 @@ HttpResponse json_response(int status, const json& body) {
 HttpResponse error_response(const ApiError& e) {
   HttpResponse r{e.status(), "application/json", error_body(e), {}};
   if (e.retry_after() > 0) r.headers.emplace_back("Retry-After", std::to_string(e.retry_after()));
+  if (e.status() == 401) r.headers.emplace_back("WWW-Authenticate", "Bearer");  // RFC 6750
   return r;
 }
 
@@ -94,6 +96,7 @@ struct OpenAiServer::Call : OpenAiServer::Exchange {
   size_t done = 0;
   bool all_submitted = false;
   bool aborted = false;                // client gone or shutdown
+  bool client_gone = false;            // nobody to send to any more
   bool headers_sent = false;
   bool finished = false;
   std::optional<ApiError> error;       // the first engine error
@@ -122,6 +125,12 @@ struct OpenAiServer::Call : OpenAiServer::Exchange {
 
   // Engine thread.
   void on_event(size_t prompt_index, const StreamEvent& e) {
+    if (e.error == EngineErrorKind::Internal) {
+      server.metrics_.inc("loom_engine_errors_total");
+      server.engine_outcome(true, e.error_message);
+    } else if (!e.token_ids.empty() && server.engine_failing_.load()) {
+      server.engine_outcome(false, "");  // a step worked again
+    }
     std::unique_lock<std::mutex> lk(mu);
     if (e.error != EngineErrorKind::None && !error) {
       error = engine_error(e);
@@ -148,7 +157,7 @@ struct OpenAiServer::Call : OpenAiServer::Exchange {
       }
     }
     auto chunks = builder.on_event(int32_t(prompt_index), e);
-    if (request.stream && !error && !aborted) {
+    if (request.stream && !error && !client_gone) {
       if (!chunks.empty() && !headers_sent) {
         sink->begin_stream(200, "text/event-stream", {});
         headers_sent = true;
@@ -179,10 +188,12 @@ struct OpenAiServer::Call : OpenAiServer::Exchange {
     }
   }
 
-  // Client gone or shutdown: abort everything submitted. Any thread.
-  void abort() override {
+  // Abort everything submitted (see Exchange::abort).
+  void abort(AbortReason why) override {
     std::lock_guard<std::mutex> lk(mu);
-    if (aborted || finished) return;
+    if (finished) return;
+    if (why == AbortReason::ClientGone) client_gone = true;
+    if (aborted) return;
     aborted = true;
     for (RequestId id : engine_ids)
       if (id != 0) server.service_.abort(id);
@@ -213,7 +224,7 @@ struct OpenAiServer::Call : OpenAiServer::Exchange {
     } else {
       sink->send(HttpResponse{200, "application/json", builder.final_body(), {}});
     }
-    if (aborted && !error) status = 499;  // client closed the request (nginx's code)
+    if (client_gone && !error) status = 499;  // client closed the request (nginx's code)
     lk.unlock();
     record(status);
     server.finished(this);
@@ -304,6 +315,8 @@ OpenAiServer::OpenAiServer(OpenAiServerConfig config, GenerationService& service
   m.declare_counter("loom_prefix_cache_hit_tokens_total", "prompt tokens found in the cache");
   m.declare_counter("loom_preemptions_total", "sequences preempted (recomputed later)");
   m.declare_counter("loom_engine_steps_total", "engine forward steps");
+  m.declare_counter("loom_engine_errors_total",
+                    "engine requests ended by an internal error (e.g. a failed step)");
   m.declare_counter("loom_engine_prompt_tokens_computed_total", "prompt tokens prefilled");
   m.declare_counter("loom_spec_decode_draft_tokens_total", "speculative decoding: draft tokens verified");
   m.declare_counter("loom_spec_decode_accepted_tokens_total",
@@ -325,6 +338,8 @@ OpenAiServer::OpenAiServer(OpenAiServerConfig config, GenerationService& service
   m.declare_counter("loom_grammar_compile_timeouts_total",
                     "grammar compiles over --max-grammar-compile-ms (400s)");
   m.declare_counter("loom_engine_masked_rows_total", "logits rows restricted by a grammar");
+  m.declare_counter("loom_heap_trims_total",
+                    "times freed heap memory was given back to the kernel (malloc_trim)");
   m.declare_gauge("loom_engine_stalled", "1 when the engine has work but made no step "
                                          "within the watchdog window");
   refresh_engine_metrics();
@@ -355,7 +370,7 @@ DrainHooks OpenAiServer::drain_hooks() {
       std::lock_guard<std::mutex> lk(calls_mu_);
       calls.assign(calls_.begin(), calls_.end());
     }
-    for (auto& c : calls) c->abort();
+    for (auto& c : calls) c->abort(Exchange::AbortReason::Shutdown);
   };
   return h;
 }
@@ -368,15 +383,24 @@ void OpenAiServer::finished(Exchange* call) {
       break;
     }
   metrics_.set("loom_http_requests_in_flight", double(calls_.size()));
+  finished_since_trim_.fetch_add(1, std::memory_order_relaxed);
 }
 
 void OpenAiServer::monitor_loop() {
   std::unique_lock<std::mutex> lk(monitor_mu_);
+  auto last_trim = SteadyClock::now();
   while (!stop_monitor_) {
     monitor_cv_.wait_for(lk, config_.stats_interval);
     if (stop_monitor_) break;
     lk.unlock();
     refresh_engine_metrics();
+    const auto now = SteadyClock::now();
+    if (config_.heap_trim_interval.count() > 0 && now - last_trim >= config_.heap_trim_interval &&
+        finished_since_trim_.exchange(0, std::memory_order_relaxed) > 0) {
+      last_trim = now;
+      trim_heap();
+      metrics_.inc("loom_heap_trims_total");
+    }
     lk.lock();
   }
 }
@@ -388,10 +412,14 @@ SteadyClock::time_point OpenAiServer::watchdog_now() const {
 void OpenAiServer::refresh_engine_metrics() {
   const EngineStats s = service_.stats();
   const auto now = watchdog_now();
+  EngineWatchdog::Activity activity;
+  activity.steps = s.steps;
+  activity.busy = s.running + s.waiting > 0 || s.step_in_progress || in_flight() > 0;
+  if (s.step_in_progress) activity.step_started = s.step_started;
   bool stalled;
   {
     std::lock_guard<std::mutex> lk(watchdog_mu_);
-    watchdog_.observe(s.steps, s.running + s.waiting > 0, now);
+    watchdog_.observe(activity, now);
     stalled = watchdog_.stalled(now);
   }
   if (config_.gpu_metrics) record_gpu_metrics(metrics_, config_.gpu_metrics->sample());
@@ -432,11 +460,25 @@ HttpResponse OpenAiServer::ready() {
   const auto now = watchdog_now();
   std::lock_guard<std::mutex> lk(watchdog_mu_);
   if (watchdog_.stalled(now))
-    return json_response(
-        503, {{"status", "stalled"},
-              {"seconds_since_progress",
-               std::chrono::duration<double>(watchdog_.since_progress(now)).count()}});
+    return json_response(503,
+                         {{"status", "stalled"},
+                          {"seconds_since_progress",
+                           std::chrono::duration<double>(watchdog_.since_progress(now)).count()}});
+  // The last engine outcome was a failed step, and recent: not ready until a
+  // step succeeds or a watchdog window passes without another failure.
+  if (engine_failing_ && last_engine_failure_ && now - *last_engine_failure_ <= config_.watchdog)
+    return json_response(503, {{"status", "engine failing"}, {"error", last_engine_error_}});
   return json_response(200, {{"status", "ready"}});
+}
+
+void OpenAiServer::engine_outcome(bool failed, const std::string& error) {
+  const auto now = watchdog_now();
+  std::lock_guard<std::mutex> lk(watchdog_mu_);
+  engine_failing_ = failed;
+  if (failed) {
+    last_engine_failure_ = now;
+    last_engine_error_ = error;
+  }
 }
 
 void OpenAiServer::handle(HttpRequest req, std::shared_ptr<ResponseSink> sink) {
@@ -464,10 +506,16 @@ void OpenAiServer::handle(HttpRequest req, std::shared_ptr<ResponseSink> sink) {
           throw ApiError(
               401, "missing API key: send 'Authorization: Bearer <key>' or 'x-api-key: <key>'", "",
               "authentication_error");
+        if (auth.size() < 7 ||
+            !std::equal(auth.begin(), auth.begin() + 7, "bearer ", [](char a, char b) {
+              return std::tolower(static_cast<unsigned char>(a)) == b;
+            }))
+          throw ApiError(401, "the Authorization header must be 'Bearer <key>'", "",
+                         "authentication_error");
         throw ApiError(401, "invalid API key", "", "authentication_error");
       }
     }
-    resp = route(req, sink, tenant, &deferred);
+    resp = route(req, arrived, sink, tenant, &deferred);
   } catch (const ApiError& e) {
     resp = error_response(e);
   } catch (const loom::Error& e) {
@@ -494,8 +542,9 @@ void OpenAiServer::handle(HttpRequest req, std::shared_ptr<ResponseSink> sink) {
   sink->send(std::move(resp));
 }
 
-HttpResponse OpenAiServer::route(const HttpRequest& req, const std::shared_ptr<ResponseSink>& sink,
-                                 const Tenant* tenant, bool* deferred) {
+HttpResponse OpenAiServer::route(const HttpRequest& req, SteadyClock::time_point arrived,
+                                 const std::shared_ptr<ResponseSink>& sink, const Tenant* tenant,
+                                 bool* deferred) {
   const std::string path = req.path();
   auto need = [&](const char* method) {
     if (req.method != method)
@@ -544,13 +593,8 @@ HttpResponse OpenAiServer::route(const HttpRequest& req, const std::shared_ptr<R
     // set in handle()) turns the chat answer back into the route's own.
     auto adapter = std::dynamic_pointer_cast<ChatAdapter>(sink);
     LOOM_CHECK(adapter != nullptr, "{} without its adapter", path);
-    const auto& lim = config_.limits;
-    HttpRequest chat = req;
-    chat.body = adapter
-                    ->translate(parse_json_body(req.body, lim.max_body_bytes, lim.max_json_depth),
-                                model_, lim)
-                    .dump();
-    start_generation(Endpoint::ChatCompletions, chat, sink, tenant);
+    start_generation(Endpoint::ChatCompletions, req, arrived,
+                     adapter->translate(parse_body(req), model_, config_.limits), sink, tenant);
     *deferred = true;
     return {};
   }
@@ -563,12 +607,23 @@ HttpResponse OpenAiServer::route(const HttpRequest& req, const std::shared_ptr<R
   if (path == "/v1/completions" || path == "/v1/chat/completions") {
     need("POST");
     start_generation(path == "/v1/completions" ? Endpoint::Completions : Endpoint::ChatCompletions,
-                     req, sink, tenant);
+                     req, arrived, parse_body(req), sink, tenant);
     *deferred = true;
     return {};
   }
   throw ApiError(404, fmt::format("no route {} {}", req.method, path.substr(0, 200)), "",
                  "not_found_error");
+}
+
+nlohmann::ordered_json OpenAiServer::parse_body(const HttpRequest& req) const {
+  const auto& lim = config_.limits;
+  return parse_json_body(req.body, lim.max_body_bytes, lim.max_json_depth,
+                         SteadyClock::now() + config_.parse_timeout);
+}
+
+bool OpenAiServer::runs_inline(const HttpRequest& req) {
+  const std::string path = req.path();
+  return req.method == "GET" && (path == "/health" || path == "/ready");
 }
 
 namespace {
@@ -598,8 +653,7 @@ HttpResponse OpenAiServer::model(const std::string& id) const {
 
 HttpResponse OpenAiServer::tokenize(const HttpRequest& req) const {
   const auto& lim = config_.limits;
-  const nlohmann::ordered_json body =
-      parse_json_body(req.body, lim.max_body_bytes, lim.max_json_depth);
+  const nlohmann::ordered_json body = parse_body(req);
   std::string text;
   bool add_special = true;
   if (body.contains("messages") && !body["messages"].is_null()) {
@@ -625,9 +679,7 @@ HttpResponse OpenAiServer::tokenize(const HttpRequest& req) const {
 }
 
 HttpResponse OpenAiServer::detokenize(const HttpRequest& req) const {
-  const auto& lim = config_.limits;
-  const nlohmann::ordered_json body =
-      parse_json_body(req.body, lim.max_body_bytes, lim.max_json_depth);
+  const nlohmann::ordered_json body = parse_body(req);
   if (!body.contains("tokens") || !body["tokens"].is_array())
     throw_bad_field("tokens", "'tokens' must be a list of token ids");
   std::vector<int32_t> ids;
@@ -662,12 +714,11 @@ HttpResponse OpenAiServer::tokenizer_info() const {
 }
 
 void OpenAiServer::start_generation(Endpoint endpoint, const HttpRequest& req,
+                                    SteadyClock::time_point arrived, nlohmann::ordered_json body,
                                     const std::shared_ptr<ResponseSink>& sink,
                                     const Tenant* tenant) {
-  const auto arrived = SteadyClock::now();
   const auto& lim = config_.limits;
-  GenerationRequest g = parse_generation_request(
-      endpoint, parse_json_body(req.body, lim.max_body_bytes, lim.max_json_depth), model_, lim);
+  GenerationRequest g = parse_generation_request(endpoint, std::move(body), model_, lim);
   const char* prompt_param = endpoint == Endpoint::ChatCompletions ? "messages" : "prompt";
   for (const auto& text : g.prompt_texts)
     if (auto rule = filter_.check(text)) {
@@ -713,7 +764,7 @@ void OpenAiServer::start_generation(Endpoint endpoint, const HttpRequest& req,
     metrics_.set("loom_http_requests_in_flight", double(calls_.size()));
   }
   sink->on_close([weak = std::weak_ptr<Call>(call)] {
-    if (auto c = weak.lock()) c->abort();
+    if (auto c = weak.lock()) c->abort(Exchange::AbortReason::ClientGone);
   });
 
   const GenerationRequest& r = call->request;

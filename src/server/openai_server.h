@@ -14,6 +14,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -35,7 +36,11 @@ struct OpenAiServerConfig {
   RequestLimits limits;
   std::chrono::milliseconds watchdog{30000};  // /ready fails when busy and no step for this long
   std::chrono::milliseconds stats_interval{500};
-  int64_t retry_after_seconds = 1;            // on 503 queue full / shutting down
+  std::chrono::milliseconds parse_timeout{10000};  // a JSON body still parsing then: 400
+  // Freed heap memory is given back to the kernel this often, when requests
+  // finished since the last time (heap_trim.h); zero: never.
+  std::chrono::milliseconds heap_trim_interval{10000};
+  int64_t retry_after_seconds = 1;                // on 503 queue full / shutting down
   std::shared_ptr<GpuMetricsSource> gpu_metrics;  // null: no loom_gpu_* series
   // The watchdog's clock; null: steady_clock::now. Tests step it by hand.
   std::function<std::chrono::steady_clock::time_point()> watchdog_clock;
@@ -60,6 +65,10 @@ class OpenAiServer {
   OpenAiServer& operator=(const OpenAiServer&) = delete;
 
   void handle(HttpRequest request, std::shared_ptr<ResponseSink> sink);
+  // The routes cheap enough to answer on an I/O thread (/health, /ready), so
+  // that slow requests on the worker pool never hold them up
+  // (HttpServerConfig::run_inline).
+  static bool runs_inline(const HttpRequest& request);
   DrainHooks drain_hooks();
   Metrics& metrics() { return metrics_; }
   size_t in_flight() const;
@@ -67,16 +76,23 @@ class OpenAiServer {
   // A request in flight in the engine: counted by drain, aborted at shutdown.
   struct Exchange {
     virtual ~Exchange() = default;
-    virtual void abort() = 0;  // client gone or shutdown; any thread
+    // Any thread. After a shutdown abort a stream still sends its sequences'
+    // last chunks (finish_reason "abort"); after the client went away nothing.
+    enum class AbortReason { ClientGone, Shutdown };
+    virtual void abort(AbortReason why) = 0;
   };
   struct Call;           // one generation request in flight (openai_server.cpp)
   struct EmbeddingCall;  // one /v1/embeddings request in flight (openai_server_embeddings.cpp)
 
  private:
-  HttpResponse route(const HttpRequest& req, const std::shared_ptr<ResponseSink>& sink,
-                     const Tenant* tenant, bool* deferred);
+  HttpResponse route(const HttpRequest& req, std::chrono::steady_clock::time_point arrived,
+                     const std::shared_ptr<ResponseSink>& sink, const Tenant* tenant,
+                     bool* deferred);
+  // `body` is the request's JSON (parse_body, or an adapter's translation).
   void start_generation(Endpoint endpoint, const HttpRequest& req,
+                        std::chrono::steady_clock::time_point arrived, nlohmann::ordered_json body,
                         const std::shared_ptr<ResponseSink>& sink, const Tenant* tenant);
+  nlohmann::ordered_json parse_body(const HttpRequest& req) const;  // JSON, bounded
   HttpResponse models() const;
   HttpResponse model(const std::string& id) const;
   HttpResponse tokenize(const HttpRequest& req) const;
@@ -98,6 +114,7 @@ class OpenAiServer {
   Metrics metrics_;
   std::atomic<bool> draining_{false};
   std::atomic<uint64_t> next_id_{1};
+  std::atomic<uint64_t> finished_since_trim_{0};
   const std::string id_prefix_;
 
   mutable std::mutex calls_mu_;
@@ -105,8 +122,15 @@ class OpenAiServer {
 
   std::chrono::steady_clock::time_point watchdog_now() const;
 
-  std::mutex watchdog_mu_;
+  // A generation request's engine outcome: a token (the engine works) or an
+  // internal engine error (a failed step). Any thread.
+  void engine_outcome(bool failed, const std::string& error);
+
+  std::mutex watchdog_mu_;  // guards the watchdog and the outcomes below
   EngineWatchdog watchdog_;
+  std::optional<std::chrono::steady_clock::time_point> last_engine_failure_;
+  std::string last_engine_error_;
+  std::atomic<bool> engine_failing_{false};  // the last outcome was a failure
 
   std::mutex monitor_mu_;
   std::condition_variable monitor_cv_;

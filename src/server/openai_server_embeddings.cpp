@@ -87,7 +87,7 @@ struct OpenAiServer::EmbeddingCall : OpenAiServer::Exchange {
     }
   }
 
-  void abort() override {
+  void abort(AbortReason) override {
     std::lock_guard<std::mutex> lk(mu);
     if (aborted || finished) return;
     aborted = true;
@@ -149,8 +149,7 @@ void OpenAiServer::start_embeddings(const HttpRequest& req,
                                     const Tenant* tenant) {
   const auto arrived = SteadyClock::now();
   const auto& lim = config_.limits;
-  EmbeddingRequest r = parse_embedding_request(
-      parse_json_body(req.body, lim.max_body_bytes, lim.max_json_depth), model_, lim);
+  EmbeddingRequest r = parse_embedding_request(parse_body(req), model_, lim);
   for (const auto& ids : r.inputs) {
     if (tenant && tenant->limits.max_prompt_tokens > 0 &&
         int64_t(ids.size()) > tenant->limits.max_prompt_tokens) {
@@ -191,7 +190,7 @@ void OpenAiServer::start_embeddings(const HttpRequest& req,
     metrics_.set("loom_http_requests_in_flight", double(calls_.size()));
   }
   sink->on_close([weak = std::weak_ptr<EmbeddingCall>(call)] {
-    if (auto c = weak.lock()) c->abort();
+    if (auto c = weak.lock()) c->abort(Exchange::AbortReason::ClientGone);
   });
   const EmbeddingRequest& er = call->request;
   for (size_t i = 0; i < er.inputs.size(); ++i) {

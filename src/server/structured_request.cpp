@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "server/api_error.h"
+#include "server/json_body.h"
 
 namespace loom::server {
 
@@ -32,11 +33,15 @@ GrammarSpec build(const std::string& param, Fn&& fn) {
 }
 
 // A JSON Schema given as an object, or (vLLM accepts it) as a JSON string.
-json schema_value(const json& v, const std::string& param) {
+json schema_value(const json& v, const std::string& param, const structured::SpecLimits& limits) {
   if (v.is_object() || v.is_boolean()) return v;
   if (v.is_string()) {
-    json parsed = json::parse(v.get<std::string>(), nullptr, false);
-    if (!parsed.is_discarded() && (parsed.is_object() || parsed.is_boolean())) return parsed;
+    const auto& text = v.get_ref<const std::string&>();
+    if (text.size() > limits.max_source_bytes)
+      throw_bad_field(param, fmt::format("{}: the schema is {} bytes; at most {} are accepted",
+                                         param, text.size(), limits.max_source_bytes));
+    auto parsed = parse_json_text(text);
+    if (parsed && (parsed->is_object() || parsed->is_boolean())) return std::move(*parsed);
   }
   throw_bad_field(param, fmt::format("'{}' must be a JSON Schema object", param));
 }
@@ -77,7 +82,7 @@ std::optional<GrammarSpec> parse_response_format(const json& rf,
     // OpenAI: no schema means any JSON object.
     if (!schema) return structured::json_object_spec();
     const std::string param = "response_format.json_schema.schema";
-    const json s = schema_value(*schema, param);
+    const json s = schema_value(*schema, param, lim);
     return build(param, [&] { return structured::json_schema_spec(s, lim); });
   }
   throw_bad_field("response_format.type",
@@ -94,7 +99,7 @@ std::optional<std::pair<GrammarSpec, std::string>> parse_guided(const json& body
                   const char* regex_key, const char* choice_key, const char* grammar_key) {
     if (const json* v = field(obj, json_key)) {
       const std::string p = prefix + json_key;
-      const json s = schema_value(*v, p);
+      const json s = schema_value(*v, p, lim);
       found.emplace_back(build(p, [&] { return structured::json_schema_spec(s, lim); }), p);
     }
     if (const json* v = field(obj, regex_key)) {

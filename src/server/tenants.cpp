@@ -1,10 +1,11 @@
 // API keys and per-tenant limits.
 #include "server/tenants.h"
 
-#include <nlohmann/json.hpp>
-
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "core/error.h"
@@ -26,9 +27,25 @@ bool constant_time_equal(std::string_view a, std::string_view b) {
   return sink == 0;
 }
 
-void TenantRegistry::add_key(std::string key, Tenant tenant) {
-  if (key.empty()) LOOM_THROW("API keys must not be empty");
-  keys_.emplace_back(std::move(key), std::make_shared<const Tenant>(std::move(tenant)));
+void TenantRegistry::add_tenant(Tenant tenant, const std::vector<std::string>& keys) {
+  if (tenant.name.empty()) LOOM_THROW("tenant names must not be empty");
+  if (std::find(names_.begin(), names_.end(), tenant.name) != names_.end())
+    LOOM_THROW(
+        "tenant '{}' is defined twice (names must be unique; --api-key keys are tenant "
+        "'default')",
+        tenant.name);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (keys[i].empty()) LOOM_THROW("API keys of tenant '{}' must not be empty", tenant.name);
+    for (const auto& [k, other] : keys_)
+      if (k == keys[i])
+        LOOM_THROW("an API key of tenant '{}' is already a key of tenant '{}'", tenant.name,
+                   other->name);
+    for (size_t j = 0; j < i; ++j)
+      if (keys[j] == keys[i]) LOOM_THROW("tenant '{}' lists one API key twice", tenant.name);
+  }
+  names_.push_back(tenant.name);
+  auto shared = std::make_shared<const Tenant>(std::move(tenant));
+  for (const auto& k : keys) keys_.emplace_back(k, shared);
 }
 
 void TenantRegistry::load_file(const std::string& path) {
@@ -61,18 +78,29 @@ void TenantRegistry::load_file(const std::string& path) {
                    tenant.name);
       tenant.weight = float(w.get<double>());
     }
+    std::vector<std::string> keys;
     for (const auto& k : t["keys"]) {
       if (!k.is_string()) LOOM_THROW("{}: keys of tenant {} must be strings", path, tenant.name);
-      add_key(k.get<std::string>(), tenant);
+      keys.push_back(k.get<std::string>());
+    }
+    try {
+      add_tenant(std::move(tenant), keys);
+    } catch (const loom::Error& e) {
+      LOOM_THROW("{}: {}", path, e.what());
     }
   }
 }
 
 const Tenant* TenantRegistry::authenticate(std::string_view authorization) const {
-  std::string_view key = authorization;
-  constexpr std::string_view kBearer = "Bearer ";
-  if (key.size() >= kBearer.size() && key.substr(0, kBearer.size()) == kBearer)
-    key.remove_prefix(kBearer.size());
+  // "Bearer" (any case), one or more spaces, the key (RFC 6750 section 2.1).
+  constexpr std::string_view kScheme = "bearer";
+  if (authorization.size() <= kScheme.size() || authorization[kScheme.size()] != ' ')
+    return nullptr;
+  for (size_t i = 0; i < kScheme.size(); ++i)
+    if (std::tolower(static_cast<unsigned char>(authorization[i])) != kScheme[i]) return nullptr;
+  std::string_view key = authorization.substr(kScheme.size());
+  while (!key.empty() && key.front() == ' ') key.remove_prefix(1);
+  if (key.empty()) return nullptr;
   const Tenant* found = nullptr;
   for (const auto& [k, tenant] : keys_)  // no early exit: every key is compared
     if (constant_time_equal(k, key) && !found) found = tenant.get();

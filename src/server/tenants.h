@@ -1,6 +1,10 @@
 // Tenants: API keys mapped to tenant names and limits, and the per-tenant
 // limiter (concurrent requests, tokens per minute). Keys are compared in
-// constant time (per key; every key is always compared). Thread-safe.
+// constant time (per key; every key is always compared). Tenant names and
+// keys are unique: a key maps to exactly one tenant, and two tenants never
+// share a name (which would merge their cache salt, limits and metrics).
+// The registry is built before serving and read-only after; the limiter is
+// thread-safe.
 #pragma once
 
 #include <chrono>
@@ -29,20 +33,25 @@ struct Tenant {
 
 class TenantRegistry {
  public:
-  void add_key(std::string key, Tenant tenant);
+  // Throws loom::Error for an empty name or key, a name already registered,
+  // or a key already registered (to this tenant or another).
+  void add_tenant(Tenant tenant, const std::vector<std::string>& keys);
   // JSON: {"tenants": [{"name": "alice", "keys": ["sk-..."], "max_concurrent": 4,
   //                     "tokens_per_minute": 100000, "max_prompt_tokens": 4096,
   //                     "weight": 2}]}
-  // weight: a number in (0, 1000000], default 1.
+  // weight: a number in (0, 1000000], default 1. Adds to the tenants already
+  // registered (e.g. "default" of --api-key), under add_tenant's rules.
   // Throws loom::Error for a malformed file.
   void load_file(const std::string& path);
   bool enabled() const { return !keys_.empty(); }
   // The tenant whose key the "Authorization: Bearer <key>" header carries
-  // (or the bare key); null when none matches.
+  // (the scheme is case-insensitive); null when the header has another form
+  // or no key matches.
   const Tenant* authenticate(std::string_view authorization) const;
 
  private:
   std::vector<std::pair<std::string, std::shared_ptr<const Tenant>>> keys_;
+  std::vector<std::string> names_;
 };
 
 // Equal contents in time that depends only on the lengths.

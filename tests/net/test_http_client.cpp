@@ -7,6 +7,7 @@
 #include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -240,6 +241,60 @@ TEST(StreamingHttpClient, TimesOutAWaitForTheServer) {
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_NE(r[0].error.find("read"), std::string::npos) << r[0].error;
   EXPECT_LT(s, 1.4);
+}
+
+TEST(StreamingHttpClient, SendsAnyMethodWithHeaders) {
+  TestServer server([](const auto& req) {
+    return Reply{200, {std::string(req.method_string()) + " " + std::string(req[http::field::authorization])}};
+  });
+  asio::io_context io;
+  StreamingHttpClient client(io, parse_url(server.url()), 10);
+  Result r;
+  StreamingHttpClient::Handlers h;
+  h.on_status = [&](int status) { r.status = status; };
+  h.on_body = [&](std::string_view piece) { r.body.append(piece); };
+  h.on_done = [&](const std::string& error) { r.error = error; };
+  client.send("GET", "/v1/models", "", {{"Authorization", "Bearer k"}}, std::move(h));
+  io.run();
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, "GET Bearer k");
+  EXPECT_EQ(r.error, "");
+}
+
+// A client that goes away: the connection closes at once, on_done says
+// "cancelled" exactly once, and nothing of the stream arrives after it.
+TEST(StreamingHttpClient, CancelClosesTheConnection) {
+  TestServer server([](const auto&) {
+    Reply r{200, {"first"}};
+    r.delay = std::chrono::milliseconds(800);
+    return r;
+  });
+  asio::io_context io;
+  StreamingHttpClient client(io, parse_url(server.url()), 10);
+  Result r;
+  bool body_after_done = false;
+  StreamingHttpClient::Handlers h;
+  h.on_status = [&](int status) { r.status = status; };
+  h.on_body = [&](std::string_view) { body_after_done = body_after_done || r.done_calls > 0; };
+  h.on_done = [&](const std::string& error) {
+    r.error = error;
+    ++r.done_calls;
+  };
+  auto cancel = client.send("POST", "/v1/completions", "{}", {}, std::move(h));
+  asio::steady_timer timer(io, std::chrono::milliseconds(100));
+  timer.async_wait([&](const beast::error_code&) {
+    cancel();
+    cancel();  // twice: still one on_done
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  io.run();
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 0.7);
+  EXPECT_EQ(r.error, "cancelled");
+  EXPECT_EQ(r.done_calls, 1);
+  EXPECT_EQ(r.status, -1);  // cancelled before the answer
+  EXPECT_FALSE(body_after_done);
+  cancel();  // after the end: nothing
+  EXPECT_EQ(r.done_calls, 1);
 }
 
 TEST(HttpRequest, BlockingGetAndPost) {

@@ -102,7 +102,7 @@ HttpResponse post(OpenAiServer& server, const json& body, const std::string& key
 TEST(EmbeddingsRoute, OnePoolingRequestPerInputInOrder) {
   FakeService service;
   TenantRegistry tenants;
-  tenants.add_key("sk-a", Tenant{"alice", {}, 2.0f});
+  tenants.add_tenant(Tenant{"alice", {}, 2.0f}, {"sk-a"});
   OpenAiServer server(OpenAiServerConfig{}, service, model_ctx(), std::move(tenants));
   const HttpResponse r = post(
       server, {{"input", {{7, 8, 9}, {5}, {6, 6}}}, {"normalize", false}, {"priority", 4}}, "sk-a");
@@ -147,7 +147,7 @@ TEST(EmbeddingsRoute, AnEngineErrorAnswersForTheRequest) {
 TEST(EmbeddingsRoute, TenantLimitsAndParseErrors) {
   FakeService service;
   TenantRegistry tenants;
-  tenants.add_key("sk-a", Tenant{"alice", {0, 0, 4}});
+  tenants.add_tenant(Tenant{"alice", {0, 0, 4}}, {"sk-a"});
   OpenAiServer server(OpenAiServerConfig{}, service, model_ctx(), std::move(tenants));
   EXPECT_EQ(post(server, {{"input", {{7, 7, 7, 7, 7}}}}, "sk-a").status, 400);
   EXPECT_EQ(post(server, {{"input", {{7, 7}}}}).status, 401);

@@ -267,5 +267,8 @@ def test_sigterm_timeout_aborts():
         t.join(timeout=30)
         status, events, _ = result["r"]
         assert status == 200 and events[-1] == "[DONE]"
+        # The cut stream's last chunk says why it ended.
+        finishes = [json.loads(e)["choices"][0]["finish_reason"] for e in events[:-1]]
+        assert finishes[-1] == "abort" and all(f is None for f in finishes[:-1]), finishes[-3:]
     finally:
         s.stop(signal.SIGKILL)

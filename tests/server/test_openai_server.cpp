@@ -7,7 +7,9 @@
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
+#include <thread>
 
 #include "server/engine_watchdog.h"
 #include "server/gpu_metrics.h"
@@ -81,6 +83,38 @@ class FakeService : public GenerationService {
   RequestId next_ = 1;
 };
 
+// Keeps every request without answering, and reports an engine that has
+// published nothing since it was idle: what the server sees while the first
+// step after idle runs (or hangs).
+class HoldingService : public GenerationService {
+ public:
+  RequestId submit(Request, StreamCallback callback) override {
+    std::lock_guard<std::mutex> lk(mu_);
+    callbacks_.push_back(std::move(callback));
+    return RequestId(callbacks_.size());
+  }
+  void abort(RequestId) override {}
+  EngineStats stats() const override { return {}; }
+  void finish_all() {
+    std::vector<StreamCallback> cbs;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      cbs.swap(callbacks_);
+    }
+    for (size_t i = 0; i < cbs.size(); ++i) {
+      StreamEvent e;
+      e.request_id = RequestId(i + 1);
+      e.finish = FinishReason::Abort;
+      e.request_done = true;
+      cbs[i](e);
+    }
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<StreamCallback> callbacks_;
+};
+
 // Collects what the server sends.
 class CaptureSink : public ResponseSink {
  public:
@@ -117,21 +151,43 @@ struct ManualClock {
 
 }  // namespace
 
+namespace {
+EngineWatchdog::Activity activity(uint64_t steps, bool busy,
+                                  std::optional<SteadyClock::time_point> step_started = {}) {
+  return {steps, busy, step_started};
+}
+}  // namespace
+
 TEST(EngineWatchdog, StallsOnlyWhenBusyWithoutSteps) {
   const auto t0 = SteadyClock::time_point{} + std::chrono::hours(1);
   EngineWatchdog w(milliseconds(100), t0);
-  w.observe(0, false, t0);
-  EXPECT_FALSE(w.stalled(t0 + milliseconds(500)));  // idle for long: fine
-  w.observe(0, true, t0 + milliseconds(500));       // work arrives
-  EXPECT_FALSE(w.stalled(t0 + milliseconds(600)));  // exactly the window
+  w.observe(activity(0, false), t0);
+  EXPECT_FALSE(w.stalled(t0 + milliseconds(500)));       // idle for long: fine
+  w.observe(activity(0, true), t0 + milliseconds(500));  // work arrives
+  EXPECT_FALSE(w.stalled(t0 + milliseconds(600)));       // exactly the window
   EXPECT_TRUE(w.stalled(t0 + milliseconds(601)));
   EXPECT_EQ(w.since_progress(t0 + milliseconds(601)), milliseconds(101));
-  w.observe(1, true, t0 + milliseconds(700));  // a step: progress
+  w.observe(activity(1, true), t0 + milliseconds(700));  // a step: progress
   EXPECT_FALSE(w.stalled(t0 + milliseconds(800)));
-  w.observe(1, true, t0 + milliseconds(900));
+  w.observe(activity(1, true), t0 + milliseconds(900));
   EXPECT_TRUE(w.stalled(t0 + milliseconds(900)));
-  w.observe(1, false, t0 + milliseconds(950));  // work gone (finished or aborted)
+  w.observe(activity(1, false), t0 + milliseconds(950));  // work gone (finished or aborted)
   EXPECT_FALSE(w.stalled(t0 + milliseconds(2000)));
+}
+
+// A step that begins is progress; one that then runs past the window is a
+// stall although the step count never moves (the first step after idle).
+TEST(EngineWatchdog, LongStepInProgress) {
+  const auto t0 = SteadyClock::time_point{} + std::chrono::hours(1);
+  const auto engine_clock = SteadyClock::time_point{} + std::chrono::hours(7);  // another clock
+  EngineWatchdog w(milliseconds(100), t0);
+  w.observe(activity(5, false), t0);
+  w.observe(activity(5, true, engine_clock), t0 + milliseconds(1000));  // a step began
+  EXPECT_FALSE(w.stalled(t0 + milliseconds(1100)));
+  w.observe(activity(5, true, engine_clock), t0 + milliseconds(1101));  // the same step
+  EXPECT_TRUE(w.stalled(t0 + milliseconds(1101)));
+  w.observe(activity(6, true, engine_clock + milliseconds(1)), t0 + milliseconds(1200));
+  EXPECT_FALSE(w.stalled(t0 + milliseconds(1250)));
 }
 
 TEST(OpenAiServer, ReadyFailsWhenTheEngineIsStuck) {
@@ -168,11 +224,77 @@ TEST(OpenAiServer, ReadyFailsWhenTheEngineIsStuck) {
   EXPECT_EQ(call(server, "GET", "/ready").status, 200);
 }
 
+// The engine publishes nothing while its first step after idle runs: the
+// requests the server submitted are the work the watchdog waits on.
+TEST(OpenAiServer, ReadyFailsWhenTheFirstStepAfterIdleHangs) {
+  HoldingService service;
+  ManualClock clock;
+  OpenAiServerConfig config;
+  config.watchdog = milliseconds(1000);
+  config.stats_interval = milliseconds(3600 * 1000);
+  config.watchdog_clock = clock.fn();
+  OpenAiServer server(config, service, model_ctx());
+  EXPECT_EQ(call(server, "GET", "/ready").status, 200);
+  clock.now += milliseconds(5000);  // idle for long
+  call(server, "POST", "/v1/completions", R"({"prompt": "hi", "max_tokens": 4, "stream": true})");
+  EXPECT_EQ(server.in_flight(), 1u);
+  EXPECT_EQ(call(server, "GET", "/ready").status, 200);
+  clock.now += milliseconds(900);
+  EXPECT_EQ(call(server, "GET", "/ready").status, 200);
+  clock.now += milliseconds(200);
+  HttpResponse r = call(server, "GET", "/ready");
+  EXPECT_EQ(r.status, 503);
+  EXPECT_EQ(json::parse(r.body)["status"], "stalled");
+  service.finish_all();
+  EXPECT_EQ(server.in_flight(), 0u);
+  EXPECT_EQ(call(server, "GET", "/ready").status, 200);
+}
+
+// A failed step (an internal engine error) makes /ready fail until a step
+// works again or a watchdog window passes without another failure.
+TEST(OpenAiServer, ReadyReflectsEngineFailures) {
+  class FailingService : public FakeService {
+   public:
+    RequestId submit(Request request, StreamCallback callback) override {
+      if (!fail) return FakeService::submit(std::move(request), std::move(callback));
+      StreamEvent e;
+      e.request_id = 99;
+      e.error = EngineErrorKind::Internal;
+      e.error_message = "step failed: injected";
+      e.finish = FinishReason::Error;
+      e.request_done = true;
+      callback(e);
+      return 99;
+    }
+    bool fail = true;
+  };
+  FailingService service;
+  ManualClock clock;
+  OpenAiServerConfig config;
+  config.watchdog = milliseconds(1000);
+  config.stats_interval = milliseconds(3600 * 1000);
+  config.watchdog_clock = clock.fn();
+  OpenAiServer server(config, service, model_ctx());
+  const std::string body = R"({"prompt": "hi", "max_tokens": 1})";
+  EXPECT_EQ(call(server, "POST", "/v1/completions", body).status, 500);
+  HttpResponse r = call(server, "GET", "/ready");
+  EXPECT_EQ(r.status, 503);
+  EXPECT_EQ(json::parse(r.body)["status"], "engine failing");
+  EXPECT_EQ(server.metrics().value("loom_engine_errors_total"), 1);
+  clock.now += milliseconds(1500);  // a window without another failure
+  EXPECT_EQ(call(server, "GET", "/ready").status, 200);
+  EXPECT_EQ(call(server, "POST", "/v1/completions", body).status, 500);
+  EXPECT_EQ(call(server, "GET", "/ready").status, 503);
+  service.fail = false;
+  EXPECT_EQ(call(server, "POST", "/v1/completions", body).status, 200);  // a step worked
+  EXPECT_EQ(call(server, "GET", "/ready").status, 200);
+}
+
 TEST(OpenAiServer, QueueTimeAndTenantsReachMetricsAndEngine) {
   FakeService service;
   TenantRegistry tenants;
-  tenants.add_key("sk-a", Tenant{"alice", {}, 3.0f});
-  tenants.add_key("sk-b", Tenant{"bob", {}});
+  tenants.add_tenant(Tenant{"alice", {}, 3.0f}, {"sk-a"});
+  tenants.add_tenant(Tenant{"bob", {}}, {"sk-b"});
   OpenAiServer server(OpenAiServerConfig{}, service, model_ctx(), std::move(tenants));
   const std::string body = R"({"prompt": "hello", "max_tokens": 1})";
   EXPECT_EQ(call(server, "POST", "/v1/completions", body, "sk-a").status, 200);
@@ -209,6 +331,30 @@ TEST(OpenAiServer, QueueTimeAndTenantsReachMetricsAndEngine) {
 }
 
 namespace {
+// Freed heap memory is given back to the kernel after requests finished (the
+// RSS of a server with many mid-stream disconnects crept up otherwise), and
+// not again while no request finishes.
+TEST(OpenAiServer, HeapTrimmedAfterRequestsFinish) {
+  FakeService service;
+  service.queue = milliseconds(0);
+  OpenAiServerConfig config;
+  config.stats_interval = milliseconds(5);
+  config.heap_trim_interval = milliseconds(20);
+  OpenAiServer server(config, service, model_ctx());
+  Metrics& m = server.metrics();
+  std::this_thread::sleep_for(milliseconds(100));
+  EXPECT_EQ(m.value("loom_heap_trims_total"), 0);  // nothing finished yet
+  EXPECT_EQ(
+      call(server, "POST", "/v1/completions", R"({"prompt": "hello", "max_tokens": 1})").status,
+      200);
+  const auto deadline = SteadyClock::now() + std::chrono::seconds(10);
+  while (m.value("loom_heap_trims_total") == 0 && SteadyClock::now() < deadline)
+    std::this_thread::sleep_for(milliseconds(5));
+  EXPECT_EQ(m.value("loom_heap_trims_total"), 1);
+  std::this_thread::sleep_for(milliseconds(100));
+  EXPECT_EQ(m.value("loom_heap_trims_total"), 1);
+}
+
 class FakeGpus : public GpuMetricsSource {
  public:
   std::vector<GpuSample> sample() override {

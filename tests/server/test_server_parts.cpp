@@ -24,15 +24,47 @@ TEST(Tenants, KeysAndConstantTimeCompare) {
   EXPECT_FALSE(constant_time_equal("", "a"));
   TenantRegistry reg;
   EXPECT_FALSE(reg.enabled());
-  reg.add_key("sk-1", {"alice", {}});
-  reg.add_key("sk-2", {"bob", {}});
+  reg.add_tenant({"alice", {}}, {"sk-1"});
+  reg.add_tenant({"bob", {}}, {"sk-2", "sk-2b"});
   ASSERT_TRUE(reg.enabled());
   EXPECT_EQ(reg.authenticate("Bearer sk-1")->name, "alice");
   EXPECT_EQ(reg.authenticate("Bearer sk-2")->name, "bob");
+  EXPECT_EQ(reg.authenticate("Bearer sk-2b")->name, "bob");
+  EXPECT_EQ(reg.authenticate("bearer  sk-1")->name, "alice");  // the scheme is case-insensitive
   EXPECT_EQ(reg.authenticate("Bearer sk-3"), nullptr);
   EXPECT_EQ(reg.authenticate(""), nullptr);
   EXPECT_EQ(reg.authenticate("Bearer "), nullptr);
-  EXPECT_THROW(reg.add_key("", {"x", {}}), loom::Error);
+  EXPECT_THROW(reg.add_tenant({"x", {}}, {""}), loom::Error);
+}
+
+// A key is a key of one tenant, and a name is one tenant: the file is
+// refused otherwise (a key in two tenants resolved silently to the first; a
+// tenant "default" in the file merged with the --api-key keys).
+TEST(Tenants, NamesAndKeysAreUnique) {
+  TenantRegistry reg;
+  reg.add_tenant({"default", {}}, {"sk-cli"});
+  EXPECT_THROW(reg.add_tenant({"default", {4, 0, 0}}, {"sk-other"}), loom::Error);
+  EXPECT_THROW(reg.add_tenant({"carol", {}}, {"sk-cli"}), loom::Error);
+  EXPECT_THROW(reg.add_tenant({"dave", {}}, {"k", "k"}), loom::Error);
+  EXPECT_THROW(reg.add_tenant({"", {}}, {"k"}), loom::Error);
+  EXPECT_EQ(reg.authenticate("Bearer sk-other"), nullptr);  // nothing of a refused tenant stays
+  const std::string path = ::testing::TempDir() + "loom_tenants_dup.json";
+  std::ofstream(path)
+      << R"({"tenants": [{"name": "a", "keys": ["k1"]}, {"name": "b", "keys": ["k1"]}]})";
+  TenantRegistry two;
+  EXPECT_THROW(two.load_file(path), loom::Error);
+  std::ofstream(path) << R"({"tenants": [{"name": "default", "keys": ["k2"]}]})";
+  EXPECT_THROW(reg.load_file(path), loom::Error);
+}
+
+// Only "Bearer <key>": a bare key or another scheme is not a credential.
+TEST(Tenants, OnlyBearerCredentials) {
+  TenantRegistry reg;
+  reg.add_tenant({"alice", {}}, {"sk-1"});
+  EXPECT_EQ(reg.authenticate("sk-1"), nullptr);
+  EXPECT_EQ(reg.authenticate("Basic sk-1"), nullptr);
+  EXPECT_EQ(reg.authenticate("Bearersk-1"), nullptr);
+  EXPECT_EQ(reg.authenticate("Bearer sk-1")->name, "alice");
 }
 
 TEST(Tenants, FileWithWeights) {
@@ -89,6 +121,21 @@ TEST(RequestFilter, Rules) {
   std::string text(100000, 'a');
   text += 'b';
   EXPECT_EQ(evil.check(text), std::nullopt);
+}
+
+// Fullwidth letters and invisible characters inside a word slipped past a
+// rule matched on the raw text only.
+TEST(RequestFilter, LookalikesAndInvisibles) {
+  RequestFilter f(std::vector<DenyRule>{{"secret", "(?i)password"}});
+  for (const char* text : {"my password", "my \uFF50\uFF41\uFF53\uFF53\uFF57\uFF4F\uFF52\uFF44",
+                           "my pass\u200Bword", "my pa\u00ADssword", "my PASS\u2060WORD",
+                           "my p\u200Da\u200Cssword", "my pass\uFEFFword"})
+    EXPECT_EQ(f.check(text), "secret") << text;
+  EXPECT_EQ(f.check("my passport"), std::nullopt);
+  RequestFilter raw(std::vector<DenyRule>{{"secret", "(?i)password"}}, /*normalize=*/false);
+  EXPECT_EQ(raw.check("my pass\u200Bword"), std::nullopt);
+  EXPECT_EQ(normalize_for_matching("\uFF21\u200B\u00BD cafe\u0301"), "A1\u20442 caf\u00E9");
+  EXPECT_EQ(normalize_for_matching("bad \xFF utf8"), "bad \uFFFD utf8");
 }
 
 TEST(Metrics, PrometheusText) {
