@@ -65,6 +65,7 @@ class Reader {
  private:
   void take(void* dst, size_t n) {
     LOOM_CHECK(n <= in_.size() - pos_, "step command: payload too short");
+    if (n == 0) return;  // an empty vector's data() may be null
     std::memcpy(dst, in_.data() + pos_, n);
     pos_ += n;
   }
