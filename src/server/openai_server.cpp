@@ -3,6 +3,7 @@
 // events into SSE chunks or one body, abort when the client goes away, then
 // record metrics and one access-log line.
 #include "server/openai_server.h"
+#include "server/openai_server_submit.h"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -758,44 +759,22 @@ void OpenAiServer::start_generation(Endpoint endpoint, const HttpRequest& req,
                               .count();
   auto call = std::make_shared<Call>(*this, sink, std::move(g), tenant, req.path(), req.remote,
                                      arrived, id, created);
-  {
-    std::lock_guard<std::mutex> lk(calls_mu_);
-    calls_.insert(call);
-    metrics_.set("loom_http_requests_in_flight", double(calls_.size()));
-  }
-  sink->on_close([weak = std::weak_ptr<Call>(call)] {
-    if (auto c = weak.lock()) c->abort(Exchange::AbortReason::ClientGone);
-  });
-
   const GenerationRequest& r = call->request;
-  for (size_t i = 0; i < r.prompts.size(); ++i) {
-    Request er;
-    er.external_id = id;
-    er.prompt_ids = r.prompts[i];
-    er.params = r.params;
-    er.priority = r.priority;
-    er.cache_salt = tenant ? tenant->name : "";
-    er.tenant = tenant ? tenant->name : "";
-    er.tenant_weight = tenant ? tenant->weight : 1.0f;
-    er.constraint = constraint;
-    RequestId eid = 0;
-    try {
-      eid = service_.submit(std::move(er), [call, i](const StreamEvent& e) { call->on_event(i, e); });
-    } catch (const std::exception& e) {
-      std::unique_lock<std::mutex> lk(call->mu);
-      if (!call->error) call->error = ApiError(400, e.what());
-      for (RequestId other : call->engine_ids)
-        if (other != 0) service_.abort(other);
-      break;
-    }
-    std::lock_guard<std::mutex> lk(call->mu);
-    call->engine_ids[i] = eid;
-    ++call->submitted;
-    if (call->aborted) service_.abort(eid);
-  }
-  std::unique_lock<std::mutex> lk(call->mu);
-  call->all_submitted = true;
-  call->maybe_finish(lk);
+  submit_all(
+      call, sink, r.prompts.size(),
+      [&](size_t i) {
+        Request er;
+        er.external_id = id;
+        er.prompt_ids = r.prompts[i];
+        er.params = r.params;
+        er.priority = r.priority;
+        er.cache_salt = tenant ? tenant->name : "";
+        er.tenant = tenant ? tenant->name : "";
+        er.tenant_weight = tenant ? tenant->weight : 1.0f;
+        er.constraint = constraint;
+        return er;
+      },
+      "");
 }
 
 }  // namespace loom::server

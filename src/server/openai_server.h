@@ -104,6 +104,15 @@ class OpenAiServer {
   void start_embeddings(const HttpRequest& req, const std::shared_ptr<ResponseSink>& sink,
                         const Tenant* tenant);
   void finished(Exchange* call);
+  // Counts `call` in flight, aborts it when its client goes, and submits its
+  // engine requests 0..n-1 (make(i) builds request i; its events go to
+  // call->on_event(i, e)). A request the engine refuses fails the exchange
+  // with a 400 naming `param` and aborts the others; submitting stops once
+  // the exchange has an error. The call answers when every submitted request
+  // is done. Defined in openai_server_submit.h.
+  template <class CallT, class Make>
+  void submit_all(const std::shared_ptr<CallT>& call, const std::shared_ptr<ResponseSink>& sink, size_t n,
+                  const Make& make, const char* param);
 
   OpenAiServerConfig config_;
   GenerationService& service_;

@@ -9,6 +9,7 @@
 #include "server/embeddings_api.h"
 #include "server/json_body.h"
 #include "server/openai_server.h"
+#include "server/openai_server_submit.h"
 #include "tokenizer/tokenizer.h"
 
 namespace loom::server {
@@ -184,47 +185,21 @@ void OpenAiServer::start_embeddings(const HttpRequest& req,
   const std::string id = fmt::format("embd-{}{:x}", id_prefix_, next_id_++);
   auto call =
       std::make_shared<EmbeddingCall>(*this, sink, std::move(r), tenant, id, req.remote, arrived);
-  {
-    std::lock_guard<std::mutex> lk(calls_mu_);
-    calls_.insert(call);
-    metrics_.set("loom_http_requests_in_flight", double(calls_.size()));
-  }
-  sink->on_close([weak = std::weak_ptr<EmbeddingCall>(call)] {
-    if (auto c = weak.lock()) c->abort(Exchange::AbortReason::ClientGone);
-  });
   const EmbeddingRequest& er = call->request;
-  for (size_t i = 0; i < er.inputs.size(); ++i) {
-    {
-      std::lock_guard<std::mutex> lk(call->mu);
-      if (call->error) break;  // an input already failed: the answer is that error
-    }
-    Request q;
-    q.external_id = id;
-    q.prompt_ids = er.inputs[i];
-    q.pooling = PoolingParams{model_.pooling, er.normalize};
-    q.priority = er.priority;
-    q.cache_salt = tenant ? tenant->name : "";
-    q.tenant = tenant ? tenant->name : "";
-    q.tenant_weight = tenant ? tenant->weight : 1.0f;
-    RequestId eid = 0;
-    try {
-      eid =
-          service_.submit(std::move(q), [call, i](const StreamEvent& e) { call->on_event(i, e); });
-    } catch (const std::exception& e) {
-      std::unique_lock<std::mutex> lk(call->mu);
-      if (!call->error) call->error = ApiError(400, e.what(), "input");
-      for (RequestId other : call->engine_ids)
-        if (other != 0) service_.abort(other);
-      break;
-    }
-    std::lock_guard<std::mutex> lk(call->mu);
-    call->engine_ids[i] = eid;
-    ++call->submitted;
-    if (call->aborted) service_.abort(eid);
-  }
-  std::unique_lock<std::mutex> lk(call->mu);
-  call->all_submitted = true;
-  call->maybe_finish(lk);
+  submit_all(
+      call, sink, er.inputs.size(),
+      [&](size_t i) {
+        Request q;
+        q.external_id = id;
+        q.prompt_ids = er.inputs[i];
+        q.pooling = PoolingParams{model_.pooling, er.normalize};
+        q.priority = er.priority;
+        q.cache_salt = tenant ? tenant->name : "";
+        q.tenant = tenant ? tenant->name : "";
+        q.tenant_weight = tenant ? tenant->weight : 1.0f;
+        return q;
+      },
+      "input");
 }
 
 }  // namespace loom::server
