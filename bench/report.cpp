@@ -7,6 +7,8 @@
 #include <numeric>
 #include <sstream>
 
+#include "step_profile_report.h"
+
 namespace loom::bench {
 
 Percentiles percentiles(std::vector<double> v) {
@@ -66,9 +68,13 @@ void print_report(const nlohmann::json& report, bool json_only) {
   std::printf("%s\n", report.dump().c_str());
   if (json_only) return;
   std::vector<std::pair<std::string, std::string>> r;
-  rows(report, "", r);
+  nlohmann::json scalars = report;
+  if (scalars.is_object()) scalars.erase("step_profile");  // tables of its own
+  rows(scalars, "", r);
   std::printf("\n| metric | value |\n| --- | --- |\n");
   for (const auto& [k, v] : r) std::printf("| %s | %s |\n", k.c_str(), v.c_str());
+  if (report.is_object() && report.contains("step_profile"))
+    print_step_profile_tables(report["step_profile"]);
 }
 
 }  // namespace loom::bench

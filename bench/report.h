@@ -20,7 +20,8 @@ nlohmann::json to_json(const Percentiles& p);
 int64_t peak_rss_bytes();
 
 // Prints `report` as a Markdown table of its scalar and percentile fields to
-// stderr-free stdout after the JSON line, or JSON only with json_only.
+// stderr-free stdout after the JSON line, or JSON only with json_only; a
+// "step_profile" object gets tables of its own (step_profile_report.h).
 void print_report(const nlohmann::json& report, bool json_only);
 
 }  // namespace loom::bench

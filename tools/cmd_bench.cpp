@@ -17,9 +17,11 @@
 #include "cli_app.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "decode_window.h"
 #include "driver.h"
 #include "report.h"
 #include "runtime.h"
+#include "step_profile_report.h"
 #include "tokenizer/tokenizer.h"
 #include "workload.h"
 
@@ -91,20 +93,11 @@ void add_device_report(const ModelRuntime& rt, const EngineStats& stats, nlohman
   if (used > 0) report["gpu_memory_used_bytes"] = used;
 }
 
-// Decode tokens/s over the window where every request is decoding: from the
-// last first-token to the first request's end.
-double steady_decode_rate(const bench::RunResult& run) {
-  double start = 0, end = 1e300;
-  for (const auto& r : run.requests) {
-    if (r.token_s.size() < 2) return 0;
-    start = std::max(start, r.token_s.front());
-    end = std::min(end, r.token_s.back());
-  }
-  if (!(end > start)) return 0;
-  int64_t n = 0;
-  for (const auto& r : run.requests)
-    for (double t : r.token_s) n += (t > start && t <= end);
-  return double(n) / (end - start);
+// The steady decode window of a batch run (bench/decode_window.h).
+bench::DecodeWindow decode_window(const bench::RunResult& run) {
+  std::vector<std::vector<double>> token_s;
+  for (const auto& r : run.requests) token_s.push_back(r.token_s);
+  return bench::steady_decode_window(token_s);
 }
 
 nlohmann::json run_llamacpp_peer(const std::string& model, int threads,
@@ -213,16 +206,28 @@ int bench_latency(int argc, char** argv) {
     nlohmann::json by_batch = nlohmann::json::array();
     for (int32_t b : batch_sizes) {
       LOOM_CHECK(b >= 1 && b <= 65536, "batch size {} out of range", b);
+      LOOM_CHECK(b <= ro.max_num_seqs,
+                 "batch size {} is over --max-num-seqs {}: the batch would never run at once", b,
+                 ro.max_num_seqs);
       spec.num_requests = b;
       spec.seed = seed + static_cast<uint64_t>(b);
+      // Enough tokens each that output_len steps run with every request
+      // decoding after the last prompt is prefilled.
+      const int32_t generate = b == 1 ? output_len
+                                      : bench::tokens_for_decode_window(b, input_len, output_len,
+                                                                        ro.max_num_batched_tokens);
       std::vector<Request> reqs;
       for (auto& w : bench::make_workload(spec, ids))
-        reqs.push_back(fixed_request(std::move(w.prompt_ids), output_len));
+        reqs.push_back(fixed_request(std::move(w.prompt_ids), generate));
       auto run = bench::run_all(*rt->engine, std::move(reqs));
       auto lat = bench::latency_report(run);
-      const double rate = steady_decode_rate(run);
+      const bench::DecodeWindow window = decode_window(run);
       by_batch.push_back({{"batch", b},
-                          {"decode_tokens_per_s", std::round(rate * 10) / 10},
+                          {"decode_tokens_per_s", std::round(window.tokens_per_s() * 10) / 10},
+                          {"tokens_per_request", generate},
+                          {"window",
+                           {{"tokens", window.tokens},
+                            {"seconds", std::round((window.end_s - window.start_s) * 1e4) / 1e4}}},
                           {"itl_ms", lat["itl_ms"]},
                           {"tpot_ms", lat["tpot_ms"]},
                           {"speculative", speculative_report(run.stats_before, run.stats_after)}});
@@ -273,6 +278,10 @@ int bench_offline(int argc, char** argv) {
   app.add_option("--top-p", top_p, "nucleus sampling")->check(CLI::Range(0.0, 1.0));
   app.add_option("--top-k", top_k, "top-k sampling (0: off)")->check(CLI::Range(0, 1 << 20));
   bool stop_at_eos = false;
+  app.add_flag(
+      "--profile", ro.profile_steps,
+      "report where the engine's steps spend their time (step_profile: host phases, device "
+      "spans and gaps by kind of step)");
   app.add_flag("--stop-at-eos", stop_at_eos,
                "requests end at the model's end-of-sequence token (output_len is then a cap); "
                "default: exactly output_len tokens each");
@@ -300,6 +309,7 @@ int bench_offline(int argc, char** argv) {
     rt->engine->start();
     auto run = bench::run_all(*rt->engine, std::move(reqs));
     rt->engine->stop();
+    const EngineStats stopped = rt->engine->stats();  // the last step's profile included
     int64_t output_tokens = 0, errors = 0;
     for (const auto& r : run.requests) {
       output_tokens += static_cast<int64_t>(r.token_s.size());
@@ -327,6 +337,9 @@ int bench_offline(int argc, char** argv) {
                     {"peak_waste", run.peak_kv_waste},
                     {"prefix_hit_rate", a.kv.prefix_hit_rate()},
                     {"preemptions", a.preemptions - b.preemptions}};
+    if (ro.profile_steps)
+      report["step_profile"] =
+          bench::step_profile_report(stopped.profile - b.profile, run.duration_s);
     bench::print_report(report, json);
     return 0;
   });

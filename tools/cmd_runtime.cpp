@@ -414,6 +414,7 @@ std::unique_ptr<ModelRuntime> build_runtime(const RuntimeOptions& o) {
   ec.kv_cache_bytes = parse_bytes(o.kv_cache_memory);
   ec.enable_prefix_caching = o.enable_prefix_caching;
   ec.async_scheduling = !o.no_async_scheduling;
+  ec.profile_steps = o.profile_steps;
   ec.seed = o.seed;
   ec.speculative = speculative_config(o);
   if (ec.speculative.method == SpeculativeConfig::Method::Draft) {

@@ -40,6 +40,7 @@ struct RuntimeOptions {
   bool no_async_scheduling =
       false;  // every step waits for its tokens (EngineConfig::async_scheduling)
   uint64_t seed = 0x10011;
+  bool profile_steps = false;  // EngineConfig::profile_steps (set by the commands that report it)
   // Speculative decoding: --speculative-method ngram|draft, or vLLM's
   // --speculative-config JSON ({"method", "num_speculative_tokens",
   // "prompt_lookup_min", "prompt_lookup_max", "model"}).

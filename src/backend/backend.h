@@ -283,6 +283,21 @@ class Backend {
     virtual const std::vector<int32_t>& wait() = 0;
   };
   virtual std::unique_ptr<TokenDownload> download_tokens(const Tensor& ids, int64_t n);
+
+  // --- step timing (the engine's step profile) ---
+  // A point in the backend's stream of work, placed after everything queued
+  // so far (not while a step is being recorded). The default, for a backend
+  // whose ops finish before they return (CPU), is the host clock now.
+  class TimingMark {
+   public:
+    virtual ~TimingMark() = default;
+  };
+  virtual std::unique_ptr<TimingMark> mark_time();
+  // Seconds from mark `from` to mark `to` (placed later) once the device has
+  // passed both; nullopt while it has not. Never waits for the device.
+  virtual std::optional<double> seconds_between(const TimingMark& from, const TimingMark& to);
+  // Whether marks are timed by the device (CUDA events) rather than the host clock.
+  virtual bool marks_on_device() const { return false; }
 };
 
 // The CPU backend (backend/cpu), using `num_threads` threads (0: all cores).

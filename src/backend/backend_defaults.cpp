@@ -1,5 +1,6 @@
 // Backend's default implementations of the optional operations: a plain copy
-// through host memory, and no recorded steps.
+// through host memory, no recorded steps, and timing marks on the host clock.
+#include <chrono>
 #include <cstring>
 #include <vector>
 
@@ -137,6 +138,23 @@ void Backend::resolve_token_ids(Tensor& ids, const Tensor& src) {
 std::unique_ptr<Backend::TokenDownload> Backend::download_tokens(const Tensor& ids, int64_t n) {
   check_ids(ids, n, "download_tokens");
   return std::make_unique<ReadyDownload>(ids_to_host(*this, ids, n));
+}
+
+namespace {
+struct HostMark final : Backend::TimingMark {
+  std::chrono::steady_clock::time_point at = std::chrono::steady_clock::now();
+};
+}  // namespace
+
+std::unique_ptr<Backend::TimingMark> Backend::mark_time() {
+  return std::make_unique<HostMark>();
+}
+
+std::optional<double> Backend::seconds_between(const TimingMark& from, const TimingMark& to) {
+  const auto* a = dynamic_cast<const HostMark*>(&from);
+  const auto* b = dynamic_cast<const HostMark*>(&to);
+  LOOM_CHECK(a && b, "seconds_between: marks of another backend");
+  return std::chrono::duration<double>(b->at - a->at).count();
 }
 
 }  // namespace loom

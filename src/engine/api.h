@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "engine/request.h"
+#include "engine/step_profile.h"
 
 namespace loom {
 
@@ -135,6 +136,8 @@ struct EngineStats {
   bool step_in_progress = false;
   std::optional<Clock::time_point> step_started;
   KvCacheStats kv;
+  // EngineConfig::profile_steps: where the steps' time went (enabled false when off).
+  StepProfile profile;
 };
 
 // What a front end calls. Every method may be called from any thread.

@@ -8,6 +8,7 @@
 #include "core/logging.h"
 #include "engine/event_delivery.h"
 #include "engine/executor.h"
+#include "engine/step_profiler.h"
 #include "kv/kv_manager.h"
 #include "tokenizer/tokenizer.h"
 
@@ -21,6 +22,7 @@ ExecutorConfig executor_config(const EngineConfig& c) {
   ec.async_scheduling = c.async_scheduling;
   ec.seed = c.seed;
   ec.speculative = c.speculative;
+  ec.profile_steps = c.profile_steps;
   return ec;
 }
 }  // namespace
@@ -53,6 +55,7 @@ Engine::Engine(std::unique_ptr<StepExecutor> executor, const Tokenizer* tokenize
   scheduler_ = std::make_unique<Scheduler>(sc, *kv_, tokenizer, std::move(eos_ids));
   executor_->allocate_kv_cache(num_blocks, config_.block_size, config_.kv_dtype);
   delivery_ = std::make_unique<EventDelivery>();
+  delivery_->set_timed(config_.profile_steps);
   publish_stats(false);
   LOOM_LOG_INFO("engine: {} KV blocks of {} tokens ({} bytes each), prefix caching {}", num_blocks,
                 config_.block_size, bytes_per_block, config_.enable_prefix_caching ? "on" : "off");
@@ -166,20 +169,36 @@ void Engine::admit(std::shared_ptr<RequestState> request) {
 }
 
 bool Engine::run_step() {
-  drain_inbox();
+  StepProfiler* prof = executor_->profiler();
+  if (prof) prof->begin_turn();
+  {
+    PhaseTimer t(prof, StepPhase::Schedule);
+    drain_inbox();
+  }
   const bool in_flight = executor_->has_in_flight();
   if (scheduler_->idle() && !in_flight) {
     deliver_events();
+    if (prof) prof->idle();  // this turn ran nothing: not counted
     publish_stats(false);
     return false;
   }
   publish_stats(true);
-  const StepPlan plan = scheduler_->schedule(Clock::now());
+  const StepPlan plan = [&] {
+    PhaseTimer t(prof, StepPhase::Schedule);
+    return scheduler_->schedule(Clock::now());
+  }();
   try {
     if (!plan.empty()) {
       execute(plan);
-    } else if (auto last = executor_->finish_in_flight()) {
-      scheduler_->update_from_output(*last);  // e.g. every running sequence waits for its final token
+    } else {
+      std::optional<StepOutput> last;
+      {
+        PhaseTimer t(prof, StepPhase::Wait);
+        last = executor_->finish_in_flight();
+      }
+      PhaseTimer t(prof, StepPhase::Apply);
+      // e.g. every running sequence waits for its final token
+      if (last) scheduler_->update_from_output(*last);
     }
   } catch (const std::exception& err) {
     fail_step(plan, err);
@@ -188,7 +207,15 @@ bool Engine::run_step() {
 #ifndef NDEBUG
   scheduler_->check_invariants();  // O(blocks + sequences): debug builds only
 #endif
-  deliver_events();
+  {
+    PhaseTimer t(prof, StepPhase::Apply);
+    deliver_events();
+  }
+  if (prof) {
+    prof->end_turn();
+    // Nothing left: the device has done every step.
+    if (scheduler_->idle() && !executor_->has_in_flight()) prof->idle();
+  }
   publish_stats(false);
   return !plan.empty() || !plan.expired.empty() || in_flight;
 }
@@ -198,7 +225,12 @@ void Engine::execute(const StepPlan& plan) {
     scheduler_->update_from_output(previous);
     deliver_events();  // the previous step's tokens go out while the device runs this one
   });
-  scheduler_->update_from_output(plan, out);
+  StepProfiler* prof = executor_->profiler();
+  {
+    PhaseTimer t(prof, StepPhase::Apply);
+    scheduler_->update_from_output(plan, out);
+  }
+  PhaseTimer t(prof, StepPhase::Propose);
   for (auto& [seq, draft] : executor_->propose(*scheduler_)) scheduler_->set_draft(seq, std::move(draft));
 }
 
@@ -241,6 +273,12 @@ void Engine::publish_stats(bool step_in_progress) {
   s.step_in_progress = step_in_progress;
   if (step_in_progress) s.step_started = Clock::now();
   const KvStats k = kv_->stats();
+  if (const StepProfiler* prof = executor_->profiler()) {
+    s.profile = prof->profile();
+    const EventDelivery::CallbackTime ct = delivery_->callback_time();
+    s.profile.callback_batches = ct.batches;
+    s.profile.callback_s = ct.seconds;
+  }
   s.kv = KvCacheStats{k.num_blocks,      k.used_blocks,           k.free_blocks,       k.cached_blocks,
                       k.cached_free_blocks, k.allocated_slots,    k.filled_slots,      k.prefix_queried_tokens,
                       k.prefix_hit_tokens,  k.evictions};

@@ -61,6 +61,10 @@ struct EngineConfig {
   // blocks are freed then). Same tokens either way. Off: every step waits for
   // its tokens. Never used for a model over several ranks.
   bool async_scheduling = true;
+  // Collect the step profile (EngineStats::profile; engine/step_profile.h):
+  // host phases of every loop turn, device spans and gaps from timing marks
+  // on the backend's stream. Off: no clock readings and no marks.
+  bool profile_steps = false;
 };
 
 struct SequenceResult {

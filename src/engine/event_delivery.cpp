@@ -1,6 +1,8 @@
 // EventDelivery: one delivery thread, batches in the order handed over.
 #include "engine/event_delivery.h"
 
+#include <chrono>
+
 #include "core/logging.h"
 
 namespace loom {
@@ -49,6 +51,11 @@ void EventDelivery::deliver(std::vector<SequenceEvent> events) {
   run_callbacks(events);
 }
 
+EventDelivery::CallbackTime EventDelivery::callback_time() const {
+  return {timed_batches_.load(std::memory_order_relaxed),
+          double(timed_ns_.load(std::memory_order_relaxed)) * 1e-9};
+}
+
 void EventDelivery::flush() {
   std::unique_lock<std::mutex> lk(mu_);
   idle_cv_.wait(lk, [&] { return (queue_.empty() && !busy_) || !thread_.joinable(); });
@@ -66,7 +73,16 @@ void EventDelivery::loop() {
     queue_.pop_front();
     busy_ = true;
     lk.unlock();
-    run_callbacks(batch);
+    if (timed_.load(std::memory_order_relaxed)) {
+      const auto start = std::chrono::steady_clock::now();
+      run_callbacks(batch);
+      const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+          std::chrono::steady_clock::now() - start);
+      timed_ns_.fetch_add(uint64_t(ns.count()), std::memory_order_relaxed);
+      timed_batches_.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      run_callbacks(batch);
+    }
     batch.clear();  // release the requests' state off the lock
     lk.lock();
     busy_ = false;

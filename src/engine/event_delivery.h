@@ -5,7 +5,9 @@
 // start() and after stop() events are delivered on the caller's thread.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <mutex>
 #include <thread>
@@ -29,6 +31,15 @@ class EventDelivery {
   void deliver(std::vector<SequenceEvent> events);
   // Blocks until everything handed over so far has been delivered.
   void flush();
+  // The step profile: time the delivery thread's callbacks (off by default).
+  void set_timed(bool on) { timed_ = on; }
+  // Batches delivered by the delivery thread and their callbacks' time,
+  // while timed (any thread).
+  struct CallbackTime {
+    uint64_t batches = 0;
+    double seconds = 0;
+  };
+  CallbackTime callback_time() const;
 
  private:
   static void run_callbacks(std::vector<SequenceEvent>& events);
@@ -41,6 +52,9 @@ class EventDelivery {
   bool busy_ = false;
   bool stopping_ = false;
   std::thread thread_;
+  std::atomic<bool> timed_{false};
+  std::atomic<uint64_t> timed_batches_{0};
+  std::atomic<uint64_t> timed_ns_{0};
 };
 
 }  // namespace loom

@@ -10,6 +10,10 @@ namespace loom {
 
 StepExecutor::Impl::Impl(std::unique_ptr<ModelRunner> own, ModelRunner& runner, ExecutorConfig cfg)
     : own_runner(std::move(own)), model(runner), config(std::move(cfg)), sampler(config.seed) {
+  if (config.profile_steps) {
+    profiler = std::make_unique<StepProfiler>(model.backend());
+    model.model().set_forward_timing(true);
+  }
   const SpeculativeConfig& sc = config.speculative;
   if (!sc.enabled()) return;
   if (sc.custom) {
@@ -48,6 +52,9 @@ void StepExecutor::allocate_kv_cache(int64_t num_blocks, int64_t block_size, DTy
 
 bool StepExecutor::has_in_flight() const { return impl_->in_flight.download != nullptr; }
 const ExecutorStats& StepExecutor::stats() const { return impl_->stats; }
+StepProfiler* StepExecutor::profiler() {
+  return impl_->profiler.get();
+}
 std::optional<StepOutput> StepExecutor::finish_in_flight() { return impl_->finish_in_flight(); }
 
 StepInput StepExecutor::Impl::build_input(const StepPlan& plan, const Scheduler& seqs) {
@@ -201,21 +208,51 @@ std::vector<PooledRows> StepExecutor::Impl::pool_hidden_states() {
 StepOutput StepExecutor::execute(const StepPlan& plan, const Scheduler& seqs, const Deliver& deliver_previous) {
   Impl& x = *impl_;
   LOOM_CHECK(!plan.empty(), "execute of an empty plan");
-  if (!plan.copies.empty()) {
-    std::vector<KvBlockCopy> blocks;
-    blocks.reserve(plan.copies.size());
-    for (const BlockCopy& c : plan.copies) blocks.push_back({c.src, c.dst});
-    x.model.copy_blocks(blocks, x.cache);
+  StepProfiler* prof = x.profiler.get();
+  if (prof) {
+    prof->set_kind(plan.num_decode_tokens == plan.num_tokens ? StepKind::Decode
+                   : plan.num_decode_tokens == 0             ? StepKind::Prefill
+                                                             : StepKind::Mixed);
+    prof->mark_start();
   }
-  const StepInput step = x.build_input(plan, seqs);
-  Tensor logits = x.model.forward(step, x.cache);
+  std::optional<StepInput> step;
+  {
+    PhaseTimer t(prof, StepPhase::Prepare);
+    if (!plan.copies.empty()) {
+      std::vector<KvBlockCopy> blocks;
+      blocks.reserve(plan.copies.size());
+      for (const BlockCopy& c : plan.copies) blocks.push_back({c.src, c.dst});
+      x.model.copy_blocks(blocks, x.cache);
+    }
+    step = x.build_input(plan, seqs);
+  }
+  Tensor logits = x.model.forward(*step, x.cache);
+  if (prof) {
+    const Transformer::ForwardTiming& ft = x.model.model().last_forward_timing();
+    prof->add(StepPhase::Upload, ft.upload_s);
+    prof->add(StepPhase::Launch, ft.launch_s);
+    prof->set_replayed(ft.replayed);
+  }
   // The device runs this step while the host delivers the previous one's
   // tokens (which may end sequences of this plan: their rows are ignored).
-  if (auto previous = x.finish_in_flight()) deliver_previous(*previous);
+  std::optional<StepOutput> previous;
+  {
+    PhaseTimer t(prof, StepPhase::Wait);
+    previous = x.finish_in_flight();
+  }
+  if (previous) {
+    PhaseTimer t(prof, StepPhase::Apply);
+    deliver_previous(*previous);
+  }
   // Tokens first: an async step's are then chosen on the device while the
   // host waits for the pooled hidden states.
-  StepOutput out = x.choose(seqs, logits);
-  out.pooled = x.pool_hidden_states();
+  StepOutput out;
+  {
+    PhaseTimer t(prof, StepPhase::Sample);
+    out = x.choose(seqs, logits);
+    out.pooled = x.pool_hidden_states();
+  }
+  if (prof) prof->mark_end();
   return out;
 }
 

@@ -25,6 +25,7 @@
 namespace loom {
 
 class ModelRunner;
+class StepProfiler;
 class Transformer;
 
 struct ExecutorConfig {
@@ -34,6 +35,7 @@ struct ExecutorConfig {
   bool async_scheduling = true;
   uint64_t seed = 0x10011;  // the host Sampler's engine-wide generator
   SpeculativeConfig speculative;
+  bool profile_steps = false;
 };
 
 struct ExecutorStats {
@@ -81,6 +83,10 @@ class StepExecutor {
   std::vector<SeqId> take_failed_in_flight();
 
   const ExecutorStats& stats() const;
+  // The step profile's collector (ExecutorConfig::profile_steps); null when
+  // off. The executor times its own phases and the step's device marks; the
+  // engine adds the phases around them and opens and closes each turn.
+  StepProfiler* profiler();
 
   // Speculative decoding, between steps: the drafts to verify in the next
   // step (Scheduler::set_draft), for the running sequences the policy lets

@@ -10,6 +10,7 @@
 #include "backend/backend.h"
 #include "engine/executor.h"
 #include "engine/sampler.h"
+#include "engine/step_profiler.h"
 #include "model/model_runner.h"
 
 namespace loom {
@@ -118,6 +119,7 @@ struct StepExecutor::Impl {
   std::shared_ptr<Proposer> proposer;  // speculative decoding; null: off
   std::vector<int32_t> verify_host_rows;
   std::vector<float> verify_host;
+  std::unique_ptr<StepProfiler> profiler;  // ExecutorConfig::profile_steps; null: off
 };
 
 }  // namespace loom

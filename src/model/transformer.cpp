@@ -546,15 +546,33 @@ void Transformer::enable_step_graphs(int32_t max_batch) {
 
 Tensor Transformer::forward(const StepInput& step, KvCache& cache) {
   check_step(step, cache);
+  forward_timing_ = ForwardTiming{};
   if (graph_max_batch_ > 0)
     if (std::optional<Tensor> logits = forward_recorded(step, cache)) return *logits;
+  const auto start = timing_now();
   ensure_buffers(static_cast<int64_t>(step.tokens.size()),
                  static_cast<int64_t>(step.logit_rows.size()),
                  static_cast<int64_t>(step.hidden_rows.size()));
   upload_inputs(step, cache);
+  const auto uploaded = timing_now();
   run_ops(step, cache);
+  record_forward_timing(start, uploaded, false);
   graph_stats_.eager++;
   return last_stage_ ? buffers_->view.logits : buffers_->view.x;
+}
+
+std::chrono::steady_clock::time_point Transformer::timing_now() const {
+  return time_forward_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+}
+
+void Transformer::record_forward_timing(std::chrono::steady_clock::time_point start,
+                                        std::chrono::steady_clock::time_point uploaded,
+                                        bool replayed) {
+  if (!time_forward_) return;
+  const auto end = std::chrono::steady_clock::now();
+  forward_timing_.upload_s = std::chrono::duration<double>(uploaded - start).count();
+  forward_timing_.launch_s = std::chrono::duration<double>(end - uploaded).count();
+  forward_timing_.replayed = replayed;
 }
 
 Tensor Transformer::hidden_states() const {
@@ -592,6 +610,7 @@ std::optional<Tensor> Transformer::forward_recorded(const StepInput& step, KvCac
   const int32_t W = width_bucket(max_blocks);
   if (B > graph_max_batch_ && B != T) return std::nullopt;
   if (static_cast<int64_t>(W) * cache.block_size > INT32_MAX) return std::nullopt;
+  const auto start = timing_now();
 
   // The padded step: rows past T decode token 0 at position 0 with a context
   // of one key (block 0), and write nothing (slot -1).
@@ -636,7 +655,9 @@ std::optional<Tensor> Transformer::forward_recorded(const StepInput& step, KvCac
     g.cache_memory.swap(cache_memory);
   }
   upload_inputs(p, cache);
+  const auto uploaded = timing_now();
   Graphs::Entry& e = g.entries[{B, W}];
+  bool replayed = false;
   if (!e.warmed) {
     run_ops(p, cache);  // sizes the backend's workspaces for this shape
     e.warmed = true;
@@ -656,7 +677,9 @@ std::optional<Tensor> Transformer::forward_recorded(const StepInput& step, KvCac
       LOOM_CHECK(backend_.replay(*e.graph), "a step recorded just now cannot be replayed");
     }
     graph_stats_.replayed++;
+    replayed = true;
   }
+  record_forward_timing(start, uploaded, replayed);
   return buffers_->view.logits.slice_rows(0, T);
 }
 

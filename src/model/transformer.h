@@ -5,6 +5,7 @@
 // more rows. Not thread-safe: one thread (the engine thread) calls forward().
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -122,6 +123,17 @@ class Transformer {
     uint64_t eager = 0;     // steps run op by op
   };
   const GraphStats& graph_stats() const { return graph_stats_; }
+  // Host time of the last forward()'s input upload (with the padded copy of
+  // a recorded step's input) and of queuing its ops or replaying its
+  // recording, and whether it was replayed. Measured only after
+  // set_forward_timing(true) (the engine's step profile); zeros otherwise.
+  struct ForwardTiming {
+    double upload_s = 0;
+    double launch_s = 0;
+    bool replayed = false;
+  };
+  void set_forward_timing(bool on) { time_forward_ = on; }
+  const ForwardTiming& last_forward_timing() const { return forward_timing_; }
 
  private:
   struct LayerWeights;
@@ -135,6 +147,10 @@ class Transformer {
   // The op sequence from the embedding to the logits, reading only device
   // memory prepared by upload_inputs (so a backend can record it).
   void run_ops(const StepInput& step, KvCache& cache);
+  // The clock for ForwardTiming (a zero time point when not timing).
+  std::chrono::steady_clock::time_point timing_now() const;
+  void record_forward_timing(std::chrono::steady_clock::time_point start,
+                             std::chrono::steady_clock::time_point uploaded, bool replayed);
   // forward() of a decode step through a recording; nullopt: run it eagerly.
   std::optional<Tensor> forward_recorded(const StepInput& step, KvCache& cache);
 
@@ -152,6 +168,8 @@ class Transformer {
   std::unique_ptr<Graphs> graphs_;
   int32_t graph_max_batch_ = 0;
   GraphStats graph_stats_;
+  bool time_forward_ = false;
+  ForwardTiming forward_timing_;
   std::unique_ptr<TensorParallel> tp_;  // null: the whole model on this rank
   StageLink* link_ = nullptr;           // null: every layer on this rank
   int64_t first_layer_ = 0;             // of the whole model

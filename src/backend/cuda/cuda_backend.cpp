@@ -5,7 +5,7 @@
 // wait. Shapes, dtypes and host-visible indices are checked here, before any
 // launch; kernels trust what they are given.
 //
-// This file: the stream, memory, step preparation and CUDA graphs, and the
+// This file: the stream, memory, step preparation, CUDA graphs, timing marks, and the
 // public entry points of cuda_backend.h; the ops live in cuda_backend_*.cpp
 // (see cuda_backend_impl.h).
 #include "backend/cuda/cuda_backend.h"
@@ -158,6 +158,42 @@ bool CudaBackend::replay(StepGraph& graph) {
   if (g->reallocations != cuda::DeviceBuffer::reallocations()) return false;
   LOOM_CUDA_CHECK(cudaGraphLaunch(g->exec, stream_));
   return true;
+}
+
+namespace {
+// A timing event recorded on the stream; destroying it before the device
+// reaches it is allowed (CUDA frees it once it completes).
+struct EventMark final : Backend::TimingMark {
+  cudaEvent_t event = nullptr;
+  ~EventMark() override {
+    if (event) cudaEventDestroy(event);
+  }
+};
+// Whether the device has passed `e` (cudaEventQuery never waits).
+bool passed(cudaEvent_t e) {
+  const cudaError_t st = cudaEventQuery(e);
+  if (st == cudaErrorNotReady) return false;
+  LOOM_CUDA_CHECK(st);
+  return true;
+}
+}  // namespace
+
+std::unique_ptr<Backend::TimingMark> CudaBackend::mark_time() {
+  check_not_capturing("mark_time");
+  auto m = std::make_unique<EventMark>();
+  LOOM_CUDA_CHECK(cudaEventCreate(&m->event));
+  LOOM_CUDA_CHECK(cudaEventRecord(m->event, stream_));
+  return m;
+}
+
+std::optional<double> CudaBackend::seconds_between(const TimingMark& from, const TimingMark& to) {
+  const auto* a = dynamic_cast<const EventMark*>(&from);
+  const auto* b = dynamic_cast<const EventMark*>(&to);
+  LOOM_CHECK(a && b && a->event && b->event, "seconds_between: marks of another backend");
+  if (!passed(b->event) || !passed(a->event)) return std::nullopt;
+  float ms = 0;
+  LOOM_CUDA_CHECK(cudaEventElapsedTime(&ms, a->event, b->event));
+  return double(ms) * 1e-3;
 }
 
 // A device pointer to t's data: t itself when on the GPU, else an upload of

@@ -126,6 +126,11 @@ class CudaBackend final : public Backend {
   class Download;
   std::unique_ptr<TokenDownload> download_tokens(const Tensor& ids, int64_t n) override;
 
+  // --- step timing: CUDA events on the stream (cuda_backend.cpp) ---
+  std::unique_ptr<TimingMark> mark_time() override;
+  std::optional<double> seconds_between(const TimingMark& from, const TimingMark& to) override;
+  bool marks_on_device() const override { return true; }
+
  private:
   struct CudaStepGraph final : StepGraph {
     cudaGraphExec_t exec = nullptr;
