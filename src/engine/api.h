@@ -57,6 +57,9 @@ struct StreamEvent {
   // verified for it and how many were accepted.
   int32_t spec_draft_tokens = 0;
   int32_t spec_accepted_tokens = 0;
+  // On the request's last event: the engine's host time turning its tokens
+  // into text (detokenisation and stop-string checks), over its sequences.
+  double detokenize_seconds = 0;
   // When the sequence was first scheduled (token events; for queue time).
   std::optional<Clock::time_point> first_scheduled;
 };

@@ -219,7 +219,11 @@ void Scheduler::apply_token(SeqId id, const SampleResult& sample, bool resolve) 
   e.seq_index = s.index;
   e.token_ids.push_back(token);
   e.first_scheduled = s.first_scheduled_time;
+  const Clock::time_point detokenize_start = Clock::now();
   e.text = s.output->append(token, s.num_output_tokens(), &e.finish);
+  if (s.request)
+    s.request->detokenize_s +=
+        std::chrono::duration<double>(Clock::now() - detokenize_start).count();
   if (s.params().logprobs) e.logprobs.push_back(sample);
   e.prompt_logprobs = std::move(s.prompt_scores);
   s.prompt_scores.clear();
@@ -268,6 +272,7 @@ void Scheduler::close_sequence(Sequence& s, StreamEvent e) {
       out.back().request_done = true;
       out.back().spec_draft_tokens = r->draft_tokens;
       out.back().spec_accepted_tokens = r->accepted_tokens;
+      out.back().detokenize_seconds = r->detokenize_s;
       ++stats_.finished_requests;
     }
   }

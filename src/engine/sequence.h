@@ -31,6 +31,7 @@ struct RequestState {
   bool forked = false;     // n > 1: the siblings exist (always true for n == 1)
   int32_t draft_tokens = 0;     // speculative decoding: tokens proposed, over all sequences
   int32_t accepted_tokens = 0;  // of those, accepted
+  double detokenize_s = 0;      // host time of its sequences' SequenceOutput::append
   bool all_done() const { return num_done == int32_t(done.size()); }
 };
 

@@ -47,6 +47,10 @@ const std::vector<double> kLatencyBuckets = {0.001, 0.005, 0.01, 0.02, 0.04, 0.0
                                              0.25,  0.5,   0.75, 1.0,  2.5,  5.0,  7.5,  10.0,
                                              20.0,  40.0,  80.0, 160.0, 640.0};
 
+// Host work per request (parsing, detokenisation, delivery): 10 us to 1 s.
+const std::vector<double> kStageBuckets = {1e-5,  2.5e-5, 5e-5,  1e-4, 2.5e-4, 5e-4, 0.001, 0.0025,
+                                           0.005, 0.01,   0.025, 0.05, 0.1,    0.25, 0.5,   1.0};
+
 // Routes whose requests run in the engine (counted per tenant).
 bool is_engine_route(const std::string& path) {
   return path == "/v1/completions" || path == "/v1/chat/completions" || path == "/v1/messages" ||
@@ -104,6 +108,9 @@ struct OpenAiServer::Call : OpenAiServer::Exchange {
   std::optional<SteadyClock::time_point> first_token;
   bool queue_time_recorded = false;
   std::vector<SteadyClock::time_point> last_token;  // by choice
+  std::optional<SteadyClock::time_point> last_any_token;  // the call's last token, any choice
+  double detokenize_s = 0;           // the engine's detokenisation, over the call's prompts
+  double deliver_s = 0;              // this server's formatting and writing of the call's events
   int64_t spec_draft_tokens = 0;     // speculative decoding, over the call's prompts
   int64_t spec_accepted_tokens = 0;
 
@@ -148,7 +155,11 @@ struct OpenAiServer::Call : OpenAiServer::Exchange {
       if (!first_token) {
         first_token = now;
         server.metrics_.observe("loom_time_to_first_token_seconds", seconds_since(arrived, now));
+        if (e.first_scheduled)
+          server.metrics_.observe("loom_request_prefill_seconds",
+                                  std::max(0.0, seconds_since(*e.first_scheduled, now)));
       }
+      last_any_token = now;
       const size_t choice = prompt_index * size_t(request.params.n) + size_t(e.seq_index);
       if (choice < last_token.size()) {
         if (last_token[choice] != SteadyClock::time_point{})
@@ -157,6 +168,7 @@ struct OpenAiServer::Call : OpenAiServer::Exchange {
         last_token[choice] = now;
       }
     }
+    const auto deliver_start = SteadyClock::now();
     auto chunks = builder.on_event(int32_t(prompt_index), e);
     if (request.stream && !error && !client_gone) {
       if (!chunks.empty() && !headers_sent) {
@@ -165,8 +177,10 @@ struct OpenAiServer::Call : OpenAiServer::Exchange {
       }
       for (const auto& c : chunks) send_sse(c);
     }
+    deliver_s += seconds_since(deliver_start);
     if (e.request_done) {
       ++done;
+      detokenize_s += e.detokenize_seconds;
       spec_draft_tokens += e.spec_draft_tokens;
       spec_accepted_tokens += e.spec_accepted_tokens;
     }
@@ -208,6 +222,7 @@ struct OpenAiServer::Call : OpenAiServer::Exchange {
     // sends its next request as soon as this one ends is not refused.
     if (tenant) server.limiter_.release(*tenant, builder.usage().completion_tokens);
     int status = 200;
+    const auto deliver_start = SteadyClock::now();
     if (error) {
       status = error->status();
       if (!headers_sent) {
@@ -225,6 +240,7 @@ struct OpenAiServer::Call : OpenAiServer::Exchange {
     } else {
       sink->send(HttpResponse{200, "application/json", builder.final_body(), {}});
     }
+    deliver_s += seconds_since(deliver_start);
     if (client_gone && !error) status = 499;  // client closed the request (nginx's code)
     lk.unlock();
     record(status);
@@ -255,7 +271,10 @@ struct OpenAiServer::Call : OpenAiServer::Exchange {
         if (per_choice > 1)
           m.observe("loom_time_per_output_token_seconds",
                     seconds_since(*first_token, now) / double(per_choice - 1));
+        m.observe("loom_request_decode_seconds", seconds_since(*first_token, *last_any_token));
       }
+      m.observe("loom_request_detokenize_seconds", detokenize_s);
+      m.observe("loom_request_deliver_seconds", deliver_s);
     }
     if (!server.config_.log_requests) return;
     spdlog::info(
@@ -297,6 +316,25 @@ OpenAiServer::OpenAiServer(OpenAiServerConfig config, GenerationService& service
                       kLatencyBuckets);
   m.declare_histogram("loom_request_queue_time_seconds",
                       "arrival to the engine first scheduling the request", kLatencyBuckets);
+  // A request's stages: prepare for every request submitted to the engine,
+  // prefill at its first token, the others when it ends with status 200 (the
+  // whole: loom_e2e_request_latency_seconds; the wait: ..._queue_time_seconds).
+  m.declare_histogram("loom_request_prepare_seconds",
+                      "arrival to submission to the engine: JSON parsing, chat template, "
+                      "tokenisation, grammar compile",
+                      kStageBuckets);
+  m.declare_histogram("loom_request_prefill_seconds",
+                      "the engine first scheduling the request to its first token",
+                      kLatencyBuckets);
+  m.declare_histogram("loom_request_decode_seconds", "first token to last token", kLatencyBuckets);
+  m.declare_histogram("loom_request_detokenize_seconds",
+                      "engine host time turning the request's tokens into text (detokenisation, "
+                      "stop strings)",
+                      kStageBuckets);
+  m.declare_histogram("loom_request_deliver_seconds",
+                      "server host time formatting and writing the request's events (chunks, "
+                      "final body)",
+                      kStageBuckets);
   if (config_.gpu_metrics) declare_gpu_metrics(m);
   declare_process_metrics(m);
   if (config_.build_info.is_object()) {
@@ -759,6 +797,7 @@ void OpenAiServer::start_generation(Endpoint endpoint, const HttpRequest& req,
                               .count();
   auto call = std::make_shared<Call>(*this, sink, std::move(g), tenant, req.path(), req.remote,
                                      arrived, id, created);
+  metrics_.observe("loom_request_prepare_seconds", seconds_since(arrived));
   const GenerationRequest& r = call->request;
   submit_all(
       call, sink, r.prompts.size(),

@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "server/engine_watchdog.h"
 #include "server/gpu_metrics.h"
@@ -95,6 +96,10 @@ class HoldingService : public GenerationService {
   }
   void abort(RequestId) override {}
   EngineStats stats() const override { return {}; }
+  std::vector<StreamCallback> take_callbacks() {
+    std::lock_guard<std::mutex> lk(mu_);
+    return std::exchange(callbacks_, {});
+  }
   void finish_all() {
     std::vector<StreamCallback> cbs;
     {
@@ -328,6 +333,63 @@ TEST(OpenAiServer, QueueTimeAndTenantsReachMetricsAndEngine) {
         "loom_generation_tokens_total", "loom_tenant_requests_total", "loom_tenant_tokens_total"})
     EXPECT_NE(text.find(std::string("# TYPE ") + name + " "), std::string::npos) << name;
   EXPECT_EQ(text.find("loom_gpu_"), std::string::npos);  // no GPU source: no GPU series
+}
+
+namespace {
+// A histogram series' _sum or _count (no labels) from the rendered text; -1 when absent.
+double series(const std::string& text, const std::string& name) {
+  const std::string key = "\n" + name + " ";
+  const size_t at = text.find(key);
+  if (at == std::string::npos) return -1;
+  return std::stod(text.substr(at + key.size()));
+}
+}  // namespace
+
+// A request's stages reach their histograms: prepare (arrival to
+// submission), prefill (first scheduled to first token), decode (first to
+// last token), the engine's detokenisation time (from the last event) and
+// the server's delivery time.
+TEST(OpenAiServer, RequestStagesReachMetrics) {
+  HoldingService service;
+  OpenAiServer server(OpenAiServerConfig{}, service, model_ctx());
+  auto sink = std::make_shared<CaptureSink>();
+  HttpRequest req;
+  req.method = "POST";
+  req.target = "/v1/completions";
+  req.body = R"({"prompt": "hello", "max_tokens": 3, "stream": true})";
+  server.handle(std::move(req), sink);
+  std::vector<StreamCallback> cbs = service.take_callbacks();
+  ASSERT_EQ(cbs.size(), 1u);
+  const auto scheduled = SteadyClock::now() - milliseconds(200);
+  for (int i = 0; i < 3; ++i) {
+    if (i > 0) std::this_thread::sleep_for(milliseconds(30));
+    StreamEvent e;
+    e.request_id = 1;
+    e.token_ids = {100 + i};
+    e.text = "ab";
+    e.first_scheduled = scheduled;
+    if (i == 2) {
+      e.finish = FinishReason::Length;
+      e.request_done = true;
+      e.detokenize_seconds = 0.0125;
+    }
+    cbs[0](e);
+  }
+  EXPECT_EQ(sink->response().status, 200);
+  const std::string text = server.metrics().render();
+  EXPECT_EQ(series(text, "loom_request_prepare_seconds_count"), 1) << text;
+  EXPECT_GE(series(text, "loom_request_prepare_seconds_sum"), 0);
+  EXPECT_EQ(series(text, "loom_request_prefill_seconds_count"), 1);
+  EXPECT_GE(series(text, "loom_request_prefill_seconds_sum"),
+            0.2);  // scheduled 200 ms before its first token
+  EXPECT_LT(series(text, "loom_request_prefill_seconds_sum"), 0.2 + 5);
+  EXPECT_EQ(series(text, "loom_request_decode_seconds_count"), 1);
+  EXPECT_GE(series(text, "loom_request_decode_seconds_sum"), 0.06);  // two 30 ms gaps
+  EXPECT_EQ(series(text, "loom_request_detokenize_seconds_count"), 1);
+  EXPECT_DOUBLE_EQ(series(text, "loom_request_detokenize_seconds_sum"), 0.0125);
+  EXPECT_EQ(series(text, "loom_request_deliver_seconds_count"), 1);
+  EXPECT_GT(series(text, "loom_request_deliver_seconds_sum"), 0);
+  EXPECT_EQ(series(text, "loom_e2e_request_latency_seconds_count"), 1);
 }
 
 namespace {
