@@ -25,6 +25,7 @@
 #include "net/url.h"
 #include "report.h"
 #include "serve_client.h"
+#include "serve_profile.h"
 #include "serve_structured.h"
 #include "soak.h"
 
@@ -235,7 +236,7 @@ int cmd_bench_serve(int argc, char** argv) {
   std::vector<int32_t> id_range = {1000, 20000};
   int64_t warmup = 2, compile_probes = 8;
   std::string json_schema_path;
-  bool no_ignore_eos = false, json_only = false;
+  bool no_ignore_eos = false, json_only = false, profile = false;
   Slo slo;
   app.add_option("--base-url", run.base_url, "server, e.g. http://127.0.0.1:8000 (without /v1)")
       ->required();
@@ -289,6 +290,9 @@ int cmd_bench_serve(int argc, char** argv) {
   app.add_option(
       "--compile-probes", compile_probes,
       "--json-schema: sequential requests per TTFT probe (unconstrained, warm, cold; 0: none)");
+  app.add_flag("--profile", profile,
+               "also report where a loom server's time went: its step profile (the server runs "
+               "with --profile-steps) and its request stages from /metrics, over each run");
   app.add_flag("--json", json_only, "print only the JSON line");
   SoakOptions soak;
   double soak_minutes = 0, soak_warmup_minutes = -1;
@@ -479,10 +483,15 @@ int cmd_bench_serve(int argc, char** argv) {
       o.request_rate = r;
       o.seed = spec.seed + i;
       o.on_progress = progress_line(rate_name(r));
+      std::optional<ServerProfile> profile_before;
+      if (profile) profile_before = read_server_profile(run.base_url);
       auto result = run_serve(convs, o);
       nlohmann::json rep = summarize(result.records, result.duration_s, slo);
       rep["request_rate"] = rate_name(r);
       rep["server"] = result.server;
+      if (profile_before)
+        rep.update(server_profile_report(*profile_before, read_server_profile(run.base_url),
+                                         result.duration_s));
       reports.push_back(std::move(rep));
       if (rates.size() > 1)
         std::fprintf(stderr, "rate %s: %.3f req/s, TTFT p99 %.1f ms\n", rate_name(r).c_str(),

@@ -93,6 +93,9 @@ int cmd_serve(int argc, char** argv) {
   app.add_option("--log-format", log_format, "text, or json (one object per line)")
       ->check(CLI::IsMember({"text", "json"}));
   app.add_flag("--disable-log-requests", disable_log_requests, "no access-log line per request");
+  app.add_flag("--profile-steps", rt_opts.profile_steps,
+               "profile the engine's steps (host phases, device spans and gaps by kind of step), "
+               "served as JSON at GET /debug/step_profile (loom bench serve --profile reads it)");
   app.add_flag("--quiet", quiet, "warnings and errors only (--log-level warning)");
   int max_grammar_compile_ms = 2000, grammar_threads = 2;
   std::string tool_call_parser, reasoning_parser;

@@ -566,7 +566,8 @@ void OpenAiServer::handle(HttpRequest req, std::shared_ptr<ResponseSink> sink) {
   if (deferred) return;  // a generation call answers and logs on its own
   const bool known = path == "/health" || path == "/ready" || path == "/metrics" ||
                      path == "/version" || path == "/v1/models" || path == "/tokenize" ||
-                     path == "/detokenize" || path == "/tokenizer_info" || is_engine_route(path);
+                     path == "/detokenize" || path == "/tokenizer_info" ||
+                     path == "/debug/step_profile" || is_engine_route(path);
   const std::string route_label = known                               ? path
                                   : path.rfind("/v1/models/", 0) == 0 ? "/v1/models/{id}"
                                                                       : "other";
@@ -625,6 +626,14 @@ HttpResponse OpenAiServer::route(const HttpRequest& req, SteadyClock::time_point
   if (path == "/tokenizer_info") {
     need("GET");
     return tokenizer_info();
+  }
+  if (path == "/debug/step_profile") {
+    need("GET");
+    const EngineStats s = service_.stats();
+    if (!s.profile.enabled)
+      throw ApiError(404, "the step profile is off: start loom serve with --profile-steps", "",
+                     "not_found_error");
+    return json_response(200, to_json(s.profile));
   }
   if (path == "/v1/messages" || path == "/v1/responses") {
     need("POST");
