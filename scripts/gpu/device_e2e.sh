@@ -6,13 +6,15 @@
 # (scripts/gpu/fetch_device_debs.sh).
 #   test     CUDA unit tests, greedy tokens vs HF on a small random Llama-3
 #   latency  8B-shaped model: single-stream and batched decode, graphs on and off
-#   offline  8B: 1,000 ShareGPT-like requests at once, loom then HF's continuous
-#            batching on the first $HF_REQUESTS of the same workload
+#   longlat  8B: bench latency at 7,000 prompt tokens, batches 1, 16, 64 (decode rate each)
+#   offline  8B: 1,000 ShareGPT-like requests at once (the first run with the step
+#            profile), loom then HF's continuous batching on the first $HF_REQUESTS
 #   fixed    8B: 512 requests of 1,000 prompt / 1,000 output tokens
 #   profile  8B: CUPTI kernel profile of decode at batch 1 and 64 (PROFILE_BATCHES)
 #   ops      bench_cuda_ops: per-op timings (GEMMs, attention decode/prefill, ...)
 #   small    0.5B-shaped model served over HTTP: 128 in / 32 out, Poisson arrivals
-#            at rising rates (loom bench serve), p99 TTFT per rate
+#            at rising rates (loom bench serve), p99 TTFT per rate, and per rate the
+#            server's step profile and request stages (--profile-steps / --profile)
 #   cpu      the host CPU as a second CPU data point: the 0.5B-shaped model (bf16
 #            weights: the GGUF cannot be carried) on --device cpu, prefill at
 #            32/128/512 prompt tokens and decode at 1/4/16/64 streams, at
@@ -136,12 +138,31 @@ for stage in $stages; do
     cat /tmp/lat.jsonl /tmp/lat_eager.jsonl /tmp/lat_sync.jsonl > /tmp/lat_all.jsonl
     meta /tmp/lat_all.jsonl "bench latency, Llama-3-8B shape, bf16 random weights (rows: graphs + async scheduling; --enforce-eager; --no-async-scheduling)" > "$OUT/bench_latency_8b.json"
     ;;
+  longlat)
+    # Long prompts: every batch size must get a real decode rate (its window
+    # starts once the last prompt is prefilled; tokens_per_request says how
+    # many tokens each request generated for that).
+    model8b
+    timeout 400 $L bench latency --device cuda --model /tmp/llama8b --input-len 7000 --output-len 64 \
+      --batch-sizes 1,16,64 --max-num-seqs 256 --json > /tmp/longlat.jsonl 2> /tmp/longlat.err || tail -5 /tmp/longlat.err
+    python3 -c "
+import json
+for l in open('/tmp/longlat.jsonl'):
+    j = json.loads(l)
+    print('ttft_ms', j['ttft_ms'], 'prefill tok/s', j['prefill_tokens_per_s'])
+    for d in j['decode']:
+        print('batch', d['batch'], 'decode tok/s', d['decode_tokens_per_s'], 'tokens/request', d['tokens_per_request'],
+              'window', d['window'], 'tpot p50 ms', d['tpot_ms']['p50'])"
+    meta /tmp/longlat.jsonl "bench latency, Llama-3-8B shape, bf16, 7000 prompt tokens, batches 1/16/64" > "$OUT/bench_latency_8b_7000.json"
+    ;;
   offline)
     model8b
     n=${OFFLINE_REQUESTS:-1000}
     $L bench workload --model /tmp/llama8b --dataset sharegpt --num-requests "$n" --seed 0 --output /tmp/w.jsonl
-    timeout 400 $L bench offline --device cuda --model /tmp/llama8b --workload /tmp/w.jsonl \
+    # --profile: the step profile (host phases, GPU span and idle gap per kind of step) in the JSON.
+    timeout 400 $L bench offline --device cuda --model /tmp/llama8b --workload /tmp/w.jsonl --profile \
       --max-num-seqs 256 --max-num-batched-tokens 8192 --json > /tmp/off.jsonl 2> /tmp/off.err || tail -5 /tmp/off.err
+    head -1 /tmp/off.jsonl > /tmp/off_profile.json && python3 scripts/gpu/print_step_profile.py /tmp/off_profile.json
     timeout 400 $L bench offline --device cuda --model /tmp/llama8b --workload /tmp/w.jsonl --temperature 0.8 \
       --top-p 0.95 --max-num-seqs 256 --max-num-batched-tokens 8192 --json >> /tmp/off.jsonl 2>> /tmp/off.err || tail -5 /tmp/off.err
     head -"${HF_REQUESTS:-256}" /tmp/w.jsonl > /tmp/w_hf.jsonl
@@ -164,13 +185,14 @@ for stage in $stages; do
     # rising rates through `loom bench serve` (HTTP, streaming): p99 TTFT per rate.
     python3 scripts/gpu/make_random_model.py --shape 0.5b --out /tmp/qwen05 > /dev/null || exit 1
     $L serve --device cuda --model /tmp/qwen05 --port 18000 --max-num-seqs 512 --max-num-batched-tokens 16384 \
-      > /tmp/serve_small.log 2>&1 &
+      --profile-steps > /tmp/serve_small.log 2>&1 &
     spid=$!
     for i in $(seq 1 120); do curl -sf http://127.0.0.1:18000/ready > /dev/null && break; sleep 1; done
     timeout 400 $L bench serve --base-url http://127.0.0.1:18000 --model qwen05 --dataset fixed --input-len 128 \
       --output-len 32 --num-requests 3000 --warmup 50 --sweep ${SMALL_RATES:-250,500,1000,1500,2000} \
-      --token-id-range 300,100000 --server-pid $spid --output /tmp/small.json > /tmp/small.out 2>&1 || tail -20 /tmp/small.out
+      --token-id-range 300,100000 --server-pid $spid --profile --output /tmp/small.json > /tmp/small.out 2>&1 || tail -20 /tmp/small.out
     tail -30 /tmp/small.out
+    [ -f /tmp/small.json ] && python3 scripts/gpu/print_step_profile.py /tmp/small.json
     kill -TERM $spid; wait $spid
     [ -f /tmp/small.json ] && cp /tmp/small.json "$OUT/bench_serve_small.json"
     [ -f /tmp/small.png ] && cp /tmp/small.png "$OUT/bench_serve_small.png"
