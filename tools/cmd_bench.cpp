@@ -332,11 +332,23 @@ int bench_offline(int argc, char** argv) {
     if (temperature > 0)
       report["sampling"] = {{"temperature", temperature}, {"top_p", top_p}, {"top_k", top_k}};
     add_device_report(*rt, a, report);
-    report["kv"] = {{"peak_used_blocks", run.peak_used_blocks},
-                    {"peak_usage", double(run.peak_used_blocks) / std::max(1, a.kv.num_blocks)},
-                    {"peak_waste", run.peak_kv_waste},
-                    {"prefix_hit_rate", a.kv.prefix_hit_rate()},
-                    {"preemptions", a.preemptions - b.preemptions}};
+    // Exact, from the engine's step ends: the step holding the most blocks
+    // (tokens stored in them, and the share of their slots holding none),
+    // and the waste over every step, weighted by slots held; max_waste_sampled
+    // is the largest waste of the 20 ms samples (early, small pools included).
+    const KvUsageHistory& h = stopped.kv_history;
+    const uint64_t slot_steps = h.allocated_slot_steps - b.kv_history.allocated_slot_steps;
+    const uint64_t filled_steps = h.filled_slot_steps - b.kv_history.filled_slot_steps;
+    report["kv"] = {
+        {"peak_used_blocks", h.peak_used_blocks},
+        {"peak_usage", double(h.peak_used_blocks) / std::max(1, a.kv.num_blocks)},
+        {"peak_tokens_stored", h.peak_filled_slots},
+        {"peak_slots", h.peak_allocated_slots},
+        {"peak_waste", h.peak_waste()},
+        {"mean_waste", slot_steps ? double(slot_steps - filled_steps) / double(slot_steps) : 0.0},
+        {"max_waste_sampled", run.peak_kv_waste},
+        {"prefix_hit_rate", a.kv.prefix_hit_rate()},
+        {"preemptions", a.preemptions - b.preemptions}};
     if (ro.profile_steps)
       report["step_profile"] =
           bench::step_profile_report(stopped.profile - b.profile, run.duration_s);

@@ -105,6 +105,22 @@ struct KvCacheStats {
   }
 };
 
+// The KV pool's use over the engine's life, at the end of every step (exact,
+// not sampled): the step that held the most blocks, and slots summed over
+// every step (so an interval's slot-weighted waste is a difference of sums).
+struct KvUsageHistory {
+  int32_t peak_used_blocks = 0;
+  int64_t peak_allocated_slots = 0;   // at the peak: used_blocks * block_size
+  int64_t peak_filled_slots = 0;      // at the peak: tokens stored (or about to be)
+  uint64_t allocated_slot_steps = 0;  // sum over steps of allocated_slots
+  uint64_t filled_slot_steps = 0;     // sum over steps of filled_slots
+  double peak_waste() const {
+    return peak_allocated_slots == 0
+               ? 0.0
+               : double(peak_allocated_slots - peak_filled_slots) / double(peak_allocated_slots);
+  }
+};
+
 // Host time of TokenConstraint::fill_next_token_bitmask per sequence per
 // token (one logits row's mask), in log-spaced buckets: bucket i counts
 // times in (bound(i-1), bound(i)] (not cumulative); the last counts the rest.
@@ -139,6 +155,7 @@ struct EngineStats {
   bool step_in_progress = false;
   std::optional<Clock::time_point> step_started;
   KvCacheStats kv;
+  KvUsageHistory kv_history;
   // EngineConfig::profile_steps: where the steps' time went (enabled false when off).
   StepProfile profile;
 };

@@ -273,6 +273,16 @@ void Engine::publish_stats(bool step_in_progress) {
   s.step_in_progress = step_in_progress;
   if (step_in_progress) s.step_started = Clock::now();
   const KvStats k = kv_->stats();
+  if (!step_in_progress) {  // a step's end (or idle)
+    if (k.used_blocks > kv_history_.peak_used_blocks) {
+      kv_history_.peak_used_blocks = k.used_blocks;
+      kv_history_.peak_allocated_slots = k.allocated_slots;
+      kv_history_.peak_filled_slots = k.filled_slots;
+    }
+    kv_history_.allocated_slot_steps += uint64_t(k.allocated_slots);
+    kv_history_.filled_slot_steps += uint64_t(k.filled_slots);
+  }
+  s.kv_history = kv_history_;
   if (const StepProfiler* prof = executor_->profiler()) {
     s.profile = prof->profile();
     const EventDelivery::CallbackTime ct = delivery_->callback_time();

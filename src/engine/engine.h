@@ -142,6 +142,7 @@ class Engine final : public EngineApi {
   std::unique_ptr<StepExecutor> executor_;
   std::unique_ptr<EventDelivery> delivery_;
   uint64_t steps_ = 0;  // engine thread
+  KvUsageHistory kv_history_;  // engine thread
 
   // Shared with other threads.
   std::atomic<RequestId> next_request_id_{1};

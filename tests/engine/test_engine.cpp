@@ -364,6 +364,27 @@ TEST_P(EngineTest, AsyncSchedulingMatchesSync) {
   }
 }
 
+// The engine's KV history is exact (every step's end, not sampled): one
+// request of 20 prompt + 5 output tokens peaks at 2 blocks of 16 slots.
+TEST_P(EngineTest, KvUsageHistoryAtThePeak) {
+  auto engine = make_engine(64, false);
+  Request r;
+  for (int i = 0; i < 20; ++i) r.prompt_ids.push_back(3 + i);
+  r.params.max_tokens = 5;
+  r.params.min_tokens = 5;
+  r.params.ignore_eos = true;
+  engine->generate({r});
+  const KvUsageHistory h = engine->stats().kv_history;
+  EXPECT_EQ(h.peak_used_blocks, 2);
+  EXPECT_EQ(h.peak_allocated_slots, 32);
+  EXPECT_GE(h.peak_filled_slots, 20);
+  EXPECT_LE(h.peak_filled_slots, 25);
+  EXPECT_DOUBLE_EQ(h.peak_waste(), double(32 - h.peak_filled_slots) / 32.0);
+  EXPECT_GT(h.allocated_slot_steps, 0u);
+  EXPECT_LT(h.filled_slot_steps, h.allocated_slot_steps);
+  EXPECT_EQ(engine->stats().kv.used_blocks, 0);  // freed at the end; the history keeps the peak
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, EngineTest, ::testing::Values("llama3", "qwen2"));
 
 }  // namespace
