@@ -210,9 +210,13 @@ StepOutput StepExecutor::execute(const StepPlan& plan, const Scheduler& seqs, co
   LOOM_CHECK(!plan.empty(), "execute of an empty plan");
   StepProfiler* prof = x.profiler.get();
   if (prof) {
-    prof->set_kind(plan.num_decode_tokens == plan.num_tokens ? StepKind::Decode
-                   : plan.num_decode_tokens == 0             ? StepKind::Prefill
-                                                             : StepKind::Mixed);
+    // Speculative drafts ride on decodes; everything else is prompt (or recompute).
+    int32_t drafts = 0;
+    for (const ScheduledSeq& e : plan.seqs) drafts += e.num_draft;
+    const int32_t prompt_tokens = plan.num_tokens - plan.num_decode_tokens - drafts;
+    prof->set_kind(prompt_tokens == 0            ? StepKind::Decode
+                   : plan.num_decode_tokens == 0 ? StepKind::Prefill
+                                                 : StepKind::Mixed);
     prof->mark_start();
   }
   std::optional<StepInput> step;

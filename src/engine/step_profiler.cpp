@@ -46,7 +46,13 @@ void StepProfiler::end_turn() {
 
 void StepProfiler::idle() {
   resolve();
-  if (pending_.empty()) last_end_.reset();
+  if (!pending_.empty()) {
+    // The last marks trail the last tokens' copy in the stream by a few
+    // microseconds; with no work queued, waiting for them costs nothing.
+    backend_.synchronize();
+    resolve();
+  }
+  last_end_.reset();
 }
 
 void StepProfiler::resolve() {

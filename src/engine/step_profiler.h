@@ -33,9 +33,10 @@ class StepProfiler {
   void mark_end();
   // The turn ends; with no step run (no marks) it counts as an idle turn.
   void end_turn();
-  // The engine has no work: every mark is resolved (the device has passed
-  // them all once the last tokens were read) and the next step's gap is not
-  // counted (the device waited for requests, not for the host).
+  // The engine has no work: every mark is resolved (waiting for the device
+  // if it has not passed the last ones yet: nothing else is queued) and the
+  // next step's gap is not counted (the device waited for requests, not for
+  // the host).
   void idle();
 
   const StepProfile& profile() const { return profile_; }

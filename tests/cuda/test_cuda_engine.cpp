@@ -9,6 +9,7 @@
 // 2. Stop tokens ending sequences while their next step is in flight, and a
 //    pool small enough to preempt: every request ends cleanly, each stopped
 //    output ends on a stop token, no KV block is left in use.
+// Then the step profile read from CUDA events (StepProfileFromCudaEvents).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -307,6 +308,55 @@ TEST_P(CudaEngineTest, TokenConstraintMaskMatchesBans) {
   for (const auto& r : masked)
     if (r.params.temperature == 0.0f) greedy.push_back(r), greedy.back().params.logprobs = 2;
   expect_same_up_to_near_ties(run(greedy, /*alone=*/true), run(greedy), GetParam() + ": masked, alone vs batched");
+}
+
+// The step profile on the GPU: device spans and gaps from CUDA events, every
+// step's marks resolved once the engine is idle, decode steps replayed from
+// graphs, prompts in chunks beside decodes (every kind of step).
+TEST_P(CudaEngineTest, StepProfileFromCudaEvents) {
+  const auto vocab = static_cast<int32_t>(model_.config.vocab_size);
+  std::mt19937_64 rng(5);
+  std::vector<Request> reqs;
+  for (int i = 0; i < 24; ++i) {
+    Request r;
+    for (int k = 0; k < 10 + 9 * i; ++k)
+      r.prompt_ids.push_back(static_cast<int32_t>(rng() % uint64_t(vocab)));
+    r.params.max_tokens = 8 + i;
+    reqs.push_back(r);
+  }
+  EngineConfig c;
+  c.num_kv_blocks = 512;
+  c.kv_dtype = kv_dtype_;
+  c.scheduler.max_num_batched_tokens = 128;
+  c.scheduler.max_num_seqs = 32;
+  c.eos_ids = {vocab + 1};
+  c.profile_steps = true;
+  Engine engine(*transformer_, nullptr, c);
+  for (const Result& r : engine.generate(reqs))
+    EXPECT_EQ(r.error, EngineErrorKind::None) << r.error_message;
+  const EngineStats st = engine.stats();
+  const StepProfile& p = st.profile;
+  ASSERT_TRUE(p.enabled);
+  EXPECT_TRUE(p.device_clock);
+  EXPECT_EQ(p.total().steps + p.idle_turns.steps, st.steps);
+  EXPECT_GT(p.at(StepKind::Decode, true).steps, 0u);  // replayed graphs
+  EXPECT_GT(p.at(StepKind::Prefill, false).steps + p.at(StepKind::Mixed, false).steps, 0u);
+  for (int k = 0; k < kNumStepKinds; ++k)
+    for (int g = 0; g < 2; ++g) {
+      const StepTimes& t = p.steps[size_t(k)][size_t(g)];
+      const std::string what = std::string(step_kind_name(StepKind(k))) + (g ? "/graph" : "/eager");
+      EXPECT_EQ(t.device_steps, t.steps) << what;  // all resolved at idle
+      if (t.steps == 0) continue;
+      EXPECT_GT(t.device_span_s, 0.0) << what;
+      EXPECT_GE(t.device_gap_s, 0.0) << what;
+      EXPECT_GT(t.phase_s[size_t(StepPhase::Launch)], 0.0) << what;
+      std::printf(
+          "[%s] %s: %llu steps, device span %.3f ms/step, gap %.3f ms/gap, wall %.3f ms/step\n",
+          GetParam().c_str(), what.c_str(), (unsigned long long)t.steps,
+          t.device_span_s * 1e3 / double(t.steps),
+          t.device_gaps ? t.device_gap_s * 1e3 / double(t.device_gaps) : 0.0,
+          t.wall_s * 1e3 / double(t.steps));
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaEngineTest,
