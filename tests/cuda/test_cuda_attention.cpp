@@ -5,6 +5,11 @@
 // CUDA-core kernel; other head sizes use the CUDA-core kernel for all).
 // Tolerance: rel 1e-2 + abs 3e-3 (output rounded to bf16, fp32 softmax with
 // fast exp). The flash kernel's own cases: test_cuda_flash_attention.cpp.
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <utility>
+
 #include "attention_scenario.h"
 
 namespace loom {
@@ -32,8 +37,8 @@ class CudaAttentionTest : public ::testing::Test {
   std::unique_ptr<Backend> gpu_, cpu_;
 };
 
-const std::vector<Seq> kMixed = {{1, 1},  {1, 17},  {1, 300}, {13, 40}, {33, 33},
-                                 {5, 16}, {1, 16}, {7, 129}, {1, 32}, {16, 48}};
+const std::vector<Seq> kMixed = {{1, 1},  {1, 17}, {1, 300}, {13, 40}, {33, 33},
+                                 {5, 16}, {1, 16}, {7, 129}, {1, 32},  {16, 48}};
 
 TEST_F(CudaAttentionTest, MixedBatchHeadSizesAndGqa) {
   for (int hd : {64, 128, 256})
@@ -103,6 +108,57 @@ TEST_F(CudaAttentionTest, LongContextsSplitKeys) {
   run(sc);
 }
 
+// Long contexts split in many partitions (ragged lengths around 20k keys,
+// one sequence with a prefill chunk so the decodes go through token_index),
+// GQA 4 and 8, with and without a sliding window; then under other split
+// settings (LOOM_ATTN_*: short partitions up to the partition cap, few heads
+// per block, more blocks per SM), which must match the reference as well.
+TEST_F(CudaAttentionTest, LongContextsManyPartitions) {
+  const std::vector<Seq> seqs = {{1, 20011}, {1, 7001}, {3, 12000}, {1, 16384}};
+  struct Setting {
+    const char* partition_keys;
+    const char* blocks_per_sm;
+    const char* heads_per_block;
+  };
+  std::vector<std::pair<std::string, std::unique_ptr<Backend>>> split;  // besides gpu_'s defaults
+  for (const Setting& set : {Setting{"64", "8", "2"}, Setting{"4096", "1", "8"}}) {
+    ::setenv("LOOM_ATTN_PARTITION_KEYS", set.partition_keys, 1);
+    ::setenv("LOOM_ATTN_BLOCKS_PER_SM", set.blocks_per_sm, 1);
+    ::setenv("LOOM_ATTN_HEADS_PER_BLOCK", set.heads_per_block, 1);
+    split.emplace_back(std::string("P/B/H ") + set.partition_keys + "/" + set.blocks_per_sm + "/" +
+                           set.heads_per_block,
+                       make_cuda_backend(0));
+    ::unsetenv("LOOM_ATTN_PARTITION_KEYS");
+    ::unsetenv("LOOM_ATTN_BLOCKS_PER_SM");
+    ::unsetenv("LOOM_ATTN_HEADS_PER_BLOCK");
+  }
+  for (auto [heads, kvh] : {std::pair{32, 8}, {64, 8}})
+    for (int window : {0, 5000}) {
+      Scenario sc{heads, kvh, 128, 16, seqs, {}, static_cast<uint32_t>(heads + window)};
+      sc.params.scale = 0.0883883f;
+      sc.params.sliding_window = window;
+      SCOPED_TRACE(describe(sc));
+      const std::vector<float> want = run_scenario(*cpu_, sc);
+      check_and_report(run_scenario(*gpu_, sc), want, 1e-2, 3e-3, sc, "long ctx");
+      for (auto& [name, be] : split) {
+        SCOPED_TRACE(name);
+        check_and_report(run_scenario(*be, sc), want, 1e-2, 3e-3, sc, name);
+      }
+    }
+}
+
+// Malformed split settings are refused when the backend is made.
+TEST_F(CudaAttentionTest, RejectsBadSplitSettings) {
+  for (auto [name, value] : {std::pair{"LOOM_ATTN_PARTITION_KEYS", "16"},
+                             {"LOOM_ATTN_PARTITION_KEYS", "1k"},
+                             {"LOOM_ATTN_BLOCKS_PER_SM", "-1"},
+                             {"LOOM_ATTN_HEADS_PER_BLOCK", "3"}}) {
+    ::setenv(name, value, 1);
+    EXPECT_THROW(static_cast<void>(make_cuda_backend(0)), Error) << name << "=" << value;
+    ::unsetenv(name);
+  }
+}
+
 TEST_F(CudaAttentionTest, DecodeBatch) {
   std::vector<Seq> seqs;
   for (int i = 0; i < 64; ++i) seqs.push_back({1, 1 + (i * 37) % 700});
@@ -113,7 +169,8 @@ TEST_F(CudaAttentionTest, DecodeBatch) {
 
 TEST_F(CudaAttentionTest, RejectsBadMetadata) {
   const int bs = 16;
-  KvLayerCache cache{gpu_->alloc(DType::BF16, {4, bs, 1, 64}), gpu_->alloc(DType::BF16, {4, bs, 1, 64})};
+  KvLayerCache cache{gpu_->alloc(DType::BF16, {4, bs, 1, 64}),
+                     gpu_->alloc(DType::BF16, {4, bs, 1, 64})};
   AttentionMetadata m;
   m.num_seqs = 1;
   m.query_start = {0, 1};
@@ -131,7 +188,8 @@ TEST_F(CudaAttentionTest, RejectsBadMetadata) {
   EXPECT_THROW(gpu_->paged_attention(q96, cache, m, p, out), Error);  // cache has head_dim 64
   // Head sizes that are not a multiple of 8, or above 256, have no kernel.
   for (int hd : {20, 264}) {
-    KvLayerCache c{gpu_->alloc(DType::BF16, {4, bs, 1, hd}), gpu_->alloc(DType::BF16, {4, bs, 1, hd})};
+    KvLayerCache c{gpu_->alloc(DType::BF16, {4, bs, 1, hd}),
+                   gpu_->alloc(DType::BF16, {4, bs, 1, hd})};
     Tensor qh = gpu_->alloc(DType::BF16, {1, 1, hd}), oh = gpu_->alloc(DType::BF16, {1, 1, hd});
     EXPECT_THROW(gpu_->paged_attention(qh, c, m, p, oh), Error) << hd;
   }
