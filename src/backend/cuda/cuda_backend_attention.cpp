@@ -52,12 +52,21 @@ DecodePartitions decode_partitions(int64_t max_keys, int64_t items, int64_t conc
   // A partition walks at least a tile or two of keys: shorter ones cost more
   // in set-up and merging than they gain in parallelism.
   constexpr int64_t kMinPartition = 32;
+  // Splitting stops at about this many waves of blocks: past that the waves
+  // are balanced anyway, and the partials (rows of head_dim floats per
+  // partition) stay bounded whatever the token count (a long prefill on this
+  // kernel is not split at all).
+  constexpr int64_t kMaxWaves = 8;
   max_keys = std::max<int64_t>(max_keys, 1);
   items = std::max<int64_t>(items, 1);
+  concurrent = std::max<int64_t>(concurrent, 1);
   int64_t keys = max_keys;
-  if (items < concurrent) keys = ceil_div(max_keys, ceil_div(concurrent, items));  // fill the GPU
+  // Fill the GPU: at most one wave of blocks (a second, nearly empty wave
+  // would cost more than the blocks per SM it adds).
+  if (items < concurrent) keys = ceil_div(max_keys, concurrent / items);
   keys = std::min(keys, split.max_partition_keys);  // long contexts: several balanced waves
-  keys = std::max({keys, kMinPartition, ceil_div(max_keys, cuda::kMaxAttnPartitions)});
+  keys = std::max({keys, ceil_div(max_keys, ceil_div(kMaxWaves * concurrent, items)), kMinPartition,
+                   ceil_div(max_keys, cuda::kMaxAttnPartitions)});
   keys = ceil_div(keys, 32) * 32;
   const int64_t count = ceil_div(max_keys, keys);
   if (count <= 1) return {max_keys, 1};

@@ -8,23 +8,18 @@
 // head's last dims (HD 48, 80, 96, 112, 160, 192...) hold zeros. HD == 0 is
 // the runtime-sized path for uncommon sizes: the head size is a.head_dim (a
 // multiple of 8, at most 256) on 32 lanes per key.
-// Bandwidth: the keys are walked in tiles (kStageKeys keys per virtual warp,
-// 8 KB of K and V per block) that cp.async copies into a ring of kAttnStages
-// shared-memory stages, so kAttnStages - 1 tiles are in flight while one is
-// used. Every lane copies exactly the 8 dims of the keys it later reads (a
-// 16-byte copy of bf16, 8 bytes of FP8), so its own cp.async.wait_group is
-// all the ordering it needs; keys past the partition and idle lanes are
-// zero-filled. Block-table entries are loaded one tile ahead of their copies.
-// Scores are kept in log2 units (q carries log2 e), so softmax weights are
-// single ex2 instructions.
-// Handles prefill chunks with cached prefixes and decodes alike: token t of
-// sequence s sits at position ctx - new + j and sees keys (pos - window,
-// pos]. With a.token_index, block x serves token token_index[x] (its partials
-// sit at row x). Invariant: the warp-level loop bounds depend only on the warp
-// index, so every lane reaches every shuffle.
-// KV is the cache's element type: bf16, or uint8_t for FP8 E4M3 (exact as
-// floats); the KV head's scales fold into q (k_scale) and the output
-// (v_scale).
+// Bandwidth: the keys are walked in tiles (kStageKeys keys per virtual warp)
+// that cp.async copies into a ring of shared-memory stages (KvLoad), so all
+// but one of them are in flight while one is used. Every lane copies exactly the 8 dims of the keys
+// it later reads (a 16-byte copy of bf16, 8 bytes of FP8), so its own cp.async.wait_group is all
+// the ordering it needs; keys past the partition and idle lanes are zero-filled. Block-table
+// entries are loaded one tile ahead of their copies. Scores are kept in log2 units (q carries log2
+// e), so softmax weights are single ex2 instructions. Handles prefill chunks with cached prefixes
+// and decodes alike: token t of sequence s sits at position ctx - new + j and sees keys (pos -
+// window, pos]. With a.token_index, block x serves token token_index[x] (its partials sit at row
+// x). Invariant: the warp-level loop bounds depend only on the warp index, so every lane reaches
+// every shuffle. KV is the cache's element type: bf16, or uint8_t for FP8 E4M3 (exact as floats);
+// the KV head's scales fold into q (k_scale) and the output (v_scale).
 #pragma once
 
 #include <cfloat>
@@ -38,7 +33,6 @@ namespace loom::cuda {
 constexpr int kAttnWarps = 4;
 constexpr int kAttnThreads = kAttnWarps * 32;
 constexpr int kAttnMaxHeadDim = 256;
-constexpr int kAttnStages = 5;  // shared-memory ring of K/V tiles: 4 in flight while one is used
 constexpr float kLog2e = 1.4426950408889634f;
 
 // Dims a block holds per head (HD, or the runtime path's maximum) and the
@@ -54,13 +48,15 @@ struct AttnShape {
   static_assert(kCap % 8 == 0 && kCap <= kAttnMaxHeadDim, "head size");
 };
 
-// 8 cached values of a lane: one 16-byte vector of bf16, or 8 bytes of FP8;
-// kStageKeys keys per virtual warp and tile make a tile 8 KB of K and V
-// either way.
+// 8 cached values of a lane: one 16-byte vector of bf16, or 8 bytes of FP8.
+// A tile is kStageKeys keys per virtual warp (8 KB of K and V per block for
+// bf16, 4 KB for FP8), and the ring kStages tiles: 40 KB either way, so a
+// block has 32-36 KB of loads in flight while it works on one tile.
 template <class KV>
 struct KvLoad {
   using Vec = uint4;
   static constexpr int kStageKeys = 2;
+  static constexpr int kStages = 5;
   static __device__ __forceinline__ void to_float(const Vec& v, float (&f)[8]) {
     bf16x8_to_float(v, f);
   }
@@ -68,7 +64,8 @@ struct KvLoad {
 template <>
 struct KvLoad<uint8_t> {
   using Vec = uint2;
-  static constexpr int kStageKeys = 4;
+  static constexpr int kStageKeys = 2;
+  static constexpr int kStages = 10;
   static __device__ __forceinline__ void to_float(const Vec& v, float (&f)[8]) {
     fp8x8_to_float(v, f);
   }
@@ -107,7 +104,8 @@ __device__ __forceinline__ float attn_exp2(float x) {
 }
 
 template <int HD, int G, class KV>
-__global__ void __launch_bounds__(kAttnThreads) paged_attention_kernel(const PagedAttentionArgs a) {
+__global__ void __launch_bounds__(kAttnThreads, G >= 8 ? 1 : 4)
+    paged_attention_kernel(const PagedAttentionArgs a) {
   constexpr bool kFp8 = sizeof(KV) == 1;
   using Vec = typename KvLoad<KV>::Vec;
   constexpr int kCap = AttnShape<HD>::kCap;
@@ -115,6 +113,7 @@ __global__ void __launch_bounds__(kAttnThreads) paged_attention_kernel(const Pag
   constexpr int kKeysPerWarp = 32 / kLanesPerKey;
   constexpr int kVirtualWarps = kAttnWarps * kKeysPerWarp;
   constexpr int kStageKeys = KvLoad<KV>::kStageKeys;     // keys per virtual warp and tile
+  constexpr int kAttnStages = KvLoad<KV>::kStages;       // tiles in the ring
   constexpr int kTileKeys = kVirtualWarps * kStageKeys;  // keys per block and tile
   static_assert(kLanesPerKey >= 1 && kLanesPerKey <= 32 && 32 % kLanesPerKey == 0, "head_dim");
   const int hd = HD > 0 ? HD : a.head_dim;  // dims per head
@@ -197,50 +196,56 @@ __global__ void __launch_bounds__(kAttnThreads) paged_attention_kernel(const Pag
   const int bs = a.block_size, shift = a.block_shift;
 
   // Tile u holds keys part_lo + u * kTileKeys + [0, kTileKeys); this lane's
-  // j-th key of it is key_of(u, j). blk[j]: the block-table entries of the
-  // next tile to copy, loaded a tile ahead.
+  // j-th key of it is key_of(u, j). Block-table entries are loaded a tile
+  // ahead of the copies that need them (blk: those of the next tile to copy).
   const int n_tiles = (part_hi - part_lo + kTileKeys - 1) / kTileKeys;
   auto key_of = [&](int u, int j) { return part_lo + u * kTileKeys + j * kVirtualWarps + gv; };
-  int32_t blk[kStageKeys];
-  auto load_table = [&](int u) {
+  auto load_table = [&](int u, int32_t(&entries)[kStageKeys]) {
 #pragma unroll
     for (int j = 0; j < kStageKeys; ++j) {
       const int key = key_of(u, j);
-      blk[j] = key < part_hi ? __ldg(table + (shift >= 0 ? key >> shift : key / bs)) : 0;
+      entries[j] = key < part_hi ? __ldg(table + (shift >= 0 ? key >> shift : key / bs)) : 0;
     }
   };
-  auto copy_tile = [&](int u) {
+  auto copy_tile = [&](int u, const int32_t(&entries)[kStageKeys]) {
     auto& stage = ring[u % kAttnStages];
 #pragma unroll
     for (int j = 0; j < kStageKeys; ++j) {
       const int key = key_of(u, j);
       const bool fill = active && key < part_hi;
       const int in_block = shift >= 0 ? key & (bs - 1) : key % bs;
-      const int64_t off = fill ? (static_cast<int64_t>(blk[j]) * bs + in_block) * slot_stride : 0;
+      const int64_t off =
+          fill ? (static_cast<int64_t>(entries[j]) * bs + in_block) * slot_stride : 0;
       attn_copy_async(&stage[j][0][threadIdx.x], kbase + off, fill);
       attn_copy_async(&stage[j][1][threadIdx.x], vbase + off, fill);
     }
   };
 
   // Prologue: tiles 0 .. kAttnStages - 2 in flight, one commit group each
-  // (empty past the last tile, so the wait count below holds).
+  // (empty past the last tile, so the wait count below holds); their table
+  // entries are all loaded first.
+  int32_t blk[kStageKeys];
+  {
+    int32_t first[kAttnStages][kStageKeys];
 #pragma unroll
-  for (int u = 0; u < kAttnStages - 1; ++u) {
-    if (u < n_tiles) {
-      load_table(u);
-      copy_tile(u);
+    for (int u = 0; u < kAttnStages; ++u)
+      if (u < n_tiles) load_table(u, first[u]);
+#pragma unroll
+    for (int u = 0; u < kAttnStages - 1; ++u) {
+      if (u < n_tiles) copy_tile(u, first[u]);
+      attn_copy_commit();
     }
-    attn_copy_commit();
+#pragma unroll
+    for (int j = 0; j < kStageKeys; ++j) blk[j] = first[kAttnStages - 1][j];
   }
-  if (kAttnStages - 1 < n_tiles) load_table(kAttnStages - 1);
 
   for (int t = 0; t < n_tiles; ++t) {
     attn_copy_wait<kAttnStages - 2>();  // this thread's copies of tile t landed
     // Refill the stage tile t - 1 used (read by this thread only, above).
     const int u = t + kAttnStages - 1;
     if (u < n_tiles) {
-      copy_tile(u);
-      if (u + 1 < n_tiles) load_table(u + 1);
+      copy_tile(u, blk);
+      if (u + 1 < n_tiles) load_table(u + 1, blk);
     }
     attn_copy_commit();
 
@@ -273,27 +278,36 @@ __global__ void __launch_bounds__(kAttnThreads) paged_attention_kernel(const Pag
 #pragma unroll
         for (int g = 0; g < G; ++g) s[j][g] = cap * tanhf(s[j][g] * inv_cap);
     }
-    float vf[kStageKeys][8];
-#pragma unroll
-    for (int j = 0; j < kStageKeys; ++j) KvLoad<KV>::to_float(stage[j][1][threadIdx.x], vf[j]);
+    // Softmax weights in place of the scores. The running max moves only
+    // when a key beats it (a handful of times per partition once the first
+    // keys are seen): only then is what was summed so far rescaled.
 #pragma unroll
     for (int g = 0; g < G; ++g) {
       float mx = m[g];
 #pragma unroll
       for (int j = 0; j < kStageKeys; ++j)
         if (valid[j]) mx = fmaxf(mx, s[j][g]);
-      const float c = attn_exp2(m[g] - mx);  // 0 when m was the -FLT_MAX start
-      l[g] *= c;
+      if (mx > m[g]) {
+        const float c = attn_exp2(m[g] - mx);  // 0 when m was the -FLT_MAX start
+        l[g] *= c;
 #pragma unroll
-      for (int d = 0; d < 8; ++d) acc[g][d] *= c;
+        for (int d = 0; d < 8; ++d) acc[g][d] *= c;
+        m[g] = mx;
+      }
 #pragma unroll
       for (int j = 0; j < kStageKeys; ++j) {
-        const float p = valid[j] ? attn_exp2(s[j][g] - mx) : 0.0f;
-        l[g] += p;
-#pragma unroll
-        for (int d = 0; d < 8; ++d) acc[g][d] = fmaf(p, vf[j][d], acc[g][d]);
+        s[j][g] = valid[j] ? attn_exp2(s[j][g] - mx) : 0.0f;
+        l[g] += s[j][g];
       }
-      m[g] = mx;
+    }
+#pragma unroll
+    for (int j = 0; j < kStageKeys; ++j) {
+      float vf[8];
+      KvLoad<KV>::to_float(stage[j][1][threadIdx.x], vf);
+#pragma unroll
+      for (int g = 0; g < G; ++g)
+#pragma unroll
+        for (int d = 0; d < 8; ++d) acc[g][d] = fmaf(s[j][g], vf[d], acc[g][d]);
     }
   }
   attn_copy_wait<0>();  // only empty groups are left; the ring becomes s_acc
