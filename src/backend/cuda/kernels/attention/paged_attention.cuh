@@ -8,18 +8,23 @@
 // head's last dims (HD 48, 80, 96, 112, 160, 192...) hold zeros. HD == 0 is
 // the runtime-sized path for uncommon sizes: the head size is a.head_dim (a
 // multiple of 8, at most 256) on 32 lanes per key.
+//
 // Bandwidth: the keys are walked in tiles (kStageKeys keys per virtual warp)
 // that cp.async copies into a ring of shared-memory stages (KvLoad), so all
-// but one of them are in flight while one is used. Every lane copies exactly the 8 dims of the keys
-// it later reads (a 16-byte copy of bf16, 8 bytes of FP8), so its own cp.async.wait_group is all
-// the ordering it needs; keys past the partition and idle lanes are zero-filled. Block-table
-// entries are loaded one tile ahead of their copies. Scores are kept in log2 units (q carries log2
-// e), so softmax weights are single ex2 instructions. Handles prefill chunks with cached prefixes
-// and decodes alike: token t of sequence s sits at position ctx - new + j and sees keys (pos -
-// window, pos]. With a.token_index, block x serves token token_index[x] (its partials sit at row
-// x). Invariant: the warp-level loop bounds depend only on the warp index, so every lane reaches
-// every shuffle. KV is the cache's element type: bf16, or uint8_t for FP8 E4M3 (exact as floats);
-// the KV head's scales fold into q (k_scale) and the output (v_scale).
+// but one tile are in flight while one is used. Every lane copies exactly
+// the 8 dims of the keys it later reads (16 bytes of bf16, 8 of FP8), so its
+// own cp.async.wait_group is all the ordering it needs; keys past the
+// partition and idle lanes are zero-filled. Block-table entries are loaded a
+// tile ahead of their copies. Scores are kept in log2 units (q carries
+// log2 e), so a softmax weight is one ex2 instruction.
+//
+// Handles prefill chunks with cached prefixes and decodes alike: token t of
+// sequence s sits at position ctx - new + j and sees keys (pos - window,
+// pos]. With a.token_index, block x serves token token_index[x] (its partials
+// sit at row x). Invariant: the loop bounds are the same for the whole block,
+// so every lane reaches every shuffle. KV is the cache's element type: bf16,
+// or uint8_t for FP8 E4M3 (exact as floats); the KV head's scales fold into q
+// (k_scale) and the output (v_scale).
 #pragma once
 
 #include <cfloat>
@@ -103,8 +108,16 @@ __device__ __forceinline__ float attn_exp2(float x) {
   return y;
 }
 
+// Blocks per SM the kernel's registers are sized for: 4 up to 4 heads per
+// block, 3 for 8 heads where the lanes share the softmax (kOwnScores below;
+// 168 registers without spills), else what 8 heads need (2 per SM).
 template <int HD, int G, class KV>
-__global__ void __launch_bounds__(kAttnThreads, G >= 8 ? 1 : 4)
+constexpr int attn_min_blocks() {
+  return G < 8 ? 4 : AttnShape<HD>::kLanes == KvLoad<KV>::kStageKeys * G ? 3 : 1;
+}
+
+template <int HD, int G, class KV>
+__global__ void __launch_bounds__(kAttnThreads, (attn_min_blocks<HD, G, KV>()))
     paged_attention_kernel(const PagedAttentionArgs a) {
   constexpr bool kFp8 = sizeof(KV) == 1;
   using Vec = typename KvLoad<KV>::Vec;
@@ -116,6 +129,10 @@ __global__ void __launch_bounds__(kAttnThreads, G >= 8 ? 1 : 4)
   constexpr int kAttnStages = KvLoad<KV>::kStages;       // tiles in the ring
   constexpr int kTileKeys = kVirtualWarps * kStageKeys;  // keys per block and tile
   static_assert(kLanesPerKey >= 1 && kLanesPerKey <= 32 && 32 % kLanesPerKey == 0, "head_dim");
+  // One score per lane (head size 128 with 8 heads, 64 with 4): the lanes of
+  // a key own one (key slot, head) score each and share the softmax work
+  // instead of all repeating it; m_own/l_own then replace m/l.
+  constexpr bool kOwnScores = kLanesPerKey == kStageKeys * G && G >= 4;
   const int hd = HD > 0 ? HD : a.head_dim;  // dims per head
 
   // The ring of K/V tiles ([stage][key][K, V][thread]: each thread reads back
@@ -185,6 +202,8 @@ __global__ void __launch_bounds__(kAttnThreads, G >= 8 ? 1 : 4)
 #pragma unroll
     for (int d = 0; d < 8; ++d) acc[g][d] = 0.0f;
   }
+  float m_own = -FLT_MAX, l_own = 0.0f;    // kOwnScores: head sub % G's running max, partial sum
+  const int vw_lane0 = vw * kLanesPerKey;  // the warp lane of this virtual warp's sub 0
 
   const int32_t* table = a.block_tables + static_cast<int64_t>(seq) * a.max_blocks_per_seq;
   const int64_t slot_stride = static_cast<int64_t>(a.num_kv_heads) * hd;  // elements per cache slot
@@ -265,49 +284,116 @@ __global__ void __launch_bounds__(kAttnThreads, G >= 8 ? 1 : 4)
         s[j][g] = d0;
       }
     }
-    // Sum the partial dots over the virtual warp's lanes (aligned groups).
-#pragma unroll
-    for (int off = kLanesPerKey / 2; off > 0; off >>= 1)
-#pragma unroll
-      for (int j = 0; j < kStageKeys; ++j)
-#pragma unroll
-        for (int g = 0; g < G; ++g) s[j][g] += __shfl_xor_sync(0xffffffffu, s[j][g], off);
-    if (capped) {
-#pragma unroll
-      for (int j = 0; j < kStageKeys; ++j)
-#pragma unroll
-        for (int g = 0; g < G; ++g) s[j][g] = cap * tanhf(s[j][g] * inv_cap);
-    }
-    // Softmax weights in place of the scores. The running max moves only
-    // when a key beats it (a handful of times per partition once the first
-    // keys are seen): only then is what was summed so far rescaled.
-#pragma unroll
-    for (int g = 0; g < G; ++g) {
-      float mx = m[g];
+    if constexpr (kOwnScores) {
+      // Reduce-scatter the partial dots over the virtual warp's lanes: at
+      // each step a lane keeps the half of its values whose index bit `off`
+      // matches its own and adds its partner's copy of them, so lane `sub`
+      // ends with the full score of index sub = key slot sub / G, head
+      // sub % G (15 shuffles for 16 scores, not 64).
+      float v[kStageKeys * G];
 #pragma unroll
       for (int j = 0; j < kStageKeys; ++j)
-        if (valid[j]) mx = fmaxf(mx, s[j][g]);
-      if (mx > m[g]) {
-        const float c = attn_exp2(m[g] - mx);  // 0 when m was the -FLT_MAX start
-        l[g] *= c;
 #pragma unroll
-        for (int d = 0; d < 8; ++d) acc[g][d] *= c;
-        m[g] = mx;
+        for (int g = 0; g < G; ++g) v[j * G + g] = s[j][g];
+      constexpr int kLevels = kLanesPerKey == 32   ? 5
+                              : kLanesPerKey == 16 ? 4
+                              : kLanesPerKey == 8  ? 3
+                                                   : 2;
+#pragma unroll
+      for (int level = 0; level < kLevels; ++level) {
+        const int off = kLanesPerKey >> (level + 1);
+        const bool upper = (sub & off) != 0;
+#pragma unroll
+        for (int k = 0; k < kStageKeys * G; ++k) {
+          if (k < off) {
+            const float send = upper ? v[k] : v[k + off];
+            const float keep = upper ? v[k + off] : v[k];
+            v[k] = keep + __shfl_xor_sync(0xffffffffu, send, off);
+          }
+        }
+      }
+      float score = v[0];
+      if (capped) score = cap * tanhf(score * inv_cap);
+      const bool own_valid = key_of(t, sub / G) < part_hi;
+      // The tile's max of this lane's head: over the lanes of the same head.
+      float mx = own_valid ? score : -FLT_MAX;
+#pragma unroll
+      for (int off = G; off < kLanesPerKey; off <<= 1)
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+      // Rarely (the running max of some head grew): rescale every lane's
+      // accumulators by their heads' factors, held by lanes vw_lane0 + g.
+      const bool grew = mx > m_own;
+      if (__any_sync(0xffffffffu, grew)) {
+        const float c = grew ? attn_exp2(m_own - mx) : 1.0f;  // 0 from the -FLT_MAX start
+        if (grew) {
+          l_own *= c;
+          m_own = mx;
+        }
+#pragma unroll
+        for (int g = 0; g < G; ++g) {
+          const float cg = __shfl_sync(0xffffffffu, c, vw_lane0 + g);
+#pragma unroll
+          for (int d = 0; d < 8; ++d) acc[g][d] *= cg;
+        }
+      }
+      const float p = own_valid ? attn_exp2(score - m_own) : 0.0f;
+      l_own += p;  // this lane's key slot only: summed over the head's lanes at the end
+#pragma unroll
+      for (int j = 0; j < kStageKeys; ++j) {
+        float vf[8];
+        KvLoad<KV>::to_float(stage[j][1][threadIdx.x], vf);
+#pragma unroll
+        for (int g = 0; g < G; ++g) {
+          const float pg = __shfl_sync(0xffffffffu, p, vw_lane0 + j * G + g);
+#pragma unroll
+          for (int d = 0; d < 8; ++d) acc[g][d] = fmaf(pg, vf[d], acc[g][d]);
+        }
+      }
+    } else {
+      // Sum the partial dots over the virtual warp's lanes (aligned groups).
+#pragma unroll
+      for (int off = kLanesPerKey / 2; off > 0; off >>= 1)
+#pragma unroll
+        for (int j = 0; j < kStageKeys; ++j)
+#pragma unroll
+          for (int g = 0; g < G; ++g) s[j][g] += __shfl_xor_sync(0xffffffffu, s[j][g], off);
+      if (capped) {
+#pragma unroll
+        for (int j = 0; j < kStageKeys; ++j)
+#pragma unroll
+          for (int g = 0; g < G; ++g) s[j][g] = cap * tanhf(s[j][g] * inv_cap);
+      }
+      // Softmax weights in place of the scores. The running max moves only
+      // when a key beats it (a handful of times per partition once the first
+      // keys are seen): only then is what was summed so far rescaled.
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        float mx = m[g];
+#pragma unroll
+        for (int j = 0; j < kStageKeys; ++j)
+          if (valid[j]) mx = fmaxf(mx, s[j][g]);
+        if (mx > m[g]) {
+          const float c = attn_exp2(m[g] - mx);  // 0 when m was the -FLT_MAX start
+          l[g] *= c;
+#pragma unroll
+          for (int d = 0; d < 8; ++d) acc[g][d] *= c;
+          m[g] = mx;
+        }
+#pragma unroll
+        for (int j = 0; j < kStageKeys; ++j) {
+          s[j][g] = valid[j] ? attn_exp2(s[j][g] - mx) : 0.0f;
+          l[g] += s[j][g];
+        }
       }
 #pragma unroll
       for (int j = 0; j < kStageKeys; ++j) {
-        s[j][g] = valid[j] ? attn_exp2(s[j][g] - mx) : 0.0f;
-        l[g] += s[j][g];
+        float vf[8];
+        KvLoad<KV>::to_float(stage[j][1][threadIdx.x], vf);
+#pragma unroll
+        for (int g = 0; g < G; ++g)
+#pragma unroll
+          for (int d = 0; d < 8; ++d) acc[g][d] = fmaf(s[j][g], vf[d], acc[g][d]);
       }
-    }
-#pragma unroll
-    for (int j = 0; j < kStageKeys; ++j) {
-      float vf[8];
-      KvLoad<KV>::to_float(stage[j][1][threadIdx.x], vf);
-#pragma unroll
-      for (int g = 0; g < G; ++g)
-#pragma unroll
-        for (int d = 0; d < 8; ++d) acc[g][d] = fmaf(s[j][g], vf[d], acc[g][d]);
     }
   }
   attn_copy_wait<0>();  // only empty groups are left; the ring becomes s_acc
@@ -315,9 +401,18 @@ __global__ void __launch_bounds__(kAttnThreads, G >= 8 ? 1 : 4)
 
   // Merge the virtual warps. A virtual warp that saw no key has l = 0 and
   // m = -FLT_MAX, so its weight below is 0 (or its l and acc are 0).
+  if constexpr (kOwnScores) {
+#pragma unroll
+    for (int off = G; off < kLanesPerKey; off <<= 1)
+      l_own += __shfl_xor_sync(0xffffffffu, l_own, off);
+    if (sub < G) {
+      s_m[gv][sub] = m_own;
+      s_l[gv][sub] = l_own;
+    }
+  }
 #pragma unroll
   for (int g = 0; g < G; ++g) {
-    if (sub == 0) {
+    if (sub == 0 && !kOwnScores) {
       s_m[gv][g] = m[g];
       s_l[gv][g] = l[g];
     }
