@@ -14,7 +14,9 @@
 // Usage: bench_cuda_ops [iterations] | bench_cuda_ops --attn-sweep [iterations]
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -205,12 +207,14 @@ double bench_attention(Backend& be, Timer& timer, cudaStream_t stream, int seqs,
 
 // A decode step's caches and metadata: `seqs` sequences of `ctx` cached
 // tokens (one new each), 8 kv heads of 128 dims, block 16, bf16 or FP8 KV.
-// Any backend of the same device may time attention over them (the caches
-// are filled and synchronised at construction).
+// Small caches are repeated (at least 256 MB in all, at most 8 copies) and
+// consecutive calls read different copies, so K and V come from HBM rather
+// than the 50 MB L2. Any backend of the same device may time attention over
+// them (the caches are filled and synchronised at construction).
 struct DecodeCaches {
   int seqs, ctx;
   bool fp8;
-  KvLayerCache cache;
+  std::vector<KvLayerCache> copies;
   AttentionMetadata meta;
   static constexpr int kKvHeads = 8, kHeadDim = 128, kBlock = 16;
 
@@ -219,11 +223,15 @@ struct DecodeCaches {
     const int blocks_per_seq = (ctx + kBlock - 1) / kBlock;
     const int64_t num_blocks = int64_t{seqs} * blocks_per_seq;
     const DType kv_type = fp8 ? DType::F8_E4M3 : DType::BF16;
-    cache = {filled(be, kv_type, {num_blocks, kBlock, kKvHeads, kHeadDim}, stream),
-             filled(be, kv_type, {num_blocks, kBlock, kKvHeads, kHeadDim}, stream)};
-    if (fp8) {
-      cache.k_scale = filled(be, DType::F32, {kKvHeads}, stream);
-      cache.v_scale = filled(be, DType::F32, {kKvHeads}, stream);
+    const int n = static_cast<int>(std::min(8.0, std::max(1.0, std::ceil(256e6 / kv_bytes()))));
+    for (int i = 0; i < n; ++i) {
+      KvLayerCache c{filled(be, kv_type, {num_blocks, kBlock, kKvHeads, kHeadDim}, stream),
+                     filled(be, kv_type, {num_blocks, kBlock, kKvHeads, kHeadDim}, stream)};
+      if (fp8) {
+        c.k_scale = filled(be, DType::F32, {kKvHeads}, stream);
+        c.v_scale = filled(be, DType::F32, {kKvHeads}, stream);
+      }
+      copies.push_back(std::move(c));
     }
     meta.num_seqs = seqs;
     meta.max_blocks_per_seq = blocks_per_seq;
@@ -237,20 +245,42 @@ struct DecodeCaches {
     cudaStreamSynchronize(stream);
   }
 
-  // K and V read once, plus q and out (bf16), for `heads` query heads.
-  double bytes(int heads) const {
-    const double kv =
-        2.0 * (fp8 ? 1.0 : 2.0) * seqs * static_cast<double>(ctx) * kKvHeads * kHeadDim;
-    return kv + 4.0 * seqs * heads * kHeadDim;
+  // Bytes of K and V one call reads.
+  double kv_bytes() const {
+    return 2.0 * (fp8 ? 1.0 : 2.0) * seqs * static_cast<double>(ctx) * kKvHeads * kHeadDim;
   }
 
-  // Mean milliseconds of `be`'s attention for `heads` query heads (timer on be's stream).
-  double ms(Backend& be, Timer& timer, cudaStream_t stream, int heads) {
+  // K and V read once, plus q and out (bf16), for `heads` query heads.
+  double bytes(int heads) const { return kv_bytes() + 4.0 * seqs * heads * kHeadDim; }
+
+  // Mean milliseconds of `be`'s attention for `heads` query heads, as decode
+  // steps run it: `iters` calls recorded in a CUDA graph (launch gaps of a
+  // few microseconds would otherwise hide the short kernels' speed), the
+  // graph replayed 3 times after a warm-up.
+  double ms(Backend& be, cudaStream_t stream, int heads, int iters) {
     Tensor q = filled(be, DType::BF16, {seqs, heads, kHeadDim}, stream);
     Tensor out = be.alloc(DType::BF16, {seqs, heads, kHeadDim});
     AttentionParams p;
     p.scale = 0.0883883f;
-    return timer.ms([&] { be.paged_attention(q, cache, meta, p, out); });
+    const size_t n = copies.size();
+    for (size_t i = 0; i < 3; ++i) be.paged_attention(q, copies[i % n], meta, p, out);
+    be.begin_capture();
+    for (int i = 0; i < iters; ++i)
+      be.paged_attention(q, copies[static_cast<size_t>(i) % n], meta, p, out);
+    std::unique_ptr<StepGraph> graph = be.end_capture();
+    be.replay(*graph);
+    cudaEvent_t start, stop;
+    cudaEventCreate(&start);
+    cudaEventCreate(&stop);
+    cudaEventRecord(start, stream);
+    for (int r = 0; r < 3; ++r) be.replay(*graph);
+    cudaEventRecord(stop, stream);
+    cudaEventSynchronize(stop);
+    float t = 0;
+    cudaEventElapsedTime(&t, start, stop);
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+    return static_cast<double>(t) / (3.0 * iters);
   }
 };
 
@@ -260,7 +290,8 @@ struct DecodeCaches {
 void bench_long_decode(Backend& be, Timer& timer, cudaStream_t stream) {
   std::printf(
       "\n== long-context decode attention (8 kv heads, head_dim 128, block 16; one layer) ==\n"
-      "TB/s = (K + V read + q + out) / time; tok/s = sequences / time (one layer's attention)\n"
+      "TB/s = (K + V read + q + out) / time; tok/s = sequences / time (one layer's attention);\n"
+      "timed in a CUDA graph of calls, as decode steps run\n"
       "%-5s %7s %5s %7s %10s %8s %12s\n",
       "kv", "q/kv", "seqs", "ctx", "us", "TB/s", "tok/s");
   for (bool fp8 : {false, true})
@@ -268,7 +299,7 @@ void bench_long_decode(Backend& be, Timer& timer, cudaStream_t stream) {
       for (int seqs : {1, 16, 64}) {
         DecodeCaches c(be, stream, seqs, ctx, fp8);
         for (int heads : {32, 64}) {
-          const double ms = c.ms(be, timer, stream, heads);
+          const double ms = c.ms(be, stream, heads, timer.iters);
           std::printf("%-5s %4d/%-2d %5d %7d %10.1f %8.2f %12.0f\n", fp8 ? "fp8" : "bf16", heads,
                       DecodeCaches::kKvHeads, seqs, ctx, ms * 1e3, c.bytes(heads) / ms / 1e9,
                       seqs / ms * 1e3);
@@ -324,10 +355,9 @@ void bench_attention_sweep(Backend& be, cudaStream_t stream, int iters) {
         ::setenv("LOOM_ATTN_HEADS_PER_BLOCK", std::to_string(heads_per_block).c_str(), 1);
         auto tuned = make_cuda_backend(0);
         auto tuned_stream = static_cast<cudaStream_t>(cuda_backend_stream(*tuned));
-        Timer timer{tuned_stream, iters};
         std::printf("%6d %4d %4d", partition, per_sm, heads_per_block);
         for (size_t i = 0; i < kShapes; ++i) {
-          const double ms = of_shape[i]->ms(*tuned, timer, tuned_stream, shapes[i].heads);
+          const double ms = of_shape[i]->ms(*tuned, tuned_stream, shapes[i].heads, iters);
           const double tbs = of_shape[i]->bytes(shapes[i].heads) / ms / 1e9;
           std::printf(" %11.2f", tbs);
           if (tbs > best[i]) {
