@@ -11,6 +11,8 @@
 #include <utility>
 
 #include "attention_scenario.h"
+#include "backend/cuda/cuda_backend_impl.h"
+#include "backend/cuda/kernels/kernels.h"
 
 namespace loom {
 namespace {
@@ -145,6 +147,45 @@ TEST_F(CudaAttentionTest, LongContextsManyPartitions) {
         check_and_report(run_scenario(*be, sc), want, 1e-2, 3e-3, sc, name);
       }
     }
+}
+
+// The split itself (pure, no GPU needed): partitions cover every key, at
+// most kMaxAttnPartitions of them and at least 32 keys each unless one
+// partition holds everything; few items fill at most one wave; long contexts
+// get partitions of at most the cap while fewer than ~8 waves result; many
+// tokens (a long prefill on this kernel) are not split.
+TEST(CudaAttentionSplit, PartitionsCoverKeysWithinBounds) {
+  const cuda::AttentionSplit split;  // cap 1024
+  for (int64_t max_keys : {1, 31, 33, 1000, 8192, 20011, 32768, 131072, 1 << 20})
+    for (int64_t items : {1, 8, 24, 128, 512, 4096, 65536})
+      for (int64_t concurrent : {132, 528, 1056}) {
+        SCOPED_TRACE(::testing::Message() << max_keys << " keys, " << items << " items, "
+                                          << concurrent << " concurrent");
+        const cuda::DecodePartitions p =
+            cuda::decode_partitions(max_keys, items, concurrent, split);
+        EXPECT_GE(p.keys * p.count, max_keys);
+        EXPECT_LT((p.count - 1) * p.keys, max_keys);
+        EXPECT_LE(p.count, cuda::kMaxAttnPartitions);
+        if (p.count == 1) {
+          EXPECT_EQ(p.keys, max_keys);
+          continue;
+        }
+        EXPECT_GE(p.keys, 32);
+        EXPECT_LE(items * p.count, 8 * concurrent + items);
+        if (items < concurrent && max_keys <= split.max_partition_keys) {
+          EXPECT_LE(items * p.count, concurrent);
+        }
+      }
+  // 1 x 32k keys, 8 kv heads on 132 SMs x 4 blocks: 64 partitions of 512.
+  const cuda::DecodePartitions one = cuda::decode_partitions(32768, 8, 528, split);
+  EXPECT_EQ(one.keys, 512);
+  EXPECT_EQ(one.count, 64);
+  // 16 x 32k: capped at 1,024 keys (32 partitions, ~8 waves).
+  const cuda::DecodePartitions sixteen = cuda::decode_partitions(32768, 128, 528, split);
+  EXPECT_EQ(sixteen.keys, 1024);
+  EXPECT_EQ(sixteen.count, 32);
+  // 8,192 prefill tokens over 4k keys: not split.
+  EXPECT_EQ(cuda::decode_partitions(4096, 8192 * 8, 528, split).count, 1);
 }
 
 // Malformed split settings are refused when the backend is made.

@@ -168,8 +168,9 @@ void CudaBackend::paged_attention(const Tensor& q, const KvLayerCache& cache,
     return n_new > 0 && (!flash || n_new == 1);
   };
 
-  int g =
-      1;  // query heads per block: the power of two covering the group, at most 8 (or the set cap)
+  // Query heads per block: the power of two covering the group, at most 8 (or
+  // LOOM_ATTN_HEADS_PER_BLOCK).
+  int g = 1;
   while (g < attn_split_.max_heads_per_block && g < group) g *= 2;
   const int64_t chunks = ceil_div(group, g);
   // Longest key range of any token (or the step's stated bound): sizes the partitions.

@@ -457,7 +457,7 @@ __global__ void __launch_bounds__(kAttnThreads, (attn_min_blocks<HD, G, KV>()))
   // last block's reads come after all arrivals (__ldcg: from L2). Merge: a
   // warp per head turns the partitions' (max, sum) into weights in shared
   // memory, then every thread sums 4 dims of one head over the partitions,
-  // 8 partitions' 16-byte loads in flight at once.
+  // 16 partitions' 16-byte loads in flight at once.
   __shared__ bool s_last;
   __threadfence();
   __syncthreads();
@@ -500,25 +500,21 @@ __global__ void __launch_bounds__(kAttnThreads, (attn_min_blocks<HD, G, KV>()))
                           d4;
     const float* w = s_w + g * n_parts;
     float o[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    int p = 0;
-    for (; p + 8 <= n_parts; p += 8) {
-      float4 v[8];
+    constexpr int kBatch = 16;  // partitions' loads in flight per round
+    for (int p = 0; p < n_parts; p += kBatch) {
+      float4 v[kBatch];
 #pragma unroll
-      for (int i = 0; i < 8; ++i) v[i] = __ldcg(acc_p + static_cast<int64_t>(p + i) * hd4);
+      for (int i = 0; i < kBatch; ++i)
+        v[i] = p + i < n_parts ? __ldcg(acc_p + static_cast<int64_t>(p + i) * hd4)
+                               : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 #pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        o[0] = fmaf(w[p + i], v[i].x, o[0]);
-        o[1] = fmaf(w[p + i], v[i].y, o[1]);
-        o[2] = fmaf(w[p + i], v[i].z, o[2]);
-        o[3] = fmaf(w[p + i], v[i].w, o[3]);
+      for (int i = 0; i < kBatch; ++i) {
+        const float wi = p + i < n_parts ? w[p + i] : 0.0f;
+        o[0] = fmaf(wi, v[i].x, o[0]);
+        o[1] = fmaf(wi, v[i].y, o[1]);
+        o[2] = fmaf(wi, v[i].z, o[2]);
+        o[3] = fmaf(wi, v[i].w, o[3]);
       }
-    }
-    for (; p < n_parts; ++p) {
-      const float4 v = __ldcg(acc_p + static_cast<int64_t>(p) * hd4);
-      o[0] = fmaf(w[p], v.x, o[0]);
-      o[1] = fmaf(w[p], v.y, o[1]);
-      o[2] = fmaf(w[p], v.z, o[2]);
-      o[3] = fmaf(w[p], v.w, o[3]);
     }
     const float f = kFp8 ? s_inv[g] * v_scale : s_inv[g];
     bf16* dst = out + (row_base + head0 + g) * hd + d4 * 4;
