@@ -209,7 +209,7 @@ struct PagedAttentionArgs : PagedKvArgs {
   // per (token, kv head, head chunk), all 0 before the first launch (the
   // kernel leaves them 0).
   float* partial_acc = nullptr;  // [num_tokens, heads, num_partitions, head_dim]
-  float* partial_ml = nullptr;   // [num_tokens, heads, num_partitions, 2]: running max, sum
+  float* partial_ml = nullptr;   // [num_tokens, heads, num_partitions, 2]: max (log2 units), sum
   int32_t* partition_counters = nullptr;  // [num_tokens, num_kv_heads * head_chunks]
 };
 
