@@ -10,8 +10,8 @@
 // multiple of 8, at most 256) on 32 lanes per key.
 //
 // Bandwidth: the keys are walked in tiles (kStageKeys keys per virtual warp)
-// that cp.async copies into a ring of shared-memory stages (KvLoad), so all
-// but one tile are in flight while one is used. Every lane copies exactly
+// that cp.async copies into a ring of shared-memory stages (kAttnRingBytes),
+// so all but one tile are in flight while one is used. Every lane copies exactly
 // the 8 dims of the keys it later reads (16 bytes of bf16, 8 of FP8), so its
 // own cp.async.wait_group is all the ordering it needs; keys past the
 // partition and idle lanes are zero-filled. Block-table entries are loaded a
@@ -54,14 +54,9 @@ struct AttnShape {
 };
 
 // 8 cached values of a lane: one 16-byte vector of bf16, or 8 bytes of FP8.
-// A tile is kStageKeys keys per virtual warp (8 KB of K and V per block for
-// bf16, 4 KB for FP8), and the ring kStages tiles: 40 KB either way, so a
-// block has 32-36 KB of loads in flight while it works on one tile.
 template <class KV>
 struct KvLoad {
   using Vec = uint4;
-  static constexpr int kStageKeys = 2;
-  static constexpr int kStages = 5;
   static __device__ __forceinline__ void to_float(const Vec& v, float (&f)[8]) {
     bf16x8_to_float(v, f);
   }
@@ -69,12 +64,22 @@ struct KvLoad {
 template <>
 struct KvLoad<uint8_t> {
   using Vec = uint2;
-  static constexpr int kStageKeys = 2;
-  static constexpr int kStages = 10;
   static __device__ __forceinline__ void to_float(const Vec& v, float (&f)[8]) {
     fp8x8_to_float(v, f);
   }
 };
+
+// Keys per virtual warp in a tile: 2 (a tile is then 8 KB of K and V per
+// block for bf16, 4 KB for FP8), or 4 for FP8 caches with 4 heads per block
+// on 16 lanes, so each lane owns one (key, head) score of the tile
+// (kOwnScores below) in an 8 KB tile.
+template <int HD, int G, class KV>
+__host__ __device__ constexpr int attn_stage_keys() {
+  return sizeof(KV) == 1 && G == 4 && AttnShape<HD>::kLanes == 16 ? 4 : 2;
+}
+// Bytes of the ring of tiles: 5 bf16 tiles or 5-10 FP8 ones, so a block has
+// 32-36 KB of loads in flight while it works on one tile.
+constexpr int kAttnRingBytes = 40960;
 
 // One Vec from global to shared memory, asynchronously; fill == false
 // zero-fills the destination without reading src.
@@ -113,7 +118,7 @@ __device__ __forceinline__ float attn_exp2(float x) {
 // 168 registers without spills), else what 8 heads need (2 per SM).
 template <int HD, int G, class KV>
 constexpr int attn_min_blocks() {
-  return G < 8 ? 4 : AttnShape<HD>::kLanes == KvLoad<KV>::kStageKeys * G ? 3 : 1;
+  return G < 8 ? 4 : AttnShape<HD>::kLanes == attn_stage_keys<HD, G, KV>() * G ? 3 : 1;
 }
 
 template <int HD, int G, class KV>
@@ -125,13 +130,15 @@ __global__ void __launch_bounds__(kAttnThreads, (attn_min_blocks<HD, G, KV>()))
   constexpr int kLanesPerKey = AttnShape<HD>::kLanes;
   constexpr int kKeysPerWarp = 32 / kLanesPerKey;
   constexpr int kVirtualWarps = kAttnWarps * kKeysPerWarp;
-  constexpr int kStageKeys = KvLoad<KV>::kStageKeys;     // keys per virtual warp and tile
-  constexpr int kAttnStages = KvLoad<KV>::kStages;       // tiles in the ring
+  constexpr int kStageKeys = attn_stage_keys<HD, G, KV>();  // keys per virtual warp and tile
+  constexpr int kAttnStages =                               // tiles in the ring
+      kAttnRingBytes / (kStageKeys * 2 * kAttnThreads * static_cast<int>(sizeof(Vec)));
+  static_assert(kAttnStages >= 3, "a ring of at least 3 tiles");
   constexpr int kTileKeys = kVirtualWarps * kStageKeys;  // keys per block and tile
   static_assert(kLanesPerKey >= 1 && kLanesPerKey <= 32 && 32 % kLanesPerKey == 0, "head_dim");
-  // One score per lane (head size 128 with 8 heads, 64 with 4): the lanes of
-  // a key own one (key slot, head) score each and share the softmax work
-  // instead of all repeating it; m_own/l_own then replace m/l.
+  // One score per lane (head size 128 with 8 heads, or 4 over FP8; 64 with
+  // 4): the lanes of a key own one (key slot, head) score each and share the
+  // softmax work instead of all repeating it; m_own/l_own then replace m/l.
   constexpr bool kOwnScores = kLanesPerKey == kStageKeys * G && G >= 4;
   const int hd = HD > 0 ? HD : a.head_dim;  // dims per head
 
