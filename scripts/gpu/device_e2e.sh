@@ -10,7 +10,10 @@
 #            batching on the first $HF_REQUESTS of the same workload
 #   fixed    8B: 512 requests of 1,000 prompt / 1,000 output tokens
 #   profile  8B: CUPTI kernel profile of decode at batch 1 and 64 (PROFILE_BATCHES)
-#   ops      bench_cuda_ops: per-op timings (GEMMs, attention decode/prefill, ...)
+#   ops      bench_cuda_ops: per-op timings (GEMMs, attention decode/prefill, the
+#            long-context decode table 8k-128k x batch 1-64, ...)
+#   attnsweep  bench_cuda_ops --attn-sweep: decode attention TB/s per LOOM_ATTN_*
+#            setting (partition keys, blocks per SM, heads per block) and shape
 #   small    0.5B-shaped model served over HTTP: 128 in / 32 out, Poisson arrivals
 #            at rising rates (loom bench serve), p99 TTFT per rate
 #   cpu      the host CPU as a second CPU data point: the 0.5B-shaped model (bf16
@@ -304,7 +307,15 @@ for l in open('/tmp/cpu.jsonl'):
     ;;
   ops)
     timeout 300 $T/bench_cuda_ops > /tmp/ops.log 2>&1; echo "bench_cuda_ops rc=$?"
+    sed -n '/^== paged attention/,/^$/p; /^== long-context decode/,/^$/p' /tmp/ops.log
     cat /tmp/ops.log | tail -60; cp /tmp/ops.log "$OUT/bench_cuda_ops.txt"
+    ;;
+  attnsweep)
+    # The decode attention split's knobs (LOOM_ATTN_*) swept over long-context
+    # shapes: TB/s per setting and shape, then the best setting per shape.
+    timeout 400 $T/bench_cuda_ops --attn-sweep ${ATTN_SWEEP_ITERS:-10} > /tmp/attnsweep.log 2>&1
+    echo "bench_cuda_ops --attn-sweep rc=$?"
+    cat /tmp/attnsweep.log; cp /tmp/attnsweep.log "$OUT/attnsweep.txt"
     ;;
   fp8test)
     for t in test_cuda_fp8 test_cuda_model test_cuda_engine; do

@@ -384,6 +384,21 @@ TEST_F(CudaFp8Test, Fp8KvAttentionMatchesCpu) {
     sc.params.scale = 0.0883883f;
     run_fp8_kv(*gpu_, *cpu_, sc);
   }
+  // Long contexts in many partitions (ragged, ~20k keys), GQA 4 and 8, with
+  // and without a sliding window.
+  for (auto [heads, kvh] : {std::pair{32, 8}, {64, 8}})
+    for (int window : {0, 5000}) {
+      Scenario sc{heads,
+                  kvh,
+                  128,
+                  16,
+                  {{1, 20011}, {1, 7001}, {3, 12000}, {1, 16384}},
+                  {},
+                  static_cast<uint32_t>(heads + window)};
+      sc.params.scale = 0.0883883f;
+      sc.params.sliding_window = window;
+      run_fp8_kv(*gpu_, *cpu_, sc);
+    }
 }
 
 // split_qkv into an FP8 cache: v stores the bytes write_kv stores, k those of
