@@ -36,13 +36,12 @@ bool fp8_block_gemm_built();
 // before it quantises x). Otherwise callers use another kernel.
 bool fp8_block_gemm_supported(const Fp8BlockGemmArgs& args);
 
-// Device scratch the product needs (bytes; 0 for most shapes).
-size_t fp8_block_gemm_workspace_bytes(const Fp8BlockGemmArgs& args);
-
-// Queues the product on `stream`. One CUDA block computes a 128x128 tile of
+// Queues the product on `stream`, with `workspace` as CUTLASS's scratch (the
+// persistent scheduler needs little or none). One CUDA block computes a 128x128 tile of
 // out over all of k (a persistent kernel, no split-K or stream-K), so a row's
 // result does not depend on the other rows. Returns null, or what went wrong
-// (CUTLASS refused the arguments, the launch failed; a static string).
+// (workspace too small, CUTLASS refused the arguments, the launch failed; a
+// static string).
 const char* fp8_block_gemm(const Fp8BlockGemmArgs& args, void* workspace, size_t workspace_bytes,
                            cudaStream_t stream);
 

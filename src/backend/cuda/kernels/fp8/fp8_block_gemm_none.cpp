@@ -13,10 +13,6 @@ bool fp8_block_gemm_supported(const Fp8BlockGemmArgs&) {
   return false;
 }
 
-size_t fp8_block_gemm_workspace_bytes(const Fp8BlockGemmArgs&) {
-  return 0;
-}
-
 const char* fp8_block_gemm(const Fp8BlockGemmArgs&, void*, size_t, cudaStream_t) {
   return "this build has no CUTLASS FP8 block-scaled GEMM (CUTLASS headers and sm_90a needed)";
 }

@@ -140,14 +140,8 @@ bool fp8_block_gemm_supported(const Fp8BlockGemmArgs& a) {
   if (a.bias && !aligned16(a.bias)) return false;
   // Everything else as CUTLASS checks it, on m rounded up to 4 (see arguments_of).
   Fp8BlockGemmArgs rounded = a;
-  rounded.m = a.x_scale_ld;
+  rounded.m = (a.m + 3) / 4 * 4;
   return Gemm::can_implement(arguments_of(rounded, device, sms)) == cutlass::Status::kSuccess;
-}
-
-size_t fp8_block_gemm_workspace_bytes(const Fp8BlockGemmArgs& a) {
-  int device = 0, cc = 0, sms = 0;
-  if (!device_info(device, cc, sms)) return 0;
-  return Gemm::get_workspace_size(arguments_of(a, device, sms));
 }
 
 const char* fp8_block_gemm(const Fp8BlockGemmArgs& a, void* workspace, size_t workspace_bytes,
