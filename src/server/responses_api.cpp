@@ -62,6 +62,16 @@ class ResponsesAdapter final : public ChatAdapter {
       throw_bad_field("tools", "tools are not supported on /v1/responses yet");
     if (const ojson* t = present(body, "truncation"); t && *t != "disabled")
       throw_bad_field("truncation", "only truncation 'disabled' is supported");
+    if (const ojson* b = present(body, "background"); b && *b != false)
+      throw_bad_field("background", "loom runs responses in the foreground only: omit 'background'");
+    if (present(body, "conversation"))
+      throw_bad_field("conversation",
+                      "loom's /v1/responses is stateless: send the whole conversation in 'input'");
+    if (present(body, "prompt"))
+      throw_bad_field("prompt", "stored prompt templates are not supported: send 'input'");
+    if (const ojson* c = present(body, "tool_choice"); c && *c != "none" && *c != "auto")
+      throw_bad_field("tool_choice", "tools are not supported on /v1/responses yet: "
+                                     "tool_choice must be 'none' or 'auto'");
 
     ojson chat = ojson::object();
     if (const ojson* m = present(body, "model")) chat["model"] = *m;
@@ -102,8 +112,27 @@ class ResponsesAdapter final : public ChatAdapter {
       max_output_tokens_ = *max;
       chat["max_completion_tokens"] = *max;
     }
-    for (const char* name : {"temperature", "top_p", "user"})
+    for (const char* name : {"temperature", "top_p", "user", "service_tier"})
       if (const ojson* v = present(body, name)) chat[name] = *v;
+    // Token logprobs: `include: ["message.output_text.logprobs"]`, with
+    // `top_logprobs` alternatives per token (which implies the include).
+    if (const ojson* include = present(body, "include")) {
+      if (!include->is_array()) throw_bad_field("include", "include must be a list of strings");
+      for (const ojson& item : *include) {
+        if (item != "message.output_text.logprobs")
+          throw_bad_field("include",
+                          fmt::format("include value {} is not supported "
+                                      "(message.output_text.logprobs)",
+                                      item.dump().substr(0, 64)));
+        logprobs_ = true;
+      }
+    }
+    if (const ojson* top = present(body, "top_logprobs")) {
+      logprobs_ = true;
+      chat["top_logprobs"] = *top;
+      top_logprobs_ = *top;
+    }
+    if (logprobs_) chat["logprobs"] = true;
     if (const ojson* reasoning = present(body, "reasoning")) {
       if (!reasoning->is_object()) throw_bad_field("reasoning", "reasoning must be an object");
       if (reasoning->contains("effort") && !(*reasoning)["effort"].is_null())
@@ -149,7 +178,8 @@ class ResponsesAdapter final : public ChatAdapter {
                                    {"messages", "input"},
                                    {"response_format.json_schema", "text.format"},
                                    {"response_format", "text.format"},
-                                   {"reasoning_effort", "reasoning"}});
+                                   {"reasoning_effort", "reasoning"},
+                                   {"logprobs", "include"}});
     }
     created_at_ = std::chrono::duration_cast<std::chrono::seconds>(
                       std::chrono::system_clock::now().time_since_epoch())
@@ -167,6 +197,7 @@ class ResponsesAdapter final : public ChatAdapter {
     input_tokens_ = c["usage"].value("prompt_tokens", input_tokens_);
     output_tokens_ = c["usage"].value("completion_tokens", 0);
     finish_ = choice.value("finish_reason", json("stop")).get<std::string>();
+    append_logprobs(choice, nullptr);
     return response(true);
   }
 
@@ -181,6 +212,8 @@ class ResponsesAdapter final : public ChatAdapter {
     if (!chunk.contains("choices") || chunk["choices"].empty()) return;
     const json& choice = chunk["choices"][0];
     const json& delta = choice.value("delta", json::object());
+    json piece_logprobs = json::array();
+    append_logprobs(choice, &piece_logprobs);
     if (delta.contains("content") && delta["content"].is_string() &&
         !delta["content"].get<std::string>().empty()) {
       const std::string piece = delta["content"].get<std::string>();
@@ -189,7 +222,7 @@ class ResponsesAdapter final : public ChatAdapter {
                                            {"output_index", 0},
                                            {"content_index", 0},
                                            {"delta", piece},
-                                           {"logprobs", json::array()}});
+                                           {"logprobs", std::move(piece_logprobs)}});
     }
     if (choice.contains("finish_reason") && choice["finish_reason"].is_string())
       finish_ = choice["finish_reason"].get<std::string>();
@@ -202,7 +235,7 @@ class ResponsesAdapter final : public ChatAdapter {
                                         {"output_index", 0},
                                         {"content_index", 0},
                                         {"text", text_},
-                                        {"logprobs", json::array()}});
+                                        {"logprobs", logprobs_json_}});
     event("response.content_part.done",
           {{"item_id", message_id()}, {"output_index", 0}, {"content_index", 0}, {"part", part}});
     event("response.output_item.done", {{"output_index", 0}, {"item", message_item(true)}});
@@ -226,7 +259,19 @@ class ResponsesAdapter final : public ChatAdapter {
     return {{"type", "output_text"},
             {"text", text_},
             {"annotations", json::array()},
-            {"logprobs", json::array()}};
+            {"logprobs", logprobs_json_}};
+  }
+
+  // The chat choice's token logprobs ({token, logprob, bytes, top_logprobs}:
+  // the Responses API's shape too) appended to the output's, and to `piece`.
+  void append_logprobs(const json& choice, json* piece) {
+    if (!logprobs_ || !choice.contains("logprobs") || !choice["logprobs"].is_object()) return;
+    const json& content = choice["logprobs"].value("content", json::array());
+    if (!content.is_array()) return;
+    for (const json& token : content) {
+      logprobs_json_.push_back(token);
+      if (piece) piece->push_back(token);
+    }
   }
 
   json message_item(bool done) const {
@@ -264,6 +309,7 @@ class ResponsesAdapter final : public ChatAdapter {
         {"tool_choice", "none"},
         {"tools", json::array()},
         {"top_p", top_p_},
+        {"top_logprobs", top_logprobs_.is_null() ? json(nullptr) : json(top_logprobs_)},
         {"truncation", "disabled"},
         {"metadata", metadata_.is_null() ? json::object() : json(metadata_)},
         {"usage", nullptr}};
@@ -300,8 +346,10 @@ class ResponsesAdapter final : public ChatAdapter {
   }
 
   bool stream_ = false;
+  bool logprobs_ = false;
+  json logprobs_json_ = json::array();
   std::string model_;
-  ojson instructions_, max_output_tokens_, text_format_, metadata_;
+  ojson instructions_, max_output_tokens_, text_format_, metadata_, top_logprobs_;
   float temperature_ = 1.0f, top_p_ = 1.0f;
   int64_t created_at_ = 0;
   int64_t input_tokens_ = 0, output_tokens_ = 0;

@@ -51,7 +51,39 @@ def test_streaming(client):
     assert events[0].response.status == "in_progress"
 
 
+def test_logprobs_match_chat(client):
+    kwargs = dict(model=MODEL_NAME, input="Count from 1 to 5.", max_output_tokens=8, temperature=0)
+    r = client.responses.create(top_logprobs=3, **kwargs)
+    logprobs = r.output[0].content[0].logprobs
+    assert len(logprobs) == r.usage.output_tokens and r.top_logprobs == 3
+    chat = client.chat.completions.create(model=MODEL_NAME, max_tokens=8, temperature=0, logprobs=True,
+                                          top_logprobs=3, messages=[{"role": "user", "content": "Count from 1 to 5."}])
+    want = chat.choices[0].logprobs.content
+    assert [t.token for t in logprobs] == [t.token for t in want]
+    for got, ref in zip(logprobs, want):
+        assert got.logprob == pytest.approx(ref.logprob, abs=1e-4)
+        assert [a.token for a in got.top_logprobs] == [a.token for a in ref.top_logprobs]
+    plain = client.responses.create(include=["message.output_text.logprobs"], **kwargs)
+    assert [t.token for t in plain.output[0].content[0].logprobs] == [t.token for t in want]
+    assert all(t.top_logprobs == [] for t in plain.output[0].content[0].logprobs)
+    none = client.responses.create(**kwargs)
+    assert none.output[0].content[0].logprobs == []
+    events = list(client.responses.create(stream=True, top_logprobs=2, **kwargs))
+    streamed = [t for e in events if e.type == "response.output_text.delta" for t in e.logprobs]
+    assert [t.token for t in streamed] == [t.token for t in want]
+    done = next(e for e in events if e.type == "response.output_text.done")
+    assert [t.token for t in done.logprobs] == [t.token for t in want]
+
+
 @pytest.mark.parametrize("body,param", [
+    ({"input": "hi", "top_logprobs": 99}, "top_logprobs"),
+    ({"input": "hi", "include": ["reasoning.encrypted_content"]}, "include"),
+    ({"input": "hi", "include": "message.output_text.logprobs"}, "include"),
+    ({"input": "hi", "background": True}, "background"),
+    ({"input": "hi", "conversation": "conv_1"}, "conversation"),
+    ({"input": "hi", "prompt": {"id": "pmpt_1"}}, "prompt"),
+    ({"input": "hi", "tool_choice": "required"}, "tool_choice"),
+    ({"input": "hi", "service_tier": "bogus"}, "service_tier"),
     ({"input": "hi", "previous_response_id": "resp_123"}, "previous_response_id"),
     ({"input": "hi", "store": True}, "store"),
     ({"input": "hi", "tools": [{"type": "function", "name": "f"}]}, "tools"),
