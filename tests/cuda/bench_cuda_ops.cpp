@@ -86,8 +86,9 @@ void bench_matmul(Backend& be, Timer& timer, cudaStream_t stream, const char* pa
 
 // FP8 linear layers at the bf16 table's shapes: weights [N, K] in E4M3 with
 // per-row or 128x128-block scales, x bf16 (quantised per token / per 1x128
-// group inside), through the small-m tensor-core kernel (M <= 8) and
-// cuBLASLt's FP8 GEMM. TB/s counts x (bf16), the FP8 weight and out (bf16).
+// group inside), through the small-m tensor-core kernel (M <= 8), cuBLASLt's
+// FP8 GEMM and (block scales, sm_90) CUTLASS's. TB/s counts x (bf16), the FP8
+// weight and out (bf16).
 void bench_fp8_matmul(Backend& be, Timer& timer, cudaStream_t stream) {
   struct Shape {
     const char* name;
@@ -108,8 +109,13 @@ void bench_fp8_matmul(Backend& be, Timer& timer, cudaStream_t stream) {
                           {block ? (s.n + 127) / 128 * ((s.k + 127) / 128 + 3) : s.n}, stream));
     }
     for (int64_t m : {1, 2, 4, 8, 16, 64, 256, 1024}) {
-      for (auto path : {cuda::Fp8Gemm::Path::SmallM, cuda::Fp8Gemm::Path::CublasLt}) {
+      for (auto path : {cuda::Fp8Gemm::Path::SmallM, cuda::Fp8Gemm::Path::CublasLt,
+                        cuda::Fp8Gemm::Path::Cutlass}) {
         if (path == cuda::Fp8Gemm::Path::SmallM && m > 8) continue;
+        if (path == cuda::Fp8Gemm::Path::Cutlass && (!block || m <= 8)) continue;
+        const char* name = path == cuda::Fp8Gemm::Path::SmallM    ? "kernel"
+                           : path == cuda::Fp8Gemm::Path::Cutlass ? "cutlass"
+                                                                  : "cublaslt";
         double step_ms = 0;
         for (size_t i = 0; i < std::size(shapes); ++i) {
           const Shape& s = shapes[i];
@@ -128,14 +134,12 @@ void bench_fp8_matmul(Backend& be, Timer& timer, cudaStream_t stream) {
           try {
             ms = timer.ms([&] { gemm.run(x.data(), m, v, nullptr, out.data()); });
           } catch (const std::exception& e) {
-            std::printf("%-8s %-9s %5lld: %s\n", s.name, "cublaslt", static_cast<long long>(m),
-                        e.what());
+            std::printf("%-8s %-9s %5lld: %s\n", s.name, name, static_cast<long long>(m), e.what());
             continue;
           }
           const double bytes = 2.0 * m * s.k + 1.0 * s.n * s.k + 2.0 * m * s.n;
           const double flops = 2.0 * m * s.n * s.k;
-          std::printf("%-8s %-9s %5lld %7lld %6lld %10.1f %8.2f %9.1f\n", s.name,
-                      path == cuda::Fp8Gemm::Path::SmallM ? "kernel" : "cublaslt",
+          std::printf("%-8s %-9s %5lld %7lld %6lld %10.1f %8.2f %9.1f\n", s.name, name,
                       static_cast<long long>(m), static_cast<long long>(s.n),
                       static_cast<long long>(s.k), ms * 1e3, bytes / ms / 1e9, flops / ms / 1e9);
           step_ms += 32 * ms;
