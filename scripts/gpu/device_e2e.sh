@@ -22,6 +22,8 @@
 #            CPU_THREADS (default: one per physical core) and at 2 threads
 #   faults   the server's fault-injection suite against the CUDA build (0.5B-shaped model)
 #   fp8test  FP8 op, model and engine tests (test_cuda_fp8, test_cuda_model, test_cuda_engine)
+#   fp8block the CUTLASS block-scaled FP8 GEMM: its test_cuda_fp8 cases, then
+#            bench_cuda_ops' prefill table (bf16 vs FP8 per-row vs FP8 blocks)
 #   fp8small a small Llama-3 shape end to end: FP8 checkpoints of both formats and
 #            --quantization fp8, FP8 KV cache, 16 prompts x 32 greedy tokens vs HF on
 #            the dequantised weights and vs bf16
@@ -316,6 +318,14 @@ for l in open('/tmp/cpu.jsonl'):
     timeout 400 $T/bench_cuda_ops --attn-sweep ${ATTN_SWEEP_ITERS:-10} > /tmp/attnsweep.log 2>&1
     echo "bench_cuda_ops --attn-sweep rc=$?"
     cat /tmp/attnsweep.log; cp /tmp/attnsweep.log "$OUT/attnsweep.txt"
+    ;;
+  fp8block)
+    timeout 300 $T/test_cuda_fp8 --gtest_filter='*Cutlass*:*LinearMatches*:*RowsIndependent*' \
+      > /tmp/fp8block.log 2>&1; echo "test_cuda_fp8 (block GEMM cases) rc=$? $(tail -1 /tmp/fp8block.log)"
+    grep -E "FAILED|Failure|Expected|Which is|worst|cutlass|SKIPPED|calls|differ" /tmp/fp8block.log | head -40
+    timeout 300 $T/bench_cuda_ops > /tmp/ops.log 2>&1; echo "bench_cuda_ops rc=$?"
+    sed -n '/== prefill GEMMs/,/^$/p' /tmp/ops.log
+    cat /tmp/fp8block.log /tmp/ops.log > "$OUT/fp8block.log"
     ;;
   fp8test)
     for t in test_cuda_fp8 test_cuda_model test_cuda_engine; do

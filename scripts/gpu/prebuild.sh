@@ -13,6 +13,8 @@ mkdir -p .git/info .devbin
 grep -qx "/.devbin/" .git/info/exclude 2>/dev/null || echo "/.devbin/" >> .git/info/exclude
 [ -f third_party/xgrammar/cpp/grammar_compiler.cc ] ||
   { echo "prebuild: third_party/xgrammar missing (run scripts/setup.sh): loom would refuse structured output" >&2; exit 1; }
+[ -f third_party/cutlass/include/cutlass/cutlass.h ] ||
+  { echo "prebuild: third_party/cutlass missing (run scripts/setup.sh): no CUTLASS FP8 block-scaled GEMM" >&2; exit 1; }
 tests=$(cd tests/cuda && ls test_*.cpp | sed 's/\.cpp$//' | tr '\n' ' ')
 cmake -S . -B build/prebuilt -DCMAKE_BUILD_TYPE=Release -DLOOM_CUDA=ON -DLOOM_CUDA_ARCHS=90a -DLOOM_MPI=OFF \
   > /dev/null

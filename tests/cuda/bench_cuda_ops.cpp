@@ -6,8 +6,9 @@
 // flash kernel and through the CUDA-core kernel (LOOM_FLASH_PREFILL=0);
 // GEMMs of 1, 2 and 4 rows through loom's choice and through cuBLASLt only;
 // FP8 linear layers (per-row and 128x128-block scales) through the small-m
-// tensor-core kernel and cuBLASLt's FP8 GEMM; decode attention over bf16 and
-// FP8 KV caches.
+// tensor-core kernel and cuBLASLt's FP8 GEMM, and prefill-sized GEMMs bf16 vs
+// FP8 per-row vs FP8 block-scaled (CUTLASS on sm_90); decode attention over
+// bf16 and FP8 KV caches.
 // Long-context decode attention has its own table (contexts 8k-128k, batch
 // 1-64, GQA 4 and 8, bf16 and FP8 KV); --attn-sweep instead sweeps the decode
 // split's LOOM_ATTN_* knobs over a few of those shapes and prints only that.
@@ -96,8 +97,9 @@ void bench_matmul(Backend& be, Timer& timer, cudaStream_t stream, const char* pa
 
 // FP8 linear layers at the bf16 table's shapes: weights [N, K] in E4M3 with
 // per-row or 128x128-block scales, x bf16 (quantised per token / per 1x128
-// group inside), through the small-m tensor-core kernel (M <= 8) and
-// cuBLASLt's FP8 GEMM. TB/s counts x (bf16), the FP8 weight and out (bf16).
+// group inside), through the small-m tensor-core kernel (M <= 8), cuBLASLt's
+// FP8 GEMM and (block scales, sm_90) CUTLASS's. TB/s counts x (bf16), the FP8
+// weight and out (bf16).
 void bench_fp8_matmul(Backend& be, Timer& timer, cudaStream_t stream) {
   struct Shape {
     const char* name;
@@ -118,8 +120,13 @@ void bench_fp8_matmul(Backend& be, Timer& timer, cudaStream_t stream) {
                           {block ? (s.n + 127) / 128 * ((s.k + 127) / 128 + 3) : s.n}, stream));
     }
     for (int64_t m : {1, 2, 4, 8, 16, 64, 256, 1024}) {
-      for (auto path : {cuda::Fp8Gemm::Path::SmallM, cuda::Fp8Gemm::Path::CublasLt}) {
+      for (auto path : {cuda::Fp8Gemm::Path::SmallM, cuda::Fp8Gemm::Path::CublasLt,
+                        cuda::Fp8Gemm::Path::Cutlass}) {
         if (path == cuda::Fp8Gemm::Path::SmallM && m > 8) continue;
+        if (path == cuda::Fp8Gemm::Path::Cutlass && (!block || m <= 8)) continue;
+        const char* name = path == cuda::Fp8Gemm::Path::SmallM    ? "kernel"
+                           : path == cuda::Fp8Gemm::Path::Cutlass ? "cutlass"
+                                                                  : "cublaslt";
         double step_ms = 0;
         for (size_t i = 0; i < std::size(shapes); ++i) {
           const Shape& s = shapes[i];
@@ -138,14 +145,12 @@ void bench_fp8_matmul(Backend& be, Timer& timer, cudaStream_t stream) {
           try {
             ms = timer.ms([&] { gemm.run(x.data(), m, v, nullptr, out.data()); });
           } catch (const std::exception& e) {
-            std::printf("%-8s %-9s %5lld: %s\n", s.name, "cublaslt", static_cast<long long>(m),
-                        e.what());
+            std::printf("%-8s %-9s %5lld: %s\n", s.name, name, static_cast<long long>(m), e.what());
             continue;
           }
           const double bytes = 2.0 * m * s.k + 1.0 * s.n * s.k + 2.0 * m * s.n;
           const double flops = 2.0 * m * s.n * s.k;
-          std::printf("%-8s %-9s %5lld %7lld %6lld %10.1f %8.2f %9.1f\n", s.name,
-                      path == cuda::Fp8Gemm::Path::SmallM ? "kernel" : "cublaslt",
+          std::printf("%-8s %-9s %5lld %7lld %6lld %10.1f %8.2f %9.1f\n", s.name, name,
                       static_cast<long long>(m), static_cast<long long>(s.n),
                       static_cast<long long>(s.k), ms * 1e3, bytes / ms / 1e9, flops / ms / 1e9);
           step_ms += 32 * ms;
@@ -154,6 +159,67 @@ void bench_fp8_matmul(Backend& be, Timer& timer, cudaStream_t stream) {
             "  -> one forward step's FP8 GEMMs at M=%lld (32 layers, no lm_head): %.2f ms\n",
             static_cast<long long>(m), step_ms);
       }
+    }
+  }
+  gemm.force_path(std::nullopt);
+}
+
+// Prefill-sized GEMMs side by side at the 8B shapes: bf16 (Backend::matmul),
+// FP8 with per-row scales (cuBLASLt), FP8 with 128x128-block scales through
+// CUTLASS's blockwise-scaled GEMM (sm_90) and through our tiled kernel (what
+// block scales got before). FP8 times include quantising x. TFLOP/s.
+void bench_fp8_block_gemm(Backend& be, Timer& timer, cudaStream_t stream) {
+  using Path = cuda::Fp8Gemm::Path;
+  struct Shape {
+    const char* name;
+    int64_t n, k;
+  };
+  const Shape shapes[] = {
+      {"qkv", 6144, 4096}, {"o", 4096, 4096}, {"gate_up", 28672, 4096}, {"down", 4096, 14336}};
+  cuda::Fp8Gemm gemm(stream);
+  std::printf(
+      "\n== prefill GEMMs: bf16 vs FP8 per-row (cuBLASLt) vs FP8 128x128 blocks (CUTLASS; tiled) "
+      "==\n"
+      "%-8s %5s %7s %6s %14s %14s %14s %14s\n",
+      "shape", "M", "N", "K", "bf16 TFLOP/s", "fp8-row", "fp8-blk cutl", "fp8-blk tiled");
+  for (int64_t m : {64, 256, 2048}) {
+    for (const Shape& s : shapes) {
+      Tensor wb = filled(be, DType::BF16, {s.n, s.k}, stream);
+      Tensor wq = filled(be, DType::F8_E4M3, {s.n, s.k}, stream);
+      const int64_t ld = ((s.k + 127) / 128 + 3) / 4 * 4;
+      Tensor row_scale = filled(be, DType::F32, {s.n}, stream);
+      Tensor blk_scale = filled(be, DType::F32, {(s.n + 127) / 128 * ld}, stream);
+      Tensor x = filled(be, DType::BF16, {m, s.k}, stream);
+      Tensor out = be.alloc(DType::BF16, {m, s.n});
+      const double flops = 2.0 * m * s.n * s.k;
+      auto tflops = [&](const std::function<void()>& fn) {
+        try {
+          return flops / timer.ms(fn) / 1e9;
+        } catch (const std::exception& e) {
+          std::printf("  (%s M %lld: %s)\n", s.name, static_cast<long long>(m), e.what());
+          return 0.0;
+        }
+      };
+      const double bf16 = tflops([&] { be.matmul(x, wb, nullptr, out); });
+      cuda::Fp8WeightView v;
+      v.w = wq.data_as<const uint8_t>();
+      v.n = s.n;
+      v.k = s.k;
+      v.scale = row_scale.data_as<const float>();
+      v.activation = Fp8Activation::DynamicToken;
+      gemm.force_path(Path::CublasLt);
+      const double row = tflops([&] { gemm.run(x.data(), m, v, nullptr, out.data()); });
+      v.scale = blk_scale.data_as<const float>();
+      v.scale_ld = ld;
+      v.block = true;
+      v.activation = Fp8Activation::DynamicGroup;
+      gemm.force_path(Path::Cutlass);
+      const double cutlass = tflops([&] { gemm.run(x.data(), m, v, nullptr, out.data()); });
+      gemm.force_path(Path::Tiled);
+      const double tiled = tflops([&] { gemm.run(x.data(), m, v, nullptr, out.data()); });
+      std::printf("%-8s %5lld %7lld %6lld %14.1f %14.1f %14.1f %14.1f\n", s.name,
+                  static_cast<long long>(m), static_cast<long long>(s.n),
+                  static_cast<long long>(s.k), bf16, row, cutlass, tiled);
     }
   }
   gemm.force_path(std::nullopt);
@@ -486,6 +552,7 @@ int main(int argc, char** argv) {
     bench_matmul(*blas, blas_timer, blas_stream, "cuBLASLt only (LOOM_GEMV=0)", {1, 2, 4});
   }
   bench_fp8_matmul(*be, timer, stream);
+  bench_fp8_block_gemm(*be, timer, stream);
   std::printf("\n== paged attention (32 q / 8 kv heads, head_dim 128, block 16, bf16 KV) ==\n");
   std::printf("%6s %6s %6s %10s %8s %9s\n", "seqs", "ctx", "new", "us", "TB/s", "TFLOP/s");
   for (auto [seqs, ctx] :
