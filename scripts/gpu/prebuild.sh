@@ -9,8 +9,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export PATH="$PATH:/usr/local/cuda/bin" CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
-mkdir -p .git/info .devbin
-grep -qx "/.devbin/" .git/info/exclude 2>/dev/null || echo "/.devbin/" >> .git/info/exclude
+exclude=$(git rev-parse --git-path info/exclude)  # a worktree's .git is a file
+mkdir -p "$(dirname "$exclude")" .devbin
+grep -qx "/.devbin/" "$exclude" 2>/dev/null || echo "/.devbin/" >> "$exclude"
 [ -f third_party/xgrammar/cpp/grammar_compiler.cc ] ||
   { echo "prebuild: third_party/xgrammar missing (run scripts/setup.sh): loom would refuse structured output" >&2; exit 1; }
 [ -f third_party/cutlass/include/cutlass/cutlass.h ] ||
