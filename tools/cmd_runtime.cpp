@@ -69,7 +69,8 @@ void add_runtime_options(CLI::App& app, RuntimeOptions& o) {
                  "speculative decoding: ngram (prompt lookup) or draft (--speculative-model)")
       ->check(CLI::IsMember({"ngram", "draft"}));
   app.add_option("--num-speculative-tokens", o.num_speculative_tokens,
-                 "tokens proposed per sequence and step (speculative decoding)")
+                 "speculative decoding: the most tokens proposed per sequence and step (the policy picks 0..K "
+                 "from measured step costs and acceptance)")
       ->check(CLI::Range(0, 16));
   app.add_option("--speculative-model", o.speculative_model,
                  "draft model for speculative decoding (implies --speculative-method draft)");
