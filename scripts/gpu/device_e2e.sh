@@ -33,8 +33,11 @@
 #   fp8offline  8B 1,000 ShareGPT-like requests: bf16 vs FP8 weights + FP8 KV cache
 #   spec     8B speculative decoding at batch 1, 8, 64 (bench latency): plain; the
 #            target as its own draft at k = 2, 4, 6 (acceptance ~100%: the
-#            mechanism's ceiling, no batch cap); a random 0.5B-shaped draft (acceptance
-#            ~0: the worst case, default policy); n-gram k = 4 (default policy)
+#            mechanism's ceiling, every proposal verified: policy "always", no batch
+#            cap) and at k = 4 with the default (cost-aware) policy, which should
+#            decline a draft as dear as the target; a random 0.5B-shaped draft
+#            (acceptance ~0: the worst case, default policy); n-gram k = 4 and 8
+#            (default policy)
 #   api      the CUDA build's --version and /version, and /v1/messages and
 #            /v1/responses (plain and streamed) on a 0.5B-shaped model on the GPU
 #   structured  8B-shaped random model: every structured-output schema, regex and
@@ -258,11 +261,14 @@ for l in open('/tmp/cpu.jsonl'):
     model8b
     [ -d /tmp/draft05 ] || python3 scripts/gpu/make_random_model.py --shape 0.5b-draft --seed 1 --out /tmp/draft05 > /dev/null
     : > /tmp/spec.jsonl
-    for v in "plain" "self2 --speculative-model /tmp/llama8b --num-speculative-tokens 2 --speculative-max-batch 0" \
-             "self4 --speculative-model /tmp/llama8b --num-speculative-tokens 4 --speculative-max-batch 0" \
-             "self6 --speculative-model /tmp/llama8b --num-speculative-tokens 6 --speculative-max-batch 0" \
+    always='{"policy":"always"}'
+    for v in "plain" "self2 --speculative-model /tmp/llama8b --num-speculative-tokens 2 --speculative-max-batch 0 --speculative-config $always" \
+             "self4 --speculative-model /tmp/llama8b --num-speculative-tokens 4 --speculative-max-batch 0 --speculative-config $always" \
+             "self6 --speculative-model /tmp/llama8b --num-speculative-tokens 6 --speculative-max-batch 0 --speculative-config $always" \
+             "self4adaptive --speculative-model /tmp/llama8b --num-speculative-tokens 4" \
              "random4 --speculative-model /tmp/draft05 --num-speculative-tokens 4" \
-             "ngram4 --speculative-method ngram --num-speculative-tokens 4"; do
+             "ngram4 --speculative-method ngram --num-speculative-tokens 4" \
+             "ngram8 --speculative-method ngram --num-speculative-tokens 8"; do
       set -- $v; name=$1; shift
       timeout 150 $L bench latency --device cuda --model /tmp/llama8b --input-len 128 --output-len 128 \
         --batch-sizes 1,8,64 --max-num-seqs 64 --json "$@" > /tmp/spec_$name.jsonl 2> /tmp/spec_$name.err ||
@@ -271,7 +277,17 @@ for l in open('/tmp/cpu.jsonl'):
       python3 -c "import json,sys; [print(json.dumps({'run': sys.argv[1], **json.loads(l)})) for l in open(sys.argv[2]) if l.startswith('{')]" \
         "$name" /tmp/spec_$name.jsonl >> /tmp/spec.jsonl
     done
-    meta /tmp/spec.jsonl "bench latency, Llama-3-8B shape bf16 random weights, 128 in / 128 out, batch 1/8/64: plain; the target as its own draft (k 2/4/6, --speculative-max-batch 0); a random 0.5B-shaped draft (k 4, default policy); n-gram (k 4, default policy)" > "$OUT/bench_spec_8b.json"
+    # Each run's decode tok/s against plain's, per batch size.
+    python3 -c "
+import json, sys
+runs = [json.loads(l) for l in open(sys.argv[1]) if l.startswith('{')]
+plain = {d['batch']: d['decode_tokens_per_s'] for r in runs if r['run'] == 'plain' for d in r['decode']}
+for r in runs:
+    print(r['run'].ljust(14), '  '.join('b%d %.1f tok/s %.3fx acc %.2f' % (d['batch'], d['decode_tokens_per_s'],
+          d['decode_tokens_per_s'] / plain[d['batch']] if plain.get(d['batch']) else 0.0,
+          d.get('speculative', {}).get('acceptance_rate', 0.0)) for d in r['decode']))
+" /tmp/spec.jsonl
+    meta /tmp/spec.jsonl "bench latency, Llama-3-8B shape bf16 random weights, 128 in / 128 out, batch 1/8/64: plain; the target as its own draft (k 2/4/6, policy always, --speculative-max-batch 0; k 4 with the default cost-aware policy); a random 0.5B-shaped draft (k 4, default policy); n-gram (k 4 and 8, default policy)" > "$OUT/bench_spec_8b.json"
     ;;
   latency1)
     model8b

@@ -25,6 +25,7 @@ StepExecutor::Impl::Impl(std::unique_ptr<ModelRunner> own, ModelRunner& runner, 
   pc.max_tokens = sc.num_tokens;
   pc.free_proposals = proposer->free_proposals();
   pc.fixed_step_seconds = sc.fixed_step_seconds;
+  pc.always = sc.always;
   policy = std::make_unique<SpecPolicy>(std::move(pc));
 }
 

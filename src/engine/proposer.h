@@ -36,6 +36,9 @@ struct SpeculativeConfig {
   // limit). Below it, the policy (spec_policy.h) decides per sequence and
   // step from the measured step costs and acceptance.
   int32_t max_batch = 16;
+  // Every proposal verified at full length, whatever it costs (benchmarks of
+  // the mechanism's ceiling; the batch cap still applies).
+  bool always = false;
   // Set: this proposer instead of `method`'s (tests; other proposers).
   std::shared_ptr<Proposer> custom;
   // Tests: seconds of a decode-only step of M query tokens, instead of the

@@ -173,14 +173,14 @@ bool SpecPolicy::ready(uint64_t seq) {
     st.rest = rest_level_;
     st.probe = true;
   }
-  if (st.rest == 0) return true;
+  if (st.rest == 0 || config_.always) return true;
   --st.rest;
   return false;
 }
 
 int32_t SpecPolicy::request(uint64_t seq) {
   SeqState& st = seqs_[seq];
-  if (config_.free_proposals) return config_.max_tokens;
+  if (config_.free_proposals || config_.always) return config_.max_tokens;
   if (st.probe) {
     st.probe = false;
     st.probing = true;
@@ -205,8 +205,9 @@ int32_t SpecPolicy::choose(uint64_t seq, int32_t quality, std::span<const int32_
   // A probe is verified whatever it costs: it is how a resting sequence
   // learns that its drafts turned good.
   const bool probing = std::exchange(st.probing, false);
-  const int32_t k =
-      probing ? std::min<int32_t>(1, int32_t(draft.size())) : best_k(a, int32_t(draft.size()), 0.0);
+  const int32_t k = config_.always ? std::min<int32_t>(config_.max_tokens, int32_t(draft.size()))
+                    : probing      ? std::min<int32_t>(1, int32_t(draft.size()))
+                                   : best_k(a, int32_t(draft.size()), 0.0);
   if (k == 0) {
     if (config_.free_proposals && !draft.empty() && st.shadow.empty()) {
       st.shadow.assign(draft.begin(), draft.end());
@@ -231,6 +232,7 @@ int32_t SpecPolicy::choose(uint64_t seq, int32_t quality, std::span<const int32_
 }
 
 bool SpecPolicy::proposes_soon(uint64_t seq) const {
+  if (config_.always) return true;
   const auto it = seqs_.find(seq);
   return it == seqs_.end() || it->second.rest <= 1;
 }

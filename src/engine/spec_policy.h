@@ -67,6 +67,9 @@ struct SpecPolicyConfig {
   // A draft must save at least this share of a token's plain time, so that
   // noise in the measured costs does not make speculation cost time.
   double min_saving = 0.05;
+  // Every sequence proposes max_tokens every step and verifies all of it
+  // (benchmarks of the mechanism's ceiling); evidence is still gathered.
+  bool always = false;
   // Tests: fixed seconds per step of M query tokens instead of measured ones
   // (proposals then cost nothing).
   std::function<double(int32_t)> fixed_step_seconds;

@@ -230,6 +230,24 @@ TEST(SpecPolicy, DraftModelRestsLongerAndProbes) {
   EXPECT_GT(q.request(3), 1);
 }
 
+TEST(SpecPolicy, AlwaysVerifiesEveryProposalAtFullLength) {
+  // Every token costs a whole step: the adaptive policy never speculates;
+  // "always" (benchmarks of the mechanism) does, and never rests.
+  auto steep = [](int32_t m) { return 0.005 * double(m); };
+  SpecPolicyConfig c = config(4, false, steep);
+  c.always = true;
+  SpecPolicy p(c);
+  for (int step = 0; step < 50; ++step) {
+    p.begin_step(1);
+    ASSERT_TRUE(p.ready(1));
+    ASSERT_TRUE(p.proposes_soon(1));
+    ASSERT_EQ(p.request(1), 4);
+    ASSERT_EQ(p.choose(1, 0, std::vector<int32_t>{1, 2, 3, 4, 5}, 10 + step), 4);
+    p.observe_verify(1, 4, 0);
+  }
+  EXPECT_LT(p.acceptance(1, 0), 0.1);
+}
+
 TEST(SpecPolicy, ForgetsSequencesNoLongerRunning) {
   SpecPolicy p(config(4, true, [](int32_t) { return 0.01; }));
   p.observe_verify(1, 4, 0);
