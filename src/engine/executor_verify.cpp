@@ -184,6 +184,7 @@ std::vector<std::pair<SeqId, std::vector<int32_t>>> StepExecutor::propose(const 
     const Sequence& s = seqs.get(id);
     if (s.num_pending() != 1) continue;
     ++decoding;
+    policy.step(s.id);
     // An unverified proposal is checked against the tokens known now (an
     // async step's last token is still on its way).
     const bool known = s.tokens.back() >= 0;

@@ -17,13 +17,18 @@ constexpr double kPassAverageWeight = 0.2;
 
 void StepCostTable::observe(int32_t tokens, double seconds) {
   if (tokens < 1 || tokens > kMaxTabulatedTokens || !(seconds > 0.0)) return;
-  if (seconds_.size() <= size_t(tokens)) seconds_.resize(size_t(tokens) + 1, 0.0);
+  if (seconds_.size() <= size_t(tokens)) {
+    seconds_.resize(size_t(tokens) + 1, 0.0);
+    when_.resize(size_t(tokens) + 1, 0);
+  }
   double& s = seconds_[size_t(tokens)];
-  s = s == 0.0 ? seconds : (1.0 - kStepAverageWeight) * s + kStepAverageWeight * seconds;
+  s = !measured(tokens) ? seconds : (1.0 - kStepAverageWeight) * s + kStepAverageWeight * seconds;
+  when_[size_t(tokens)] = ++count_;
 }
 
 bool StepCostTable::measured(int32_t tokens) const {
-  return tokens >= 0 && size_t(tokens) < seconds_.size() && seconds_[size_t(tokens)] > 0.0;
+  return tokens >= 0 && size_t(tokens) < seconds_.size() && seconds_[size_t(tokens)] > 0.0 &&
+         count_ - when_[size_t(tokens)] < kStaleSteps;
 }
 
 double StepCostTable::estimate(int32_t tokens) const {
@@ -32,9 +37,9 @@ double StepCostTable::estimate(int32_t tokens) const {
   int32_t lo[2] = {0, 0}, hi[2] = {0, 0};
   for (int32_t t = std::min<int32_t>(tokens, int32_t(seconds_.size()) - 1); t >= 1 && lo[1] == 0;
        --t)
-    if (seconds_[size_t(t)] > 0.0) (lo[0] == 0 ? lo[0] : lo[1]) = t;
+    if (measured(t)) (lo[0] == 0 ? lo[0] : lo[1]) = t;
   for (int32_t t = tokens + 1; t < int32_t(seconds_.size()) && hi[1] == 0; ++t)
-    if (seconds_[size_t(t)] > 0.0) (hi[0] == 0 ? hi[0] : hi[1]) = t;
+    if (measured(t)) (hi[0] == 0 ? hi[0] : hi[1]) = t;
   auto at = [&](int32_t t) { return seconds_[size_t(t)]; };
   auto line = [&](int32_t a, int32_t b) {
     const double slope = std::max(0.0, (at(b) - at(a)) / double(b - a));
@@ -163,7 +168,7 @@ void SpecPolicy::rest(SeqState& st) {
   rest_level_ = st.next_rest;
 }
 
-bool SpecPolicy::ready(uint64_t seq) {
+void SpecPolicy::step(uint64_t seq) {
   auto [it, added] = seqs_.try_emplace(seq);
   SeqState& st = it->second;
   // A draft model's new sequence starts where the last rest left off: with a
@@ -173,9 +178,12 @@ bool SpecPolicy::ready(uint64_t seq) {
     st.rest = rest_level_;
     st.probe = true;
   }
-  if (st.rest == 0 || config_.always) return true;
-  --st.rest;
-  return false;
+  if (st.rest > 0) --st.rest;
+}
+
+bool SpecPolicy::ready(uint64_t seq) const {
+  const auto it = seqs_.find(seq);
+  return config_.always || it == seqs_.end() || it->second.rest == 0;
 }
 
 int32_t SpecPolicy::request(uint64_t seq) {

@@ -25,7 +25,9 @@ namespace loom {
 
 // Seconds of a decode-only step by its query tokens M: running averages per
 // M, and between or beyond the measured sizes a straight line through the
-// nearest two measured ones.
+// nearest two measured ones. A size not measured in the last kStaleSteps
+// measurements counts as not measured (a spike on a shared machine must not
+// rule a size out for good; the estimate then explores it again).
 class StepCostTable {
  public:
   void observe(int32_t tokens, double seconds);
@@ -34,9 +36,12 @@ class StepCostTable {
   // (optimistic: the first verify step measures a second size).
   double estimate(int32_t tokens) const;
   bool measured(int32_t tokens) const;
+  static constexpr uint64_t kStaleSteps = 2000;
 
  private:
   std::vector<double> seconds_;  // [tokens]: running average; 0: not measured
+  std::vector<uint64_t> when_;   // [tokens]: the measurement count at its last one
+  uint64_t count_ = 0;
 };
 
 // Acceptance evidence: draft tokens accepted out of those tested (the
@@ -93,15 +98,17 @@ class SpecPolicy {
   // The estimated acceptance chance of sequence `seq`'s next draft token.
   double acceptance(uint64_t seq, int32_t quality) const;
 
-  // A step's decisions: begin_step with the number of decoding sequences;
-  // then for each sequence that may propose (ready: not resting; counts a
-  // step of its rest) the tokens to ask the proposer for (request), and once
+  // A step's decisions: step() for every decoding sequence (a step of its
+  // rest, whether or not its tokens are known: async steps count too);
+  // begin_step with their number; then for each sequence that may propose
+  // (ready: not resting) the tokens to ask the proposer for (request), and once
   // proposed, the draft tokens to verify (choose: 0..available, best
   // sequences first; each makes the step larger for the next). A free
   // proposer's unverified proposal is kept as evidence (`draft` at `base`
   // known tokens).
   void begin_step(int32_t decoding);
-  bool ready(uint64_t seq);
+  void step(uint64_t seq);
+  bool ready(uint64_t seq) const;
   int32_t request(uint64_t seq);
   int32_t choose(uint64_t seq, int32_t quality, std::span<const int32_t> draft, int32_t base);
 

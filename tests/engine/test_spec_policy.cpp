@@ -26,6 +26,11 @@ TEST(StepCostTable, MeasuredInterpolatedExtrapolated) {
   t.observe(0, 1.0);   // ignored
   t.observe(2, -1.0);  // ignored
   EXPECT_FALSE(t.measured(2));
+  // Sizes not measured for a long time count as not measured.
+  for (uint64_t i = 0; i < StepCostTable::kStaleSteps; ++i) t.observe(1, 0.010);
+  EXPECT_TRUE(t.measured(1));
+  EXPECT_FALSE(t.measured(3));
+  EXPECT_DOUBLE_EQ(t.estimate(3), 0.010);
 }
 
 TEST(AcceptanceStats, CountsTheFirstRejection) {
@@ -37,6 +42,12 @@ TEST(AcceptanceStats, CountsTheFirstRejection) {
   s.observe(2, 0, 0.5);
   EXPECT_DOUBLE_EQ(s.accepted, 2.5);
   EXPECT_DOUBLE_EQ(s.tested, 4.0);
+}
+
+// One step of a sequence's rest, then whether it may propose.
+bool ready(SpecPolicy& p, uint64_t seq) {
+  p.step(seq);
+  return p.ready(seq);
 }
 
 SpecPolicyConfig config(int32_t k, bool free, std::function<double(int32_t)> cost) {
@@ -133,7 +144,7 @@ TEST(SpecPolicy, NoDecisionBeforeAPlainStepIsMeasured) {
   const std::vector<int32_t> draft(4, 3);
   p.begin_step(1);
   EXPECT_EQ(p.choose(1, 0, draft, 10), 0);
-  EXPECT_TRUE(p.ready(1));  // no verdict, no rest
+  EXPECT_TRUE(ready(p, 1));  // no verdict, no rest
   p.observe_step(1, 0.010);
   p.begin_step(1);
   // One size measured: a verify is assumed to cost the same (the first one
@@ -156,7 +167,7 @@ TEST(SpecPolicy, FreeProposalsLearnFromShadowsAndPickUpRepetitiveText) {
   for (; steps < 100; ++steps) {
     p.check_shadow(1, text);
     p.begin_step(1);
-    if (p.ready(1)) {
+    if (ready(p, 1)) {
       const std::vector<int32_t> wrong(8, -5);
       const int32_t k = p.choose(1, 1, wrong, int32_t(text.size()));
       if (k > 0) {
@@ -177,7 +188,7 @@ TEST(SpecPolicy, FreeProposalsLearnFromShadowsAndPickUpRepetitiveText) {
   for (int32_t step = 0; step < 40 && first_verify < 0; ++step) {
     p.check_shadow(1, text);
     p.begin_step(1);
-    if (p.ready(1)) {
+    if (ready(p, 1)) {
       const std::vector<int32_t> right(future.begin() + int64_t(at),
                                        future.begin() + int64_t(at) + 8);
       if (p.choose(1, 4, right, int32_t(text.size())) > 0) first_verify = step;
@@ -195,7 +206,7 @@ TEST(SpecPolicy, DraftModelRestsLongerAndProbes) {
   std::vector<int32_t> proposal_steps;
   for (; steps < 1000; ++steps) {
     p.begin_step(1);
-    if (!p.ready(1)) continue;
+    if (!ready(p, 1)) continue;
     const int32_t ask = p.request(1);
     if (ask == 0) continue;
     const std::vector<int32_t> wrong(size_t(ask), 9);
@@ -210,23 +221,23 @@ TEST(SpecPolicy, DraftModelRestsLongerAndProbes) {
   EXPECT_LE(proposed, 4 + 4 + 10);
   // A new sequence starts resting too.
   p.begin_step(1);
-  EXPECT_FALSE(p.ready(2));
+  EXPECT_FALSE(ready(p, 2));
   EXPECT_FALSE(p.proposes_soon(2));
   // A probe that holds ends the rests: the next steps decide from the costs.
   SpecPolicy q(config(4, false, cost));
   for (int i = 0; i < 8; ++i) q.observe_verify(3, 4, 0);
   q.begin_step(1);
-  ASSERT_TRUE(q.ready(3));
+  ASSERT_TRUE(ready(q, 3));
   EXPECT_EQ(q.request(3), 0);  // resting now
   int32_t waited = 0;
-  while (!q.ready(3)) ++waited;
-  EXPECT_EQ(waited, 16);
+  while (!ready(q, 3)) ++waited;
+  EXPECT_EQ(waited, 15);  // the 16th step proposes
   q.begin_step(1);
   EXPECT_EQ(q.request(3), 1);  // the probe
   EXPECT_EQ(q.choose(3, 0, std::vector<int32_t>{4}, 50), 1);
   for (int i = 0; i < 6; ++i) q.observe_verify(3, 1, 1);  // and it holds, again and again
   q.begin_step(1);
-  EXPECT_TRUE(q.ready(3));
+  EXPECT_TRUE(ready(q, 3));
   EXPECT_GT(q.request(3), 1);
 }
 
@@ -239,7 +250,7 @@ TEST(SpecPolicy, AlwaysVerifiesEveryProposalAtFullLength) {
   SpecPolicy p(c);
   for (int step = 0; step < 50; ++step) {
     p.begin_step(1);
-    ASSERT_TRUE(p.ready(1));
+    ASSERT_TRUE(ready(p, 1));
     ASSERT_TRUE(p.proposes_soon(1));
     ASSERT_EQ(p.request(1), 4);
     ASSERT_EQ(p.choose(1, 0, std::vector<int32_t>{1, 2, 3, 4, 5}, 10 + step), 4);
