@@ -10,11 +10,11 @@ must be). Prints one JSON line and a Markdown table.
   python3 bench/spec_decode_cpu.py --loom build/cpu/loom --model M --threads 2 \\
       --spec "--speculative-method ngram --num-speculative-tokens 4" [--repeats 2] [--output out.json]
 
-With --repeats 2 the servers run in the order plain, spec, spec, plain (drift
-on a shared machine cancels out); each prompt's rate is the mean of its runs.
---loom-before PATH adds a third server, another build's speculation with the
-same flags (before/after a change in one run): plain, spec, before, before,
-spec, plain.
+The servers run side by side and each prompt goes to each in turn (the order
+rotating per prompt and reversed in the second pass of --repeats 2), so drift
+on a shared machine hits them alike; each prompt's rate is the mean of its
+runs. --loom-before PATH adds a third server, another build's speculation with
+the same flags (before/after a change in one run).
 """
 import argparse
 import json
@@ -137,25 +137,24 @@ def one(port, text, max_tokens):
     return {"text": "".join(tokens), "completion_tokens": n, "decode_tok_s": rate, "ttft_s": (first or t0) - t0}
 
 
-def run_server(args, extra, port, loom=None):
+def start_server(args, extra, port, loom=None):
     cmd = [loom or args.loom, "serve", "--model", args.model, "--threads", str(args.threads), "--port", str(port),
            "--served-model-name", "m", "--disable-log-requests"] + extra
-    log = open(os.devnull, "w")
-    proc = subprocess.Popen(cmd, stdout=log, stderr=log)
-    try:
-        wait_ready(port, proc)
-        results = [one(port, text, args.max_tokens) for _, text in prompts()]
-        metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
-    finally:
-        proc.terminate()
-        proc.wait()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_ready(port, proc)
+    one(port, "Say hello.", 8)  # warm: the weights paged in, the first steps measured
+    return proc
+
+
+def spec_metrics(port):
+    metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
     spec = {}
     for line in metrics.splitlines():
         if line.startswith("loom_spec_decode_") and " " in line and not line.startswith("#"):
             name, value = line.rsplit(" ", 1)
             if "{" not in name:
                 spec[name] = float(value)
-    return results, spec
+    return spec
 
 
 def main():
@@ -171,16 +170,31 @@ def main():
     ap.add_argument("--output")
     args = ap.parse_args()
     names = ["plain", "spec"] + (["before"] if args.loom_before else [])
-    order = names if args.repeats == 1 else names + names[::-1]
-    runs = {n: [] for n in names}
-    metrics = {}
-    for name in order:
-        extra = shlex.split(args.spec) if name != "plain" else []
-        res, spec = run_server(args, extra, args.port, args.loom_before if name == "before" else None)
-        runs[name].append(res)
-        if name != "plain":
-            metrics[name] = spec
-        print(f"spec_decode_cpu: {name} done", file=sys.stderr)
+    # Every server runs at once (idle ones cost nothing); each prompt goes to
+    # each of them in turn, the order rotating, so load drift on a shared
+    # machine hits them alike.
+    procs = {}
+    try:
+        for n, name in enumerate(names):
+            extra = shlex.split(args.spec) if name != "plain" else []
+            procs[name] = (start_server(args, extra, args.port + n, args.loom_before if name == "before" else None),
+                           args.port + n)
+        runs = {name: [[] for _ in range(args.repeats)] for name in names}
+        order = []
+        for rep in range(args.repeats):
+            for i, (_, text) in enumerate(prompts()):
+                turn = names[(i + rep) % len(names):] + names[:(i + rep) % len(names)]
+                if rep % 2:
+                    turn = turn[::-1]
+                order.append(turn)
+                for name in turn:
+                    runs[name][rep].append(one(procs[name][1], text, args.max_tokens))
+            print(f"spec_decode_cpu: pass {rep + 1} done", file=sys.stderr)
+        metrics = {name: spec_metrics(port) for name, (_, port) in procs.items() if name != "plain"}
+    finally:
+        for proc, _ in procs.values():
+            proc.terminate()
+            proc.wait()
     rows = []
     for i, (kind, _) in enumerate(prompts()):
         plain = [r[i] for r in runs["plain"]]
