@@ -66,6 +66,7 @@ void SpecPolicy::observe_step(int32_t tokens, double seconds) {
 
 void SpecPolicy::observe_proposal(int32_t passes, double seconds) {
   if (passes < 1 || !(seconds > 0.0) || config_.fixed_step_seconds) return;
+  last_proposal_seconds_ = seconds;
   const double per_pass = seconds / double(passes);
   pass_seconds_ = pass_seconds_ == 0.0
                       ? per_pass
@@ -162,6 +163,15 @@ void SpecPolicy::rest(SeqState& st) {
   } else {
     st.next_rest =
         st.next_rest == 0 ? config_.rest_steps : std::min(2 * st.next_rest, config_.max_rest_steps);
+    // A probe costs a proposer call (a draft model first catches up on every
+    // token it has not seen: a prefill); rest long enough that probes take
+    // at most max_probe_share of the time.
+    const double plain = step_seconds(step_tokens_);
+    if (plain > 0.0 && last_proposal_seconds_ > 0.0) {
+      const double floor = last_proposal_seconds_ / (config_.max_probe_share * plain);
+      st.next_rest =
+          std::max(st.next_rest, int32_t(std::min(floor, double(config_.max_probe_rest_steps))));
+    }
     st.probe = true;
   }
   st.rest = st.next_rest;

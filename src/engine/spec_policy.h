@@ -11,7 +11,8 @@
 // proposal's quality class (an n-gram proposal's match length). A sequence
 // speculates with the k that saves the most time over the step's tokens, and
 // not at all when no k saves time; then it rests (twice as long each time)
-// before proposing again, a draft model's next proposal a probe of one token.
+// before proposing again, a draft model's next proposal a probe of one token
+// (its rests long enough that probes take at most 2% of the time).
 // Pure logic fed with measurements; engine thread only.
 #pragma once
 
@@ -63,6 +64,11 @@ struct SpecPolicyConfig {
   bool free_proposals = false;
   int32_t rest_steps = 16;
   int32_t max_rest_steps = 256;
+  // Draft models: a rest is at least as long as keeps the last proposer
+  // call's time (a probe's) within this share of the steps' time, up to
+  // max_probe_rest_steps.
+  double max_probe_share = 0.02;
+  int32_t max_probe_rest_steps = 4096;
   int32_t max_free_rest_steps = 8;
   // Evidence of one sequence decays by this per proposal; the proposer-wide
   // estimate for the proposal's class weighs as this many tested tokens.
@@ -144,7 +150,8 @@ class SpecPolicy {
 
   SpecPolicyConfig config_;
   StepCostTable costs_;
-  double pass_seconds_ = 0.0;  // a draft model's seconds per pass (running average)
+  double pass_seconds_ = 0.0;           // a draft model's seconds per pass (running average)
+  double last_proposal_seconds_ = 0.0;  // the last proposer call's seconds
   std::vector<AcceptanceStats> classes_;
   std::unordered_map<uint64_t, SeqState> seqs_;
   // This step so far: query tokens, expected tokens out, draft-model passes.

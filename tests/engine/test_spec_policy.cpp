@@ -241,6 +241,24 @@ TEST(SpecPolicy, DraftModelRestsLongerAndProbes) {
   EXPECT_GT(q.request(3), 1);
 }
 
+TEST(SpecPolicy, DearProbesRestLonger) {
+  // Measured costs: a plain step 10 ms; the draft model's last call took
+  // 200 ms (it caught up on a long prompt): rests keep such probes within 2%
+  // of the time, so at least 1000 steps.
+  SpecPolicy p(config(4, false, nullptr));
+  p.observe_step(1, 0.010);
+  p.observe_step(2, 0.0102);
+  for (int i = 0; i < 8; ++i) p.observe_verify(1, 4, 0);
+  p.observe_proposal(1, 0.200);
+  p.begin_step(1);
+  ASSERT_TRUE(ready(p, 1));
+  EXPECT_EQ(p.request(1), 0);
+  int32_t waited = 0;
+  while (!ready(p, 1)) ++waited;
+  EXPECT_GE(waited, 999);
+  EXPECT_LE(waited, 1001);
+}
+
 TEST(SpecPolicy, AlwaysVerifiesEveryProposalAtFullLength) {
   // Every token costs a whole step: the adaptive policy never speculates;
   // "always" (benchmarks of the mechanism) does, and never rests.
