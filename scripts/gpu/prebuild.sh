@@ -26,7 +26,7 @@ mkdir "$stage/libs"
 cp build/prebuilt/loom "$stage/"
 for t in $tests bench_cuda_ops; do cp "build/prebuilt/tests/$t" "$stage/"; done
 strip "$stage"/loom "$stage"/test_* "$stage"/bench_cuda_ops
-ldd "$stage/loom" | awk '/=> \// {print $3}' | grep -E "lib(fmt|spdlog|re2|pcre2-8)\." | while read -r lib; do
+ldd "$stage/loom" | awk '/=> \// {print $3}' | grep -E "lib(fmt|spdlog|re2|pcre2-8|icuuc|icudata)\." | while read -r lib; do
   cp -L "$lib" "$stage/libs/"
 done
 mkdir "$stage/wheels"
