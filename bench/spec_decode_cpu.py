@@ -10,8 +10,11 @@ must be). Prints one JSON line and a Markdown table.
   python3 bench/spec_decode_cpu.py --loom build/cpu/loom --model M --threads 2 \\
       --spec "--speculative-method ngram --num-speculative-tokens 4" [--repeats 2] [--output out.json]
 
-With --repeats 2 the servers run in the order plain, spec, spec, plain (drift
-on a shared machine cancels out); each prompt's rate is the mean of its runs.
+The servers run side by side and each prompt goes to each in turn (the order
+rotating per prompt and reversed in the second pass of --repeats 2), so drift
+on a shared machine hits them alike; each prompt's rate is the mean of its
+runs. --loom-before PATH adds a third server, another build's speculation with
+the same flags (before/after a change in one run).
 """
 import argparse
 import json
@@ -134,25 +137,24 @@ def one(port, text, max_tokens):
     return {"text": "".join(tokens), "completion_tokens": n, "decode_tok_s": rate, "ttft_s": (first or t0) - t0}
 
 
-def run_server(args, extra, port):
-    cmd = [args.loom, "serve", "--model", args.model, "--threads", str(args.threads), "--port", str(port),
+def start_server(args, extra, port, loom=None):
+    cmd = [loom or args.loom, "serve", "--model", args.model, "--threads", str(args.threads), "--port", str(port),
            "--served-model-name", "m", "--disable-log-requests"] + extra
-    log = open(os.devnull, "w")
-    proc = subprocess.Popen(cmd, stdout=log, stderr=log)
-    try:
-        wait_ready(port, proc)
-        results = [one(port, text, args.max_tokens) for _, text in prompts()]
-        metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
-    finally:
-        proc.terminate()
-        proc.wait()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_ready(port, proc)
+    one(port, "Say hello.", 8)  # warm: the weights paged in, the first steps measured
+    return proc
+
+
+def spec_metrics(port):
+    metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
     spec = {}
     for line in metrics.splitlines():
         if line.startswith("loom_spec_decode_") and " " in line and not line.startswith("#"):
             name, value = line.rsplit(" ", 1)
             if "{" not in name:
                 spec[name] = float(value)
-    return results, spec
+    return spec
 
 
 def main():
@@ -164,47 +166,73 @@ def main():
     ap.add_argument("--max-tokens", type=int, default=160)
     ap.add_argument("--repeats", type=int, default=1, choices=[1, 2])
     ap.add_argument("--port", type=int, default=18555)
+    ap.add_argument("--loom-before", help="another build's loom: its speculation measured in the same run")
     ap.add_argument("--output")
     args = ap.parse_args()
-    order = ["plain", "spec"] if args.repeats == 1 else ["plain", "spec", "spec", "plain"]
-    runs = {"plain": [], "spec": []}
-    metrics = {}
-    for name in order:
-        extra = shlex.split(args.spec) if name == "spec" else []
-        res, spec = run_server(args, extra, args.port)
-        runs[name].append(res)
-        if name == "spec":
-            metrics = spec
-        print(f"spec_decode_cpu: {name} done", file=sys.stderr)
+    names = ["plain", "spec"] + (["before"] if args.loom_before else [])
+    # Every server runs at once (idle ones cost nothing); each prompt goes to
+    # each of them in turn, the order rotating, so load drift on a shared
+    # machine hits them alike.
+    procs = {}
+    try:
+        for n, name in enumerate(names):
+            extra = shlex.split(args.spec) if name != "plain" else []
+            procs[name] = (start_server(args, extra, args.port + n, args.loom_before if name == "before" else None),
+                           args.port + n)
+        runs = {name: [[] for _ in range(args.repeats)] for name in names}
+        order = []
+        for rep in range(args.repeats):
+            for i, (_, text) in enumerate(prompts()):
+                turn = names[(i + rep) % len(names):] + names[:(i + rep) % len(names)]
+                if rep % 2:
+                    turn = turn[::-1]
+                order.append(turn)
+                for name in turn:
+                    runs[name][rep].append(one(procs[name][1], text, args.max_tokens))
+            print(f"spec_decode_cpu: pass {rep + 1} done", file=sys.stderr)
+        metrics = {name: spec_metrics(port) for name, (_, port) in procs.items() if name != "plain"}
+    finally:
+        for proc, _ in procs.values():
+            proc.terminate()
+            proc.wait()
     rows = []
     for i, (kind, _) in enumerate(prompts()):
         plain = [r[i] for r in runs["plain"]]
         spec = [r[i] for r in runs["spec"]]
         p = statistics.mean(r["decode_tok_s"] for r in plain)
         s = statistics.mean(r["decode_tok_s"] for r in spec)
-        same = all(r["text"] == plain[0]["text"] for r in plain + spec)
-        rows.append({"prompt": i, "kind": kind, "tokens": plain[0]["completion_tokens"], "plain_tok_s": round(p, 2),
-                     "spec_tok_s": round(s, 2), "speedup": round(s / p, 3) if p else None, "identical": same})
+        before = [r[i] for r in runs.get("before", [])]
+        same = all(r["text"] == plain[0]["text"] for r in plain + spec + before)
+        row = {"prompt": i, "kind": kind, "tokens": plain[0]["completion_tokens"], "plain_tok_s": round(p, 2),
+               "spec_tok_s": round(s, 2), "speedup": round(s / p, 3) if p else None, "identical": same}
+        if before:
+            b = statistics.mean(r["decode_tok_s"] for r in before)
+            row.update({"before_tok_s": round(b, 2), "before_speedup": round(b / p, 3) if p else None})
+        rows.append(row)
     summary = {}
     for kind in ("code", "chat"):
         sel = [r for r in rows if r["kind"] == kind]
         summary[kind] = {"plain_tok_s": round(statistics.mean(r["plain_tok_s"] for r in sel), 2),
                          "spec_tok_s": round(statistics.mean(r["spec_tok_s"] for r in sel), 2)}
         summary[kind]["speedup"] = round(summary[kind]["spec_tok_s"] / summary[kind]["plain_tok_s"], 3)
+        if args.loom_before:
+            summary[kind]["before_tok_s"] = round(statistics.mean(r["before_tok_s"] for r in sel), 2)
+            summary[kind]["before_speedup"] = round(summary[kind]["before_tok_s"] / summary[kind]["plain_tok_s"], 3)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     report = {"what": "speculative decoding on the CPU, batch 1, greedy chat completions, same run with and without",
               "model": args.model, "threads": args.threads, "spec_flags": args.spec, "max_tokens": args.max_tokens,
               "order": order, "machine": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
-              "load_average": os.getloadavg(), "commit": commit, "summary": summary, "spec_metrics": metrics,
+              "load_average": os.getloadavg(), "commit": commit, "loom_before": args.loom_before, "summary": summary, "spec_metrics": metrics,
               "prompts": rows, "all_identical": all(r["identical"] for r in rows)}
     print(json.dumps(report))
-    print("\n| prompt | kind | tokens | plain tok/s | spec tok/s | speedup | identical |")
-    print("|---|---|---|---|---|---|---|")
+    print("\n| prompt | kind | tokens | plain tok/s | spec tok/s | speedup | before tok/s | before speedup | identical |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['prompt']} | {r['kind']} | {r['tokens']} | {r['plain_tok_s']} | {r['spec_tok_s']} | "
-              f"{r['speedup']} | {r['identical']} |")
+              f"{r['speedup']} | {r.get('before_tok_s', '')} | {r.get('before_speedup', '')} | {r['identical']} |")
     for kind, v in summary.items():
-        print(f"| mean | {kind} | | {v['plain_tok_s']} | {v['spec_tok_s']} | {v['speedup']} | |")
+        print(f"| mean | {kind} | | {v['plain_tok_s']} | {v['spec_tok_s']} | {v['speedup']} | "
+              f"{v.get('before_tok_s', '')} | {v.get('before_speedup', '')} | |")
     if args.output:
         with open(args.output, "w") as f:
             json.dump(report, f, indent=1)

@@ -2,8 +2,10 @@
 # Installs what loom needs to build and test on Debian 12: compilers, CMake,
 # the C++ libraries (Debian packages only) and, with --test, the Python test
 # tooling from PyPI, and fetches the pinned source of the dependencies Debian
-# lacks (xgrammar's C++ core, built by CMake beside loom into
-# third_party/). Safe to run again: installs only what is missing.
+# lacks into third_party/ (xgrammar's C++ core, built by CMake beside loom;
+# CUTLASS's headers for the CUDA build). LOOM_THIRD_PARTY_DIR puts them
+# elsewhere (then pass -DLOOM_XGRAMMAR_DIR / -DLOOM_CUTLASS_DIR to CMake).
+# Safe to run again: installs only what is missing.
 set -euo pipefail
 
 packages=(
@@ -38,7 +40,8 @@ xgrammar_sha256=8305646fd2b319d6c3003f51a1665e54cbbe9cba1fb636bc41d0b46434ccbb80
 # scripts/patches/xgrammar-<version>-*.patch fix bugs found by our tests
 # (each says what it fixes); the stamp covers them, so a new patch re-extracts.
 root="$(cd "$(dirname "$0")/.." && pwd)"
-xgrammar_dir="$root/third_party/xgrammar"
+third_party="${LOOM_THIRD_PARTY_DIR:-$root/third_party}"
+xgrammar_dir="$third_party/xgrammar"
 xgrammar_stamp="$(cat "$root"/scripts/patches/xgrammar-"$xgrammar_version"-*.patch 2>/dev/null |
   sha256sum | cut -c1-16)-$xgrammar_sha256"
 if [ "$(cat "$xgrammar_dir/.stamp" 2>/dev/null)" != "$xgrammar_stamp" ]; then
@@ -63,5 +66,30 @@ if [ "$(cat "$xgrammar_dir/.stamp" 2>/dev/null)" != "$xgrammar_stamp" ]; then
     [ -f "$p" ] && patch -s -p1 -d "$xgrammar_dir" < "$p"
   done
   echo "$xgrammar_stamp" > "$xgrammar_dir/.stamp"
+  rm -rf "$work"
+fi
+
+# CUTLASS (BSD-3-Clause): the headers of its Hopper FP8 GEMM with blockwise
+# scaling (src/backend/cuda/kernels/fp8/fp8_block_gemm_sm90.cu, cmake/cutlass.cmake).
+# The nvidia-cutlass wheel carries them under cutlass_library/source/include
+# (cutlass/ and cute/); only those and the licence are extracted.
+cutlass_version=4.2.0.0
+cutlass_sha256=f9599ada45c7bcb6bf53f7d3f0a7d154183e53451c01bfa59eecd37dd4a693f6
+cutlass_dir="$third_party/cutlass"
+if [ "$(cat "$cutlass_dir/.stamp" 2>/dev/null)" != "$cutlass_sha256" ]; then
+  echo "setup: fetching CUTLASS $cutlass_version (headers)"
+  work="$(mktemp -d)"
+  python3 -m pip -q --disable-pip-version-check download --no-deps --only-binary :all: -d "$work" \
+    "nvidia-cutlass==$cutlass_version"
+  wheel="$work/nvidia_cutlass-$cutlass_version-py3-none-any.whl"
+  if ! echo "$cutlass_sha256  $wheel" | sha256sum -c --status; then
+    echo "setup: $wheel has the wrong SHA-256" >&2; rm -rf "$work"; exit 1
+  fi
+  unzip -q "$wheel" 'cutlass_library/source/include/*' \
+    "nvidia_cutlass-$cutlass_version.dist-info/licenses/LICENSE.txt" -d "$work/x"
+  rm -rf "$cutlass_dir"; mkdir -p "$cutlass_dir"
+  mv "$work/x/cutlass_library/source/include" "$cutlass_dir/include"
+  mv "$work/x/nvidia_cutlass-$cutlass_version.dist-info/licenses/LICENSE.txt" "$cutlass_dir/LICENSE.txt"
+  echo "$cutlass_sha256" > "$cutlass_dir/.stamp"
   rm -rf "$work"
 fi

@@ -69,7 +69,8 @@ void add_runtime_options(CLI::App& app, RuntimeOptions& o) {
                  "speculative decoding: ngram (prompt lookup) or draft (--speculative-model)")
       ->check(CLI::IsMember({"ngram", "draft"}));
   app.add_option("--num-speculative-tokens", o.num_speculative_tokens,
-                 "tokens proposed per sequence and step (speculative decoding)")
+                 "speculative decoding: the most tokens proposed per sequence and step (the policy picks 0..K "
+                 "from measured step costs and acceptance)")
       ->check(CLI::Range(0, 16));
   app.add_option("--speculative-model", o.speculative_model,
                  "draft model for speculative decoding (implies --speculative-method draft)");
@@ -135,6 +136,7 @@ DType parse_kv_dtype(const std::string& name, bool gpu) {
 SpeculativeConfig speculative_config(const RuntimeOptions& o) {
   std::string method = o.speculative_method, model = o.speculative_model;
   int32_t k = o.num_speculative_tokens, lo = o.ngram_min, hi = o.ngram_max;
+  bool always = false;
   if (!o.speculative_config.empty()) {
     nlohmann::json j;
     try {
@@ -163,10 +165,14 @@ SpeculativeConfig speculative_config(const RuntimeOptions& o) {
       } else if (key == "model") {
         if (!value.is_string()) LOOM_THROW("--speculative-config: model must be a string");
         if (model.empty()) model = value.get<std::string>();
+      } else if (key == "policy") {  // loom's: "adaptive" (the default) or "always" (benchmarks)
+        if (!value.is_string() || (value != "adaptive" && value != "always"))
+          LOOM_THROW("--speculative-config: policy must be \"adaptive\" or \"always\"");
+        always = value == "always";
       } else {
         LOOM_THROW(
             "--speculative-config: unknown key '{}' (method, num_speculative_tokens, "
-            "prompt_lookup_min, prompt_lookup_max, model)",
+            "prompt_lookup_min, prompt_lookup_max, model, policy)",
             key);
       }
     }
@@ -194,6 +200,7 @@ SpeculativeConfig speculative_config(const RuntimeOptions& o) {
   sc.ngram_min = lo;
   sc.ngram_max = hi;
   sc.max_batch = o.speculative_max_batch;
+  sc.always = always;
   return sc;
 }
 

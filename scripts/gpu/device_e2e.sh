@@ -11,7 +11,10 @@
 #            profile), loom then HF's continuous batching on the first $HF_REQUESTS
 #   fixed    8B: 512 requests of 1,000 prompt / 1,000 output tokens
 #   profile  8B: CUPTI kernel profile of decode at batch 1 and 64 (PROFILE_BATCHES)
-#   ops      bench_cuda_ops: per-op timings (GEMMs, attention decode/prefill, ...)
+#   ops      bench_cuda_ops: per-op timings (GEMMs, attention decode/prefill, the
+#            long-context decode table 8k-128k x batch 1-64, ...)
+#   attnsweep  bench_cuda_ops --attn-sweep: decode attention TB/s per LOOM_ATTN_*
+#            setting (partition keys, blocks per SM, heads per block) and shape
 #   small    0.5B-shaped model served over HTTP: 128 in / 32 out, Poisson arrivals
 #            at rising rates (loom bench serve), p99 TTFT per rate, and per rate the
 #            server's step profile and request stages (--profile-steps / --profile)
@@ -21,6 +24,8 @@
 #            CPU_THREADS (default: one per physical core) and at 2 threads
 #   faults   the server's fault-injection suite against the CUDA build (0.5B-shaped model)
 #   fp8test  FP8 op, model and engine tests (test_cuda_fp8, test_cuda_model, test_cuda_engine)
+#   fp8block the CUTLASS block-scaled FP8 GEMM: its test_cuda_fp8 cases, then
+#            bench_cuda_ops' prefill table (bf16 vs FP8 per-row vs FP8 blocks)
 #   fp8small a small Llama-3 shape end to end: FP8 checkpoints of both formats and
 #            --quantization fp8, FP8 KV cache, 16 prompts x 32 greedy tokens vs HF on
 #            the dequantised weights and vs bf16
@@ -30,8 +35,11 @@
 #   fp8offline  8B 1,000 ShareGPT-like requests: bf16 vs FP8 weights + FP8 KV cache
 #   spec     8B speculative decoding at batch 1, 8, 64 (bench latency): plain; the
 #            target as its own draft at k = 2, 4, 6 (acceptance ~100%: the
-#            mechanism's ceiling, no batch cap); a random 0.5B-shaped draft (acceptance
-#            ~0: the worst case, default policy); n-gram k = 4 (default policy)
+#            mechanism's ceiling, every proposal verified: policy "always", no batch
+#            cap) and at k = 4 with the default (cost-aware) policy, which should
+#            decline a draft as dear as the target; a random 0.5B-shaped draft
+#            (acceptance ~0: the worst case, default policy); n-gram k = 4 and 8
+#            (default policy)
 #   api      the CUDA build's --version and /version, and /v1/messages and
 #            /v1/responses (plain and streamed) on a 0.5B-shaped model on the GPU
 #   structured  8B-shaped random model: every structured-output schema, regex and
@@ -275,11 +283,14 @@ for l in open('/tmp/cpu.jsonl'):
     model8b
     [ -d /tmp/draft05 ] || python3 scripts/gpu/make_random_model.py --shape 0.5b-draft --seed 1 --out /tmp/draft05 > /dev/null
     : > /tmp/spec.jsonl
-    for v in "plain" "self2 --speculative-model /tmp/llama8b --num-speculative-tokens 2 --speculative-max-batch 0" \
-             "self4 --speculative-model /tmp/llama8b --num-speculative-tokens 4 --speculative-max-batch 0" \
-             "self6 --speculative-model /tmp/llama8b --num-speculative-tokens 6 --speculative-max-batch 0" \
+    always='{"policy":"always"}'
+    for v in "plain" "self2 --speculative-model /tmp/llama8b --num-speculative-tokens 2 --speculative-max-batch 0 --speculative-config $always" \
+             "self4 --speculative-model /tmp/llama8b --num-speculative-tokens 4 --speculative-max-batch 0 --speculative-config $always" \
+             "self6 --speculative-model /tmp/llama8b --num-speculative-tokens 6 --speculative-max-batch 0 --speculative-config $always" \
+             "self4adaptive --speculative-model /tmp/llama8b --num-speculative-tokens 4" \
              "random4 --speculative-model /tmp/draft05 --num-speculative-tokens 4" \
-             "ngram4 --speculative-method ngram --num-speculative-tokens 4"; do
+             "ngram4 --speculative-method ngram --num-speculative-tokens 4" \
+             "ngram8 --speculative-method ngram --num-speculative-tokens 8"; do
       set -- $v; name=$1; shift
       timeout 150 $L bench latency --device cuda --model /tmp/llama8b --input-len 128 --output-len 128 \
         --batch-sizes 1,8,64 --max-num-seqs 64 --json "$@" > /tmp/spec_$name.jsonl 2> /tmp/spec_$name.err ||
@@ -288,7 +299,17 @@ for l in open('/tmp/cpu.jsonl'):
       python3 -c "import json,sys; [print(json.dumps({'run': sys.argv[1], **json.loads(l)})) for l in open(sys.argv[2]) if l.startswith('{')]" \
         "$name" /tmp/spec_$name.jsonl >> /tmp/spec.jsonl
     done
-    meta /tmp/spec.jsonl "bench latency, Llama-3-8B shape bf16 random weights, 128 in / 128 out, batch 1/8/64: plain; the target as its own draft (k 2/4/6, --speculative-max-batch 0); a random 0.5B-shaped draft (k 4, default policy); n-gram (k 4, default policy)" > "$OUT/bench_spec_8b.json"
+    # Each run's decode tok/s against plain's, per batch size.
+    python3 -c "
+import json, sys
+runs = [json.loads(l) for l in open(sys.argv[1]) if l.startswith('{')]
+plain = {d['batch']: d['decode_tokens_per_s'] for r in runs if r['run'] == 'plain' for d in r['decode']}
+for r in runs:
+    print(r['run'].ljust(14), '  '.join('b%d %.1f tok/s %.3fx acc %.2f' % (d['batch'], d['decode_tokens_per_s'],
+          d['decode_tokens_per_s'] / plain[d['batch']] if plain.get(d['batch']) else 0.0,
+          d.get('speculative', {}).get('acceptance_rate', 0.0)) for d in r['decode']))
+" /tmp/spec.jsonl
+    meta /tmp/spec.jsonl "bench latency, Llama-3-8B shape bf16 random weights, 128 in / 128 out, batch 1/8/64: plain; the target as its own draft (k 2/4/6, policy always, --speculative-max-batch 0; k 4 with the default cost-aware policy); a random 0.5B-shaped draft (k 4, default policy); n-gram (k 4 and 8, default policy)" > "$OUT/bench_spec_8b.json"
     ;;
   latency1)
     model8b
@@ -326,7 +347,23 @@ for l in open('/tmp/cpu.jsonl'):
     ;;
   ops)
     timeout 300 $T/bench_cuda_ops > /tmp/ops.log 2>&1; echo "bench_cuda_ops rc=$?"
+    sed -n '/^== paged attention/,/^$/p; /^== long-context decode/,/^$/p' /tmp/ops.log
     cat /tmp/ops.log | tail -60; cp /tmp/ops.log "$OUT/bench_cuda_ops.txt"
+    ;;
+  attnsweep)
+    # The decode attention split's knobs (LOOM_ATTN_*) swept over long-context
+    # shapes: TB/s per setting and shape, then the best setting per shape.
+    timeout 400 $T/bench_cuda_ops --attn-sweep ${ATTN_SWEEP_ITERS:-10} > /tmp/attnsweep.log 2>&1
+    echo "bench_cuda_ops --attn-sweep rc=$?"
+    cat /tmp/attnsweep.log; cp /tmp/attnsweep.log "$OUT/attnsweep.txt"
+    ;;
+  fp8block)
+    timeout 300 $T/test_cuda_fp8 --gtest_filter='*Cutlass*:*LinearMatches*:*RowsIndependent*' \
+      > /tmp/fp8block.log 2>&1; echo "test_cuda_fp8 (block GEMM cases) rc=$? $(tail -1 /tmp/fp8block.log)"
+    grep -E "FAILED|Failure|Expected|Which is|worst|cutlass|SKIPPED|calls|differ" /tmp/fp8block.log | head -40
+    timeout 300 $T/bench_cuda_ops > /tmp/ops.log 2>&1; echo "bench_cuda_ops rc=$?"
+    sed -n '/== prefill GEMMs/,/^$/p' /tmp/ops.log
+    cat /tmp/fp8block.log /tmp/ops.log > "$OUT/fp8block.log"
     ;;
   fp8test)
     for t in test_cuda_fp8 test_cuda_model test_cuda_engine; do

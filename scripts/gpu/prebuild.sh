@@ -9,10 +9,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export PATH="$PATH:/usr/local/cuda/bin" CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
-mkdir -p .git/info .devbin
-grep -qx "/.devbin/" .git/info/exclude 2>/dev/null || echo "/.devbin/" >> .git/info/exclude
+exclude=$(git rev-parse --git-path info/exclude)  # a worktree's .git is a file
+mkdir -p "$(dirname "$exclude")" .devbin
+grep -qx "/.devbin/" "$exclude" 2>/dev/null || echo "/.devbin/" >> "$exclude"
 [ -f third_party/xgrammar/cpp/grammar_compiler.cc ] ||
   { echo "prebuild: third_party/xgrammar missing (run scripts/setup.sh): loom would refuse structured output" >&2; exit 1; }
+[ -f third_party/cutlass/include/cutlass/cutlass.h ] ||
+  { echo "prebuild: third_party/cutlass missing (run scripts/setup.sh): no CUTLASS FP8 block-scaled GEMM" >&2; exit 1; }
 tests=$(cd tests/cuda && ls test_*.cpp | sed 's/\.cpp$//' | tr '\n' ' ')
 cmake -S . -B build/prebuilt -DCMAKE_BUILD_TYPE=Release -DLOOM_CUDA=ON -DLOOM_CUDA_ARCHS=90a -DLOOM_MPI=OFF \
   > /dev/null
@@ -23,7 +26,7 @@ mkdir "$stage/libs"
 cp build/prebuilt/loom "$stage/"
 for t in $tests bench_cuda_ops; do cp "build/prebuilt/tests/$t" "$stage/"; done
 strip "$stage"/loom "$stage"/test_* "$stage"/bench_cuda_ops
-ldd "$stage/loom" | awk '/=> \// {print $3}' | grep -E "lib(fmt|spdlog|re2|pcre2-8)\." | while read -r lib; do
+ldd "$stage/loom" | awk '/=> \// {print $3}' | grep -E "lib(fmt|spdlog|re2|pcre2-8|icuuc|icudata)\." | while read -r lib; do
   cp -L "$lib" "$stage/libs/"
 done
 mkdir "$stage/wheels"

@@ -48,8 +48,6 @@ Engine::Engine(std::unique_ptr<StepExecutor> executor, const Tokenizer* tokenize
                                              uint64_t(bytes_per_block));
   kv_ = std::make_unique<KvManager>(KvConfig{num_blocks, config_.block_size, config_.enable_prefix_caching});
   SchedulerConfig sc = config_.scheduler;
-  sc.spec_min_acceptance = config_.speculative.min_acceptance;
-  sc.spec_cooldown_steps = config_.speculative.cooldown_steps;
   const int64_t max_pos = executor_->max_position();
   if (sc.max_model_len == 0 && max_pos > 0) sc.max_model_len = int32_t(std::min<int64_t>(max_pos, INT32_MAX));
   scheduler_ = std::make_unique<Scheduler>(sc, *kv_, tokenizer, std::move(eos_ids));

@@ -3,6 +3,7 @@
 #include "engine/executor_impl.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "core/error.h"
 
@@ -24,6 +25,12 @@ StepExecutor::Impl::Impl(std::unique_ptr<ModelRunner> own, ModelRunner& runner, 
     LOOM_THROW("speculative decoding with a draft model needs the draft model loaded (make_draft_proposer as "
                "SpeculativeConfig::custom)");
   }
+  SpecPolicyConfig pc;
+  pc.max_tokens = sc.num_tokens;
+  pc.free_proposals = proposer->free_proposals();
+  pc.fixed_step_seconds = sc.fixed_step_seconds;
+  pc.always = sc.always;
+  policy = std::make_unique<SpecPolicy>(std::move(pc));
 }
 
 StepExecutor::StepExecutor(ModelRunner& runner, ExecutorConfig config)
@@ -220,6 +227,8 @@ StepOutput StepExecutor::execute(const StepPlan& plan, const Scheduler& seqs, co
     prof->mark_start();
   }
   std::optional<StepInput> step;
+  std::chrono::steady_clock::time_point t0;  // the speculation policy's step cost starts here
+  bool was_in_flight = false;
   {
     PhaseTimer t(prof, StepPhase::Prepare);
     if (!plan.copies.empty()) {
@@ -228,6 +237,8 @@ StepOutput StepExecutor::execute(const StepPlan& plan, const Scheduler& seqs, co
       for (const BlockCopy& c : plan.copies) blocks.push_back({c.src, c.dst});
       x.model.copy_blocks(blocks, x.cache);
     }
+    t0 = std::chrono::steady_clock::now();
+    was_in_flight = x.in_flight.download != nullptr;
     step = x.build_input(plan, seqs);
   }
   Tensor logits = x.model.forward(*step, x.cache);
@@ -257,6 +268,16 @@ StepOutput StepExecutor::execute(const StepPlan& plan, const Scheduler& seqs, co
     out.pooled = x.pool_hidden_states();
   }
   if (prof) prof->mark_end();
+  // The speculation policy's cost of a decode-only step of this many query
+  // tokens: the wall time of execute (an async step's includes waiting for
+  // the previous step, so in a run of them it is one step's time). A step
+  // that waited for an async one and then for its own tokens took both:
+  // not a measurement.
+  const bool decode_only = plan.num_decode_tokens == int32_t(plan.seqs.size());
+  if (x.policy && decode_only && !(was_in_flight && x.in_flight.download == nullptr))
+    x.policy->observe_step(
+        plan.num_tokens,
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   return out;
 }
 

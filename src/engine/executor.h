@@ -89,10 +89,11 @@ class StepExecutor {
   StepProfiler* profiler();
 
   // Speculative decoding, between steps: the drafts to verify in the next
-  // step (Scheduler::set_draft), for the running sequences the policy lets
-  // propose (few enough decoding, acceptance not in cooldown, every token
-  // known); constraints cut a draft at its first refused token. A candidate
-  // with nothing to propose gets an empty draft (the policy counts those).
+  // step (Scheduler::set_draft) for the decoding sequences whose tokens are
+  // all known (none past the batch cap): as many tokens as the policy
+  // (spec_policy.h) finds worth verifying, from the measured step costs and
+  // the sequence's acceptance, often none; constraints cut a draft at its
+  // first refused token. Every such sequence gets an entry, empty or not.
   std::vector<std::pair<SeqId, std::vector<int32_t>>> propose(const Scheduler& seqs);
 
   struct Impl;

@@ -10,6 +10,7 @@
 #include "backend/backend.h"
 #include "engine/executor.h"
 #include "engine/sampler.h"
+#include "engine/spec_policy.h"
 #include "engine/step_profiler.h"
 #include "model/model_runner.h"
 
@@ -117,6 +118,7 @@ struct StepExecutor::Impl {
   int step_ids_next = 0;
   std::vector<SeqId> failed;  // undelivered rows of a failed step in flight
   std::shared_ptr<Proposer> proposer;  // speculative decoding; null: off
+  std::unique_ptr<SpecPolicy> policy;  // with a proposer: when and how much to speculate
   std::vector<int32_t> verify_host_rows;
   std::vector<float> verify_host;
   std::unique_ptr<StepProfiler> profiler;  // ExecutorConfig::profile_steps; null: off

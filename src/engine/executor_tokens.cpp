@@ -88,9 +88,9 @@ bool StepExecutor::Impl::can_run_async(const std::vector<SeqId>& rows, const Sch
   // while the policy would let a row propose after this step, steps wait for
   // their tokens (a row resting one more step proposes after the next).
   const SpeculativeConfig& sc = config.speculative;
-  if (proposer && (sc.max_batch == 0 || rows.size() <= size_t(sc.max_batch)))
+  if (policy && (sc.max_batch == 0 || rows.size() <= size_t(sc.max_batch)))
     for (SeqId id : rows)
-      if (id != 0 && seqs.get(id).spec_cooldown <= 1) return false;
+      if (id != 0 && policy->proposes_soon(id)) return false;
   const bool device_sampling = config.device_sampling && model.backend().has_device_sampler();
   bool any = false;
   for (SeqId id : rows) {

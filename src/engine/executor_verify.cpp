@@ -161,6 +161,7 @@ void StepExecutor::Impl::verify_drafts(Tensor& logits, const Scheduler& seqs, St
       t.tokens.push_back(std::move(chosen));
       if (i == v.r->draft_rows || t.tokens.back().token != v.s->draft[size_t(i)]) break;
     }
+    if (policy) policy->observe_verify(v.s->id, v.r->draft_rows, int32_t(t.tokens.size()) - 1);
     out.rows.push_back(std::move(t));
   }
 }
@@ -169,35 +170,79 @@ std::vector<std::pair<SeqId, std::vector<int32_t>>> StepExecutor::propose(const 
   Impl& x = *impl_;
   std::vector<std::pair<SeqId, std::vector<int32_t>>> out;
   if (!x.proposer) return out;
+  SpecPolicy& policy = *x.policy;
   const SpeculativeConfig& sc = x.config.speculative;
-  std::vector<const Sequence*> cands;
-  size_t decoding = 0;
   std::vector<uint64_t> running(seqs.running().begin(), seqs.running().end());
   std::sort(running.begin(), running.end());
   x.proposer->retain(running);
+  policy.retain(running);
+  // Decoding sequences; those whose tokens are all on the host may propose.
+  std::vector<const Sequence*> cands;
+  int32_t decoding = 0;
+  const bool free_proposals = x.proposer->free_proposals();
   for (SeqId id : seqs.running()) {
     const Sequence& s = seqs.get(id);
-    if (s.num_pending() != 1 || s.tokens.back() < 0) continue;
+    if (s.num_pending() != 1) continue;
     ++decoding;
-    if (s.spec_cooldown == 0 && s.pending_forks == 0 && s.max_tokens > 0) cands.push_back(&s);
+    policy.step(s.id);
+    // An unverified proposal is checked against the tokens known now (an
+    // async step's last token is still on its way).
+    const bool known = s.tokens.back() >= 0;
+    if (free_proposals)
+      policy.check_shadow(
+          s.id, std::span<const int32_t>(s.tokens).first(s.tokens.size() - (known ? 0 : 1)));
+    if (known && s.pending_forks == 0 && s.max_tokens > 0) cands.push_back(&s);
   }
-  if (cands.empty() || (sc.max_batch > 0 && decoding > size_t(sc.max_batch))) return out;
-  const std::vector<int32_t> max_tokens(cands.size(), sc.num_tokens);
-  std::vector<std::vector<int32_t>> drafts;
-  x.proposer->propose(cands, max_tokens, drafts);
-  for (size_t i = 0; i < cands.size(); ++i) {
-    std::vector<int32_t>& d = drafts[i];
-    if (d.size() > size_t(sc.num_tokens)) d.resize(size_t(sc.num_tokens));
-    const Sequence& s = *cands[i];
-    const int64_t vocab = vocab_size();
-    d.erase(std::find_if(d.begin(), d.end(), [&](int32_t t) { return t < 0 || t >= vocab; }), d.end());
+  if (sc.max_batch > 0 && decoding > sc.max_batch) cands.clear();
+  policy.begin_step(decoding);
+  std::vector<int32_t> max_tokens;
+  std::vector<const Sequence*> asked;
+  for (const Sequence* s : cands) {
+    if (!policy.ready(s->id)) continue;
+    const int32_t k = policy.request(s->id);
+    if (k == 0) continue;
+    asked.push_back(s);
+    max_tokens.push_back(k);
+  }
+  std::vector<Proposal> drafts;
+  const auto t0 = std::chrono::steady_clock::now();
+  if (!asked.empty()) x.proposer->propose(asked, max_tokens, drafts);
+  if (!free_proposals && !asked.empty())
+    policy.observe_proposal(
+        *std::max_element(max_tokens.begin(), max_tokens.end()),
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  const int64_t vocab = vocab_size();
+  std::vector<size_t> order(asked.size());
+  for (size_t i = 0; i < order.size(); ++i) {
+    order[i] = i;
+    std::vector<int32_t>& d = drafts[i].tokens;
+    if (d.size() > size_t(max_tokens[i])) d.resize(size_t(max_tokens[i]));
+    d.erase(std::find_if(d.begin(), d.end(), [&](int32_t t) { return t < 0 || t >= vocab; }),
+            d.end());
+  }
+  // The likeliest drafts first: each verified draft makes the step dearer
+  // for the next.
+  std::vector<double> likely(asked.size());
+  for (size_t i = 0; i < asked.size(); ++i)
+    likely[i] = policy.acceptance(asked[i]->id, drafts[i].quality);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return likely[a] > likely[b]; });
+  for (size_t i : order) {
+    const Sequence& s = *asked[i];
+    std::vector<int32_t>& d = drafts[i].tokens;
     if (s.constraint) {  // a draft stops at the first token the constraint refuses
       size_t ok = 0;
       while (ok < d.size() && s.constraint->accept_token(d[ok])) ++ok;
       s.constraint->rollback(int32_t(ok));
       d.resize(ok);
     }
-    out.emplace_back(s.id, std::move(d));  // empty: nothing to propose (the policy counts it)
+    d.resize(size_t(policy.choose(s.id, drafts[i].quality, d, s.num_tokens())));
+  }
+  // Every candidate gets its draft, empty or not (an older one is replaced).
+  for (size_t i = 0, j = 0; i < cands.size(); ++i) {
+    const bool was_asked = j < asked.size() && asked[j] == cands[i];
+    out.emplace_back(cands[i]->id,
+                     was_asked ? std::move(drafts[j++].tokens) : std::vector<int32_t>{});
   }
   return out;
 }

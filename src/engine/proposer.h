@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -27,30 +28,44 @@ class Proposer;
 struct SpeculativeConfig {
   enum class Method : uint8_t { None, Ngram, Draft };
   Method method = Method::None;
-  int32_t num_tokens = 0;  // k: tokens proposed per sequence and step
+  int32_t num_tokens = 0;  // k at most: tokens proposed per sequence and step
   int32_t ngram_min = 1;   // Ngram: the n-gram sizes tried, longest first
   int32_t ngram_max = 4;
   std::string draft_model;  // Draft: the draft model's path
   // Proposals are made only while at most this many sequences decode (0: no
-  // limit): past it, verifying several tokens per sequence costs more compute
-  // than the weight reads it saves.
+  // limit). Below it, the policy (spec_policy.h) decides per sequence and
+  // step from the measured step costs and acceptance.
   int32_t max_batch = 16;
-  // A sequence whose proposals are accepted below this share (a running
-  // average) gets none for cooldown_steps steps.
-  float min_acceptance = 0.25f;
-  int32_t cooldown_steps = 16;
+  // Every proposal verified at full length, whatever it costs (benchmarks of
+  // the mechanism's ceiling; the batch cap still applies).
+  bool always = false;
   // Set: this proposer instead of `method`'s (tests; other proposers).
   std::shared_ptr<Proposer> custom;
+  // Tests: seconds of a decode-only step of M query tokens, instead of the
+  // measured ones (the policy's decisions are then deterministic).
+  std::function<double(int32_t)> fixed_step_seconds;
   bool enabled() const { return num_tokens > 0 && (method != Method::None || custom != nullptr); }
+};
+
+// One sequence's proposal: the tokens, and its quality class (proposals of
+// one class are accepted alike: an n-gram's match length; 0 where the
+// proposer has one kind).
+struct Proposal {
+  std::vector<int32_t> tokens;
+  int32_t quality = 0;
 };
 
 class Proposer {
  public:
   virtual ~Proposer() = default;
   // For each of `seqs` (every token known; the last not yet computed), up to
-  // max_tokens[i] tokens to follow it, into drafts[i] (cleared first).
+  // max_tokens[i] tokens to follow it, into drafts[i] (cleared first). A
+  // sequence with max_tokens[i] == 0 gets none and costs nothing.
   virtual void propose(std::span<const Sequence* const> seqs, std::span<const int32_t> max_tokens,
-                       std::vector<std::vector<int32_t>>& drafts) = 0;
+                       std::vector<Proposal>& drafts) = 0;
+  // Whether a proposal costs next to nothing (no model pass): the policy
+  // then asks every step and learns from the proposals it does not verify.
+  virtual bool free_proposals() const { return false; }
   // A proposer with a KV cache of its own (a draft model): the bytes of one
   // of its blocks of block_size tokens. The engine sizes both caches from
   // one budget, with as many draft blocks as target blocks.
@@ -63,11 +78,12 @@ class Proposer {
 
 // Prompt lookup: the longest n-gram (max_n down to min_n tokens) ending the
 // sequence that occurred earlier in its prompt or output, and the tokens that
-// followed that occurrence (the latest one).
+// followed that occurrence (the latest one); quality: the n matched.
 std::unique_ptr<Proposer> make_ngram_proposer(int32_t min_n, int32_t max_n);
 
-// The n-gram proposal for one token history (for tests and tools).
-void ngram_propose(std::span<const int32_t> tokens, int32_t min_n, int32_t max_n, int32_t max_tokens,
-                   std::vector<int32_t>& out);
+// The n-gram proposal for one token history (for tests and tools); returns
+// the n matched (0: none).
+int32_t ngram_propose(std::span<const int32_t> tokens, int32_t min_n, int32_t max_n,
+                      int32_t max_tokens, std::vector<int32_t>& out);
 
 }  // namespace loom

@@ -47,7 +47,7 @@ class DraftProposer final : public Proposer {
   }
 
   void propose(std::span<const Sequence* const> seqs, std::span<const int32_t> max_tokens,
-               std::vector<std::vector<int32_t>>& drafts) override {
+               std::vector<Proposal>& drafts) override {
     LOOM_CHECK(block_size_ > 0, "the draft model's KV cache is not allocated");
     drafts.assign(seqs.size(), {});
     ++tick_;
@@ -123,7 +123,7 @@ class DraftProposer final : public Proposer {
   }
 
   void run(std::span<const Sequence* const> seqs, std::span<const int32_t> max_tokens,
-           std::vector<std::vector<int32_t>>& drafts) {
+           std::vector<Proposal>& drafts) {
     // The first pass: each sequence's unseen tokens (within the pass's token
     // cap); those that reach their last token give their first draft token.
     std::vector<Feed> feeds;
@@ -157,7 +157,7 @@ class DraftProposer final : public Proposer {
     for (int32_t round = 1;; ++round) {
       std::vector<Feed> next;
       for (const Feed& f : feeds) {
-        std::vector<int32_t>& d = drafts[f.seq];
+        std::vector<int32_t>& d = drafts[f.seq].tokens;
         if (!f.sample || int32_t(d.size()) != round || max_tokens[f.seq] <= round) continue;
         next.push_back(Feed{f.seq, f.state, int32_t(f.state->fed.size()), {d.back()}, true});
       }
@@ -169,7 +169,7 @@ class DraftProposer final : public Proposer {
 
   // One draft pass over `feeds`; each sampling feed's argmax token is
   // appended to its draft.
-  void forward(const std::vector<Feed>& feeds, std::vector<std::vector<int32_t>>& drafts) {
+  void forward(const std::vector<Feed>& feeds, std::vector<Proposal>& drafts) {
     if (feeds.empty()) return;
     StepInput step;
     AttentionMetadata& m = step.attn;
@@ -201,7 +201,7 @@ class DraftProposer final : public Proposer {
     runner_.backend().argmax_rows(logits, ids_);
     size_t row = 0;
     for (const Feed& f : feeds)
-      if (f.sample) drafts[f.seq].push_back(ids_[row++]);
+      if (f.sample) drafts[f.seq].tokens.push_back(ids_[row++]);
   }
 
   ModelRunner runner_;

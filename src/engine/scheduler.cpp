@@ -437,7 +437,6 @@ void Scheduler::complete_step(const StepPlan& plan) {
       stats_.prompt_tokens_computed += uint64_t(std::min(e.num_tokens, s.prompt_len - e.start));
     // Draft tokens count as computed only once accepted (update_from_output).
     s.num_computed += e.num_tokens - e.num_draft;
-    if (e.num_draft == 0 && s.spec_cooldown > 0) --s.spec_cooldown;
     LOOM_CHECK(s.num_computed <= s.blocks.num_tokens(), "sequence {} computed past its blocks",
                s.id);
     kv_.commit(s.blocks, s.tokens, s.num_computed, s.cache_salt);

@@ -45,10 +45,6 @@ struct SchedulerConfig {
   int32_t max_model_len = 0;           // prompt + max_tokens limit; 0: the pool's capacity
   bool enable_chunked_prefill = true;  // false: a prompt is prefilled in one step
   int64_t starvation_steps = 1000;     // age (steps) after which a request is served FCFS first
-  // Speculative decoding's policy per sequence (SpeculativeConfig): below
-  // this running share of accepted draft tokens, no drafts for that many steps.
-  float spec_min_acceptance = 0.25f;
-  int32_t spec_cooldown_steps = 16;
   void validate() const;
 };
 
@@ -241,8 +237,6 @@ class Scheduler {
   void apply_token(SeqId id, const SampleResult& sample, bool resolve);
   // A verify step's tokens: accepted drafts, then the step's own token.
   void apply_verified(Sequence& s, int32_t num_draft, const std::vector<SampleResult>& tokens);
-  // Speculation policy: no proposals for s for a while (see Sequence).
-  void rest(Sequence& s) const;
   // Marks s done in its request and removes it; the request's last sequence
   // sets e.request_done. Emits e.
   void close_sequence(Sequence& s, StreamEvent e);

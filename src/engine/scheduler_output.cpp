@@ -87,19 +87,7 @@ void Scheduler::set_draft(SeqId id, std::vector<int32_t> draft) {
   if (config_.max_model_len > 0) room = std::min<int64_t>(room, int64_t(config_.max_model_len) - s.num_tokens() - 1);
   room = std::min<int64_t>(room, int64_t(capacity_tokens_) - s.num_tokens() - 1);
   if (int64_t(draft.size()) > room) draft.resize(size_t(std::max<int64_t>(0, room)));
-  // A proposer with nothing to propose several times in a row rests too:
-  // while every sequence rests, steps need not wait for their tokens.
-  s.spec_misses = draft.empty() ? s.spec_misses + 1 : 0;
-  if (s.spec_misses >= 4) {
-    s.spec_misses = 0;
-    rest(s);
-  }
   s.draft = std::move(draft);
-}
-
-void Scheduler::rest(Sequence& s) const {
-  s.spec_cooldown = config_.spec_cooldown_steps << std::min(s.spec_backoff, 6);
-  s.spec_backoff = std::min(s.spec_backoff + 1, 6);
 }
 
 void Scheduler::update_from_output(const StepPlan& plan, const StepOutput& output) {
@@ -172,16 +160,6 @@ void Scheduler::apply_verified(Sequence& s, int32_t num_draft, const std::vector
   if (s.request) {
     s.request->draft_tokens += num_draft;
     s.request->accepted_tokens += accepted;
-  }
-  // The policy's view of this sequence: a running average of the accepted
-  // share since its last rest; below the bar, it rests, each rest twice as
-  // long as the last until a verify meets the bar.
-  const float share = float(accepted) / float(num_draft);
-  s.spec_acceptance = s.spec_acceptance < 0.0f ? share : 0.5f * s.spec_acceptance + 0.5f * share;
-  if (share >= config_.spec_min_acceptance) s.spec_backoff = 0;
-  if (s.spec_acceptance < config_.spec_min_acceptance) {
-    rest(s);
-    s.spec_acceptance = -1.0f;
   }
   s.draft.clear();
   // Accepted drafts were computed by this step (their KV is written); the

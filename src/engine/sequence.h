@@ -53,16 +53,9 @@ struct Sequence {
   int32_t num_computed = 0;     // tokens whose KV is in the cache
   int32_t pending_forks = 0;    // siblings still to fork when the prompt finishes
   // Speculative decoding: tokens proposed to follow `tokens` (Scheduler::
-  // set_draft), and how well this sequence's proposals have been accepted
-  // (for the speculation policy: an average of accepted / proposed, and steps
-  // to wait before proposing again).
-  // Each rest is twice as long as the last (up to 64x) until proposals are
-  // accepted again; spec_misses counts proposals in a row that were empty.
+  // set_draft), verified by its next step (the policy's own per-sequence
+  // state lives with the executor's SpecPolicy).
   std::vector<int32_t> draft;
-  float spec_acceptance = -1.0f;  // < 0: no verify since the last rest
-  int32_t spec_cooldown = 0;
-  int32_t spec_backoff = 0;
-  int32_t spec_misses = 0;
   // SamplingParams::prompt_logprobs: the next prompt token to score, and the
   // scores so far (handed over on the sequence's first event).
   int32_t prompt_logprobs_next = 1;

@@ -9,6 +9,8 @@
 #include <cctype>
 #include <random>
 
+#include "tokenizer/jinja/pystr.h"
+
 namespace loom::server {
 
 using json = nlohmann::ordered_json;
@@ -135,11 +137,12 @@ class PyLiteral {
     if (e == s_.size()) return false;  // the token may continue
     const std::string_view word = s_.substr(pos_, e - pos_);
     pos_ = e;
-    if (word == "True")
+    // Python's literals, and JSON's (a grammar-forced call writes values as JSON).
+    if (word == "True" || word == "true")
       *out = true;
-    else if (word == "False")
+    else if (word == "False" || word == "false")
       *out = false;
-    else if (word == "None")
+    else if (word == "None" || word == "null")
       *out = nullptr;
     else {
       json v = json::parse(word, nullptr, false);
@@ -179,6 +182,29 @@ class PyLiteral {
           case 'r':
             v += '\r';
             break;
+          case 'b':
+            v += '\b';
+            break;
+          case 'f':
+            v += '\f';
+            break;
+          case 'x':  // Python \xHH, \uHHHH, \UHHHHHHHH; JSON \uHHHH (surrogate pairs joined)
+          case 'u':
+          case 'U': {
+            const size_t n = s_[i] == 'x' ? 2 : s_[i] == 'u' ? 4 : 8;
+            uint32_t cp = 0;
+            if (!hex_at(i + 1, n, &cp)) return i + n < s_.size() ? fail() : false;
+            i += n;
+            uint32_t low = 0;
+            if (cp >= 0xD800 && cp < 0xDC00 && i + 2 < s_.size() && s_[i + 1] == '\\' &&
+                s_[i + 2] == 'u' && hex_at(i + 3, 4, &low) && low >= 0xDC00 && low < 0xE000) {
+              cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
+              i += 6;
+            }
+            if (cp > 0x10FFFF || (cp >= 0xD800 && cp < 0xE000)) cp = 0xFFFD;
+            jinja::append_utf8(v, cp);
+            break;
+          }
           default:
             v += s_[i];
         }
@@ -187,6 +213,22 @@ class PyLiteral {
       v += c;
     }
     return false;
+  }
+  // n hex digits at s_[at, at + n) -> *cp; false when short or not hex.
+  bool hex_at(size_t at, size_t n, uint32_t* cp) const {
+    if (at + n > s_.size()) return false;
+    uint32_t v = 0;
+    for (size_t k = at; k < at + n; ++k) {
+      const char h = s_[k];
+      const int d = h >= '0' && h <= '9'   ? h - '0'
+                    : h >= 'a' && h <= 'f' ? h - 'a' + 10
+                    : h >= 'A' && h <= 'F' ? h - 'A' + 10
+                                           : -1;
+      if (d < 0) return false;
+      v = v * 16 + uint32_t(d);
+    }
+    *cp = v;
+    return true;
   }
   bool parse_list(json* out, char close) {
     ++pos_;
@@ -278,11 +320,14 @@ std::optional<ToolCallFormat> tool_call_format(std::string_view name) {
     f.name = "pythonic";
     f.list = true;
     f.body = ToolCallFormat::Body::Pythonic;
+    f.syntax = structured::ToolCallSyntax{"", "", ", ", "[", "]", "", /*python=*/true};
   } else if (name == "gemma_tool_code") {  // Gemma's code blocks: ```tool_code\nf(a=1)\n```
     f.name = "gemma_tool_code";
     f.start = "```tool_code";
     f.end = "```";
     f.body = ToolCallFormat::Body::Pythonic;
+    f.syntax =
+        structured::ToolCallSyntax{"```tool_code\n", "\n```", "\n", "", "", "", /*python=*/true};
   } else {
     return std::nullopt;
   }

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 
 #include "structured/schema_check.h"
 
@@ -30,6 +31,94 @@ ordered_json schema_node(const ordered_json& schema) {
 
 ordered_json const_node(const std::string& value) {
   return {{"type", "const_string"}, {"value", value}};
+}
+
+ordered_json sequence_node(ordered_json elements) {
+  if (elements.size() == 1) return std::move(elements[0]);
+  return {{"type", "sequence"}, {"elements", std::move(elements)}};
+}
+
+// The keyword arguments of a Python-style call, `key=value, ...`, for a
+// prepared object schema: required properties in schema order, then each
+// optional one. With no required property the first argument present may be
+// any optional one, so there is one branch per optional property (the tails
+// repeat; xgrammar compiles identical nodes once).
+ordered_json python_kwargs_node(const std::string& function, const ordered_json& params,
+                                const SpecLimits& limits) {
+  auto refuse = [&](const std::string& why) {
+    return GrammarError(
+        GrammarError::Kind::Unsupported,
+        fmt::format("function '{}': python-style tool calls {}", function.substr(0, 64), why));
+  };
+  if (!params.is_object() || params.value("type", ordered_json("object")) != "object")
+    throw refuse("need the parameters to be an object schema");
+  for (const char* k : {"$ref", "anyOf", "oneOf", "allOf", "patternProperties", "enum", "const"})
+    if (params.contains(k))
+      throw refuse(fmt::format("cannot express '{}' at the top of the parameters", k));
+  const ordered_json props = params.value("properties", ordered_json::object());
+  if (!props.is_object()) throw refuse("need 'properties' to be an object");
+  std::vector<std::string> required;
+  if (params.contains("required")) {
+    if (!params["required"].is_array()) throw refuse("need 'required' to be a list");
+    for (const auto& r : params["required"]) {
+      if (!r.is_string() || !props.contains(r.get<std::string>()))
+        throw refuse(fmt::format("need every required argument in 'properties' ({})",
+                                 r.dump().substr(0, 64)));
+      required.push_back(r.get<std::string>());
+    }
+  }
+  // Each value's schema carries the top-level definitions its $refs point at.
+  auto argument = [&](const std::string& key) {
+    bool identifier = !key.empty() && !std::isdigit(static_cast<unsigned char>(key[0]));
+    for (char c : key)
+      identifier = identifier && (std::isalnum(static_cast<unsigned char>(c)) || c == '_');
+    if (!identifier)
+      throw refuse(fmt::format("need argument names that are Python identifiers ({})",
+                               ordered_json(key).dump().substr(0, 64)));
+    ordered_json value = props[key];
+    if (value.is_object())
+      for (const char* defs : {"$defs", "definitions"})
+        if (params.contains(defs) && !value.contains(defs)) value[defs] = params[defs];
+    return ordered_json::array({const_node(key + "="), schema_node(value)});
+  };
+  std::vector<std::string> optional;
+  for (const auto& [key, value] : props.items())
+    if (std::find(required.begin(), required.end(), key) == required.end()) optional.push_back(key);
+  // ", key=value" for each optional property from `from` on, each optional.
+  auto optional_tail = [&](size_t from) {
+    ordered_json elements = ordered_json::array();
+    for (size_t i = from; i < optional.size(); ++i) {
+      ordered_json item = ordered_json::array({const_node(", ")});
+      for (auto& e : argument(optional[i])) item.push_back(std::move(e));
+      elements.push_back({{"type", "optional"}, {"content", sequence_node(std::move(item))}});
+    }
+    return elements;
+  };
+  ordered_json elements = ordered_json::array();
+  if (!required.empty()) {
+    for (size_t i = 0; i < required.size(); ++i) {
+      if (i > 0) elements.push_back(const_node(", "));
+      for (auto& e : argument(required[i])) elements.push_back(std::move(e));
+    }
+    for (auto& e : optional_tail(0)) elements.push_back(std::move(e));
+  } else {
+    ordered_json branches = ordered_json::array({const_node("")});
+    for (size_t i = 0; i < optional.size(); ++i) {
+      ordered_json branch = argument(optional[i]);
+      for (auto& e : optional_tail(i + 1)) branch.push_back(std::move(e));
+      branches.push_back(sequence_node(std::move(branch)));
+    }
+    elements.push_back({{"type", "or"}, {"elements", std::move(branches)}});
+  }
+  ordered_json node = sequence_node(std::move(elements));
+  // Quadratic in the optional properties when none is required.
+  const size_t bytes = node.dump().size();
+  if (bytes > 4 * limits.max_source_bytes)
+    throw GrammarError(GrammarError::Kind::TooLarge,
+                       fmt::format("function '{}': its python-style call grammar is {} bytes; at "
+                                   "most {} are accepted (mark some arguments required)",
+                                   function.substr(0, 64), bytes, 4 * limits.max_source_bytes));
+  return node;
 }
 
 }  // namespace
@@ -179,6 +268,13 @@ GrammarSpec tool_calls_spec(const std::vector<FunctionSchema>& functions,
     } catch (const GrammarError& e) {
       throw GrammarError(e.kind(),
                          fmt::format("function '{}': {}", f.name.substr(0, 64), e.what()));
+    }
+    if (syntax.python) {
+      tags.push_back({{"type", "tag"},
+                      {"begin", syntax.call_begin + f.name + "("},
+                      {"content", python_kwargs_node(f.name, params, limits)},
+                      {"end", ")" + syntax.call_end}});
+      continue;
     }
     const std::string begin =
         fmt::format("{}{{\"name\": {}, {}: ", syntax.call_begin, ordered_json(f.name).dump(),

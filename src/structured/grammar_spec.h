@@ -66,9 +66,15 @@ GrammarSpec after_reasoning(const GrammarSpec& inner, const std::string& start,
 
 // Tool calls in a model's own format: each call is
 //   call_begin {"name": "<name>", "<arguments_key>": <arguments>} call_end
+// or, in Python style (Gemma, Llama 3.2 pythonic),
+//   call_begin <name>(<key>=<value>, ...) call_end
 // with calls joined by `separator` and the whole list inside list_begin ...
-// list_end (Mistral's [TOOL_CALLS][...]). Arguments follow the function's
-// JSON Schema (checked like json_schema_spec).
+// list_end (Mistral's [TOOL_CALLS][...], pythonic [f(a=1), g(b=2)]).
+// Arguments follow the function's JSON Schema (checked like
+// json_schema_spec); in Python style the parameters must be an object schema
+// with `properties`, each keyword argument's value is written as JSON (the
+// tool-call parser reads JSON's true/false/null and escapes beside Python's),
+// required arguments first, then the optional ones in schema order.
 struct FunctionSchema {
   std::string name;
   ordered_json parameters;  // null: no parameters ({})
@@ -76,6 +82,7 @@ struct FunctionSchema {
 struct ToolCallSyntax {
   std::string call_begin, call_end, separator, list_begin, list_end;
   std::string arguments_key = "arguments";
+  bool python = false;  // name(key=value, ...) in place of the JSON object
 };
 // At least one call; exactly one unless `parallel`.
 GrammarSpec tool_calls_spec(const std::vector<FunctionSchema>& functions,

@@ -6,16 +6,25 @@
 // flash kernel and through the CUDA-core kernel (LOOM_FLASH_PREFILL=0);
 // GEMMs of 1, 2 and 4 rows through loom's choice and through cuBLASLt only;
 // FP8 linear layers (per-row and 128x128-block scales) through the small-m
-// tensor-core kernel and cuBLASLt's FP8 GEMM; decode attention over bf16 and
-// FP8 KV caches.
-// Usage: bench_cuda_ops [iterations]
+// tensor-core kernel and cuBLASLt's FP8 GEMM, and prefill-sized GEMMs bf16 vs
+// FP8 per-row vs FP8 block-scaled (CUTLASS on sm_90); decode attention over
+// bf16 and FP8 KV caches.
+// Long-context decode attention has its own table (contexts 8k-128k, batch
+// 1-64, GQA 4 and 8, bf16 and FP8 KV); --attn-sweep instead sweeps the decode
+// split's LOOM_ATTN_* knobs over a few of those shapes and prints only that.
+// Usage: bench_cuda_ops [iterations] | bench_cuda_ops --attn-sweep [iterations]
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <initializer_list>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "backend/backend.h"
@@ -58,12 +67,15 @@ void bench_matmul(Backend& be, Timer& timer, cudaStream_t stream, const char* pa
     const char* name;
     int64_t n, k;
   };
-  const Shape shapes[] = {{"qkv", 6144, 4096}, {"o", 4096, 4096}, {"gate_up", 28672, 4096},
-                          {"down", 4096, 14336}, {"lm_head", 128256, 4096}};
+  const Shape shapes[] = {{"qkv", 6144, 4096},
+                          {"o", 4096, 4096},
+                          {"gate_up", 28672, 4096},
+                          {"down", 4096, 14336},
+                          {"lm_head", 128256, 4096}};
   std::vector<Tensor> w;
   for (const Shape& s : shapes) w.push_back(filled(be, DType::BF16, {s.n, s.k}, stream));
-  std::printf("\n== matmul (bf16, %s) ==\n%-8s %5s %7s %6s %10s %8s %9s\n", path, "shape", "M", "N", "K", "us",
-              "TB/s", "TFLOP/s");
+  std::printf("\n== matmul (bf16, %s) ==\n%-8s %5s %7s %6s %10s %8s %9s\n", path, "shape", "M", "N",
+              "K", "us", "TB/s", "TFLOP/s");
   for (int64_t m : ms) {
     double step_ms = 0;
     for (size_t i = 0; i < std::size(shapes); ++i) {
@@ -74,8 +86,8 @@ void bench_matmul(Backend& be, Timer& timer, cudaStream_t stream, const char* pa
       const double bytes = 2.0 * (m * s.k + s.n * s.k + m * s.n);
       const double flops = 2.0 * m * s.n * s.k;
       std::printf("%-8s %5lld %7lld %6lld %10.1f %8.2f %9.1f\n", s.name, static_cast<long long>(m),
-                  static_cast<long long>(s.n), static_cast<long long>(s.k), ms * 1e3, bytes / ms / 1e9,
-                  flops / ms / 1e9);
+                  static_cast<long long>(s.n), static_cast<long long>(s.k), ms * 1e3,
+                  bytes / ms / 1e9, flops / ms / 1e9);
       step_ms += (i + 1 == std::size(shapes)) ? ms : 32 * ms;
     }
     std::printf("  -> one forward step's GEMMs at M=%lld (32 layers + lm_head): %.2f ms\n",
@@ -85,8 +97,9 @@ void bench_matmul(Backend& be, Timer& timer, cudaStream_t stream, const char* pa
 
 // FP8 linear layers at the bf16 table's shapes: weights [N, K] in E4M3 with
 // per-row or 128x128-block scales, x bf16 (quantised per token / per 1x128
-// group inside), through the small-m tensor-core kernel (M <= 8) and
-// cuBLASLt's FP8 GEMM. TB/s counts x (bf16), the FP8 weight and out (bf16).
+// group inside), through the small-m tensor-core kernel (M <= 8), cuBLASLt's
+// FP8 GEMM and (block scales, sm_90) CUTLASS's. TB/s counts x (bf16), the FP8
+// weight and out (bf16).
 void bench_fp8_matmul(Backend& be, Timer& timer, cudaStream_t stream) {
   struct Shape {
     const char* name;
@@ -107,8 +120,13 @@ void bench_fp8_matmul(Backend& be, Timer& timer, cudaStream_t stream) {
                           {block ? (s.n + 127) / 128 * ((s.k + 127) / 128 + 3) : s.n}, stream));
     }
     for (int64_t m : {1, 2, 4, 8, 16, 64, 256, 1024}) {
-      for (auto path : {cuda::Fp8Gemm::Path::SmallM, cuda::Fp8Gemm::Path::CublasLt}) {
+      for (auto path : {cuda::Fp8Gemm::Path::SmallM, cuda::Fp8Gemm::Path::CublasLt,
+                        cuda::Fp8Gemm::Path::Cutlass}) {
         if (path == cuda::Fp8Gemm::Path::SmallM && m > 8) continue;
+        if (path == cuda::Fp8Gemm::Path::Cutlass && (!block || m <= 8)) continue;
+        const char* name = path == cuda::Fp8Gemm::Path::SmallM    ? "kernel"
+                           : path == cuda::Fp8Gemm::Path::Cutlass ? "cutlass"
+                                                                  : "cublaslt";
         double step_ms = 0;
         for (size_t i = 0; i < std::size(shapes); ++i) {
           const Shape& s = shapes[i];
@@ -127,14 +145,12 @@ void bench_fp8_matmul(Backend& be, Timer& timer, cudaStream_t stream) {
           try {
             ms = timer.ms([&] { gemm.run(x.data(), m, v, nullptr, out.data()); });
           } catch (const std::exception& e) {
-            std::printf("%-8s %-9s %5lld: %s\n", s.name, "cublaslt", static_cast<long long>(m),
-                        e.what());
+            std::printf("%-8s %-9s %5lld: %s\n", s.name, name, static_cast<long long>(m), e.what());
             continue;
           }
           const double bytes = 2.0 * m * s.k + 1.0 * s.n * s.k + 2.0 * m * s.n;
           const double flops = 2.0 * m * s.n * s.k;
-          std::printf("%-8s %-9s %5lld %7lld %6lld %10.1f %8.2f %9.1f\n", s.name,
-                      path == cuda::Fp8Gemm::Path::SmallM ? "kernel" : "cublaslt",
+          std::printf("%-8s %-9s %5lld %7lld %6lld %10.1f %8.2f %9.1f\n", s.name, name,
                       static_cast<long long>(m), static_cast<long long>(s.n),
                       static_cast<long long>(s.k), ms * 1e3, bytes / ms / 1e9, flops / ms / 1e9);
           step_ms += 32 * ms;
@@ -143,6 +159,67 @@ void bench_fp8_matmul(Backend& be, Timer& timer, cudaStream_t stream) {
             "  -> one forward step's FP8 GEMMs at M=%lld (32 layers, no lm_head): %.2f ms\n",
             static_cast<long long>(m), step_ms);
       }
+    }
+  }
+  gemm.force_path(std::nullopt);
+}
+
+// Prefill-sized GEMMs side by side at the 8B shapes: bf16 (Backend::matmul),
+// FP8 with per-row scales (cuBLASLt), FP8 with 128x128-block scales through
+// CUTLASS's blockwise-scaled GEMM (sm_90) and through our tiled kernel (what
+// block scales got before). FP8 times include quantising x. TFLOP/s.
+void bench_fp8_block_gemm(Backend& be, Timer& timer, cudaStream_t stream) {
+  using Path = cuda::Fp8Gemm::Path;
+  struct Shape {
+    const char* name;
+    int64_t n, k;
+  };
+  const Shape shapes[] = {
+      {"qkv", 6144, 4096}, {"o", 4096, 4096}, {"gate_up", 28672, 4096}, {"down", 4096, 14336}};
+  cuda::Fp8Gemm gemm(stream);
+  std::printf(
+      "\n== prefill GEMMs: bf16 vs FP8 per-row (cuBLASLt) vs FP8 128x128 blocks (CUTLASS; tiled) "
+      "==\n"
+      "%-8s %5s %7s %6s %14s %14s %14s %14s\n",
+      "shape", "M", "N", "K", "bf16 TFLOP/s", "fp8-row", "fp8-blk cutl", "fp8-blk tiled");
+  for (int64_t m : {64, 256, 2048}) {
+    for (const Shape& s : shapes) {
+      Tensor wb = filled(be, DType::BF16, {s.n, s.k}, stream);
+      Tensor wq = filled(be, DType::F8_E4M3, {s.n, s.k}, stream);
+      const int64_t ld = ((s.k + 127) / 128 + 3) / 4 * 4;
+      Tensor row_scale = filled(be, DType::F32, {s.n}, stream);
+      Tensor blk_scale = filled(be, DType::F32, {(s.n + 127) / 128 * ld}, stream);
+      Tensor x = filled(be, DType::BF16, {m, s.k}, stream);
+      Tensor out = be.alloc(DType::BF16, {m, s.n});
+      const double flops = 2.0 * m * s.n * s.k;
+      auto tflops = [&](const std::function<void()>& fn) {
+        try {
+          return flops / timer.ms(fn) / 1e9;
+        } catch (const std::exception& e) {
+          std::printf("  (%s M %lld: %s)\n", s.name, static_cast<long long>(m), e.what());
+          return 0.0;
+        }
+      };
+      const double bf16 = tflops([&] { be.matmul(x, wb, nullptr, out); });
+      cuda::Fp8WeightView v;
+      v.w = wq.data_as<const uint8_t>();
+      v.n = s.n;
+      v.k = s.k;
+      v.scale = row_scale.data_as<const float>();
+      v.activation = Fp8Activation::DynamicToken;
+      gemm.force_path(Path::CublasLt);
+      const double row = tflops([&] { gemm.run(x.data(), m, v, nullptr, out.data()); });
+      v.scale = blk_scale.data_as<const float>();
+      v.scale_ld = ld;
+      v.block = true;
+      v.activation = Fp8Activation::DynamicGroup;
+      gemm.force_path(Path::Cutlass);
+      const double cutlass = tflops([&] { gemm.run(x.data(), m, v, nullptr, out.data()); });
+      gemm.force_path(Path::Tiled);
+      const double tiled = tflops([&] { gemm.run(x.data(), m, v, nullptr, out.data()); });
+      std::printf("%-8s %5lld %7lld %6lld %14.1f %14.1f %14.1f %14.1f\n", s.name,
+                  static_cast<long long>(m), static_cast<long long>(s.n),
+                  static_cast<long long>(s.k), bf16, row, cutlass, tiled);
     }
   }
   gemm.force_path(std::nullopt);
@@ -194,26 +271,206 @@ double bench_attention(Backend& be, Timer& timer, cudaStream_t stream, int seqs,
   return ms;
 }
 
+// A decode step's caches and metadata: `seqs` sequences of `ctx` cached
+// tokens (one new each), 8 kv heads of 128 dims, block 16, bf16 or FP8 KV.
+// Small caches are repeated (at least 256 MB in all, at most 8 copies) and
+// consecutive calls read different copies, so K and V come from HBM rather
+// than the 50 MB L2. Any backend of the same device may time attention over
+// them (the caches are filled and synchronised at construction).
+struct DecodeCaches {
+  int seqs, ctx;
+  bool fp8;
+  std::vector<KvLayerCache> copies;
+  AttentionMetadata meta;
+  static constexpr int kKvHeads = 8, kHeadDim = 128, kBlock = 16;
+
+  DecodeCaches(Backend& be, cudaStream_t stream, int seqs_, int ctx_, bool fp8_)
+      : seqs(seqs_), ctx(ctx_), fp8(fp8_) {
+    const int blocks_per_seq = (ctx + kBlock - 1) / kBlock;
+    const int64_t num_blocks = int64_t{seqs} * blocks_per_seq;
+    const DType kv_type = fp8 ? DType::F8_E4M3 : DType::BF16;
+    const int n = static_cast<int>(std::min(8.0, std::max(1.0, std::ceil(256e6 / kv_bytes()))));
+    for (int i = 0; i < n; ++i) {
+      KvLayerCache c{filled(be, kv_type, {num_blocks, kBlock, kKvHeads, kHeadDim}, stream),
+                     filled(be, kv_type, {num_blocks, kBlock, kKvHeads, kHeadDim}, stream)};
+      if (fp8) {
+        c.k_scale = filled(be, DType::F32, {kKvHeads}, stream);
+        c.v_scale = filled(be, DType::F32, {kKvHeads}, stream);
+      }
+      copies.push_back(std::move(c));
+    }
+    meta.num_seqs = seqs;
+    meta.max_blocks_per_seq = blocks_per_seq;
+    meta.query_start = {0};
+    for (int s = 0; s < seqs; ++s) {
+      meta.query_start.push_back(s + 1);
+      meta.context_lens.push_back(ctx);
+      for (int b = 0; b < blocks_per_seq; ++b) meta.block_tables.push_back(s * blocks_per_seq + b);
+      meta.slot_mapping.push_back(int64_t{s} * blocks_per_seq * kBlock + ctx - 1);
+    }
+    cudaStreamSynchronize(stream);
+  }
+
+  // Bytes of K and V one call reads.
+  double kv_bytes() const {
+    return 2.0 * (fp8 ? 1.0 : 2.0) * seqs * static_cast<double>(ctx) * kKvHeads * kHeadDim;
+  }
+
+  // K and V read once, plus q and out (bf16), for `heads` query heads.
+  double bytes(int heads) const { return kv_bytes() + 4.0 * seqs * heads * kHeadDim; }
+
+  // Mean milliseconds of `be`'s attention for `heads` query heads, as decode
+  // steps run it: `iters` calls recorded in a CUDA graph (launch gaps of a
+  // few microseconds would otherwise hide the short kernels' speed), the
+  // graph replayed 3 times after a warm-up.
+  double ms(Backend& be, cudaStream_t stream, int heads, int iters) {
+    Tensor q = filled(be, DType::BF16, {seqs, heads, kHeadDim}, stream);
+    Tensor out = be.alloc(DType::BF16, {seqs, heads, kHeadDim});
+    AttentionParams p;
+    p.scale = 0.0883883f;
+    const size_t n = copies.size();
+    for (size_t i = 0; i < 3; ++i) be.paged_attention(q, copies[i % n], meta, p, out);
+    be.begin_capture();
+    for (int i = 0; i < iters; ++i)
+      be.paged_attention(q, copies[static_cast<size_t>(i) % n], meta, p, out);
+    std::unique_ptr<StepGraph> graph = be.end_capture();
+    be.replay(*graph);
+    cudaEvent_t start, stop;
+    cudaEventCreate(&start);
+    cudaEventCreate(&stop);
+    cudaEventRecord(start, stream);
+    for (int r = 0; r < 3; ++r) be.replay(*graph);
+    cudaEventRecord(stop, stream);
+    cudaEventSynchronize(stop);
+    float t = 0;
+    cudaEventElapsedTime(&t, start, stop);
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+    return static_cast<double>(t) / (3.0 * iters);
+  }
+};
+
+// Long-context decode attention, one layer: contexts 8k-128k, batch 1-64, GQA
+// 4 (32 q / 8 kv heads) and 8 (64 / 8), bf16 and FP8 KV (the largest, 64 x
+// 128k bf16, is 34 GB of K and V).
+void bench_long_decode(Backend& be, Timer& timer, cudaStream_t stream) {
+  std::printf(
+      "\n== long-context decode attention (8 kv heads, head_dim 128, block 16; one layer) ==\n"
+      "TB/s = (K + V read + q + out) / time; tok/s = sequences / time (one layer's attention);\n"
+      "timed in a CUDA graph of calls, as decode steps run\n"
+      "%-5s %7s %5s %7s %10s %8s %12s\n",
+      "kv", "q/kv", "seqs", "ctx", "us", "TB/s", "tok/s");
+  for (bool fp8 : {false, true})
+    for (int ctx : {8192, 32768, 131072})
+      for (int seqs : {1, 16, 64}) {
+        DecodeCaches c(be, stream, seqs, ctx, fp8);
+        for (int heads : {32, 64}) {
+          const double ms = c.ms(be, stream, heads, timer.iters);
+          std::printf("%-5s %4d/%-2d %5d %7d %10.1f %8.2f %12.0f\n", fp8 ? "fp8" : "bf16", heads,
+                      DecodeCaches::kKvHeads, seqs, ctx, ms * 1e3, c.bytes(heads) / ms / 1e9,
+                      seqs / ms * 1e3);
+        }
+      }
+}
+
+// The decode split's knobs (LOOM_ATTN_PARTITION_KEYS, LOOM_ATTN_BLOCKS_PER_SM,
+// LOOM_ATTN_HEADS_PER_BLOCK) swept over a few long-context shapes: one
+// backend per setting (each reads the variables once), the same caches for
+// all. One row per setting, TB/s per shape; then the best setting per shape.
+void bench_attention_sweep(Backend& be, cudaStream_t stream, int iters) {
+  struct Shape {
+    int seqs, ctx, heads;
+    bool fp8;
+  };
+  const Shape shapes[] = {{1, 8192, 32, false},    {1, 8192, 64, false},   {1, 32768, 32, false},
+                          {1, 32768, 64, false},   {16, 32768, 32, false}, {16, 32768, 64, false},
+                          {64, 8192, 32, false},   {64, 8192, 64, false},  {1, 131072, 32, false},
+                          {16, 131072, 64, false}, {1, 32768, 32, true},   {1, 32768, 64, true},
+                          {16, 32768, 32, true},   {16, 32768, 64, true}};
+  std::vector<std::unique_ptr<DecodeCaches>> caches;
+  std::vector<DecodeCaches*> of_shape;
+  for (const Shape& s : shapes) {
+    DecodeCaches* found = nullptr;
+    for (auto& c : caches)
+      if (c->seqs == s.seqs && c->ctx == s.ctx && c->fp8 == s.fp8) found = c.get();
+    if (!found) {
+      caches.push_back(std::make_unique<DecodeCaches>(be, stream, s.seqs, s.ctx, s.fp8));
+      found = caches.back().get();
+    }
+    of_shape.push_back(found);
+  }
+  std::printf(
+      "\n== decode attention split sweep (TB/s; shape = seqs x ctx / q heads per kv head, kv type) "
+      "==\n");
+  std::printf("%6s %4s %4s", "P", "B", "H");
+  for (const Shape& s : shapes) {
+    char name[32];
+    std::snprintf(name, sizeof name, "%dx%dk/%d%s", s.seqs, s.ctx / 1024,
+                  s.heads / DecodeCaches::kKvHeads, s.fp8 ? "f8" : "");
+    std::printf(" %11s", name);
+  }
+  std::printf("\n");
+  constexpr size_t kShapes = std::size(shapes);
+  std::vector<double> best(kShapes, 0);
+  std::vector<std::string> best_at(kShapes);
+  for (int heads_per_block : {8, 4})
+    for (int per_sm : {0, 2, 4, 8})
+      for (int partition : {256, 512, 1024, 2048, 4096}) {
+        ::setenv("LOOM_ATTN_PARTITION_KEYS", std::to_string(partition).c_str(), 1);
+        ::setenv("LOOM_ATTN_BLOCKS_PER_SM", std::to_string(per_sm).c_str(), 1);
+        ::setenv("LOOM_ATTN_HEADS_PER_BLOCK", std::to_string(heads_per_block).c_str(), 1);
+        auto tuned = make_cuda_backend(0);
+        auto tuned_stream = static_cast<cudaStream_t>(cuda_backend_stream(*tuned));
+        std::printf("%6d %4d %4d", partition, per_sm, heads_per_block);
+        for (size_t i = 0; i < kShapes; ++i) {
+          const double ms = of_shape[i]->ms(*tuned, tuned_stream, shapes[i].heads, iters);
+          const double tbs = of_shape[i]->bytes(shapes[i].heads) / ms / 1e9;
+          std::printf(" %11.2f", tbs);
+          if (tbs > best[i]) {
+            best[i] = tbs;
+            best_at[i] = std::to_string(partition) + "/" + std::to_string(per_sm) + "/" +
+                         std::to_string(heads_per_block);
+          }
+        }
+        std::printf("\n");
+      }
+  ::unsetenv("LOOM_ATTN_PARTITION_KEYS");
+  ::unsetenv("LOOM_ATTN_BLOCKS_PER_SM");
+  ::unsetenv("LOOM_ATTN_HEADS_PER_BLOCK");
+  std::printf("%-16s", "best TB/s");
+  for (size_t i = 0; i < kShapes; ++i) std::printf(" %11.2f", best[i]);
+  std::printf("\n%-16s", "at P/B/H");
+  for (size_t i = 0; i < kShapes; ++i) std::printf(" %11s", best_at[i].c_str());
+  std::printf(
+      "\nP: LOOM_ATTN_PARTITION_KEYS, B: LOOM_ATTN_BLOCKS_PER_SM (0: occupancy), H: "
+      "LOOM_ATTN_HEADS_PER_BLOCK\n");
+}
+
 // Prefill steps through the flash kernel (`be`, unless LOOM_FLASH_PREFILL=0
 // is set) and through the CUDA-core kernel (`old`, made with
 // LOOM_FLASH_PREFILL=0).
-void bench_prefill_attention(Backend& be, Timer& timer, cudaStream_t stream, Backend& old, Timer& old_timer,
-                             cudaStream_t old_stream) {
-  std::printf("\n== prefill attention (32 q / 8 kv heads, head_dim 128, block 16): flash vs CUDA-core ==\n");
+void bench_prefill_attention(Backend& be, Timer& timer, cudaStream_t stream, Backend& old,
+                             Timer& old_timer, cudaStream_t old_stream) {
+  std::printf(
+      "\n== prefill attention (32 q / 8 kv heads, head_dim 128, block 16): flash vs CUDA-core "
+      "==\n");
   std::printf("TFLOP/s = 4 * sum over queries of keys seen * head_dim * heads / time\n");
   std::printf("%-10s %6s %6s %6s %10s %9s\n", "path", "seqs", "ctx", "new", "ms", "TFLOP/s");
   struct Row {
     int seqs, ctx, n_new;
   };
-  for (Row r : {Row{1, 512, 512}, {4, 2048, 2048}, {8, 2048, 1024}, {16, 1024, 1024}, {8, 1024, 256}}) {
+  for (Row r :
+       {Row{1, 512, 512}, {4, 2048, 2048}, {8, 2048, 1024}, {16, 1024, 1024}, {8, 1024, 256}}) {
     const double f = bench_attention(be, timer, stream, r.seqs, r.ctx, r.n_new, "flash");
-    const double c = bench_attention(old, old_timer, old_stream, r.seqs, r.ctx, r.n_new, "cuda-core");
+    const double c =
+        bench_attention(old, old_timer, old_stream, r.seqs, r.ctx, r.n_new, "cuda-core");
     std::printf("%-10s %.2fx\n", "speedup", c / f);
   }
 }
 
 void bench_small_ops(Backend& be, Timer& timer, cudaStream_t stream) {
-  std::printf("\n== row and elementwise ops (T = 256 tokens) ==\n%-16s %10s %8s\n", "op", "us", "TB/s");
+  std::printf("\n== row and elementwise ops (T = 256 tokens) ==\n%-16s %10s %8s\n", "op", "us",
+              "TB/s");
   const int64_t t = 256, h = 4096, inter = 14336;
   Tensor x = filled(be, DType::BF16, {t, h}, stream), res = filled(be, DType::BF16, {t, h}, stream);
   Tensor out = be.alloc(DType::BF16, {t, h}), w = be.alloc(DType::F32, {h});
@@ -223,7 +480,8 @@ void bench_small_ops(Backend& be, Timer& timer, cudaStream_t stream) {
   };
   row("rms_norm", 4.0 * t * h, [&] { be.rms_norm(x, w, 1e-5f, 0.0f, out); });
   row("add_rms_norm", 8.0 * t * h, [&] { be.add_rms_norm(x, res, w, 1e-5f, 0.0f, out); });
-  Tensor g = filled(be, DType::BF16, {t, inter}, stream), u = filled(be, DType::BF16, {t, inter}, stream);
+  Tensor g = filled(be, DType::BF16, {t, inter}, stream),
+         u = filled(be, DType::BF16, {t, inter}, stream);
   Tensor a = be.alloc(DType::BF16, {t, inter});
   row("silu_mul", 6.0 * t * inter, [&] { be.gated_activation(g, u, GatedActivation::Silu, a); });
   Tensor qk = filled(be, DType::BF16, {t, 40, 128}, stream);
@@ -241,15 +499,19 @@ void bench_small_ops(Backend& be, Timer& timer, cudaStream_t stream) {
 // (ids copied back) against the full logits copy + f32 conversion the host
 // sampler needs.
 void bench_sampling(Backend& be, int iters, cudaStream_t stream) {
-  std::printf("\n== greedy tokens of a step (vocab 128256, bf16 logits; host wall time) ==\n%6s %14s %18s\n",
-              "rows", "argmax_rows us", "copy_to_host_f32 us");
+  std::printf(
+      "\n== greedy tokens of a step (vocab 128256, bf16 logits; host wall time) ==\n%6s %14s "
+      "%18s\n",
+      "rows", "argmax_rows us", "copy_to_host_f32 us");
   std::vector<int32_t> ids;
   std::vector<float> host;
   auto wall_us = [&](const std::function<void()>& fn) {
     fn();
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < iters; ++i) fn();
-    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters;
+    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
+               .count() /
+           iters;
   };
   for (int64_t rows : {1, 64, 256}) {
     Tensor logits = filled(be, DType::BF16, {rows, 128256}, stream);
@@ -269,11 +531,17 @@ int main(int argc, char** argv) {
     std::printf("no CUDA device visible: nothing to measure\n");
     return 0;
   }
-  const int iters = argc > 1 ? std::atoi(argv[1]) : 20;
+  const bool sweep = argc > 1 && std::strcmp(argv[1], "--attn-sweep") == 0;
+  const int iters_arg = sweep ? 2 : 1;
+  const int iters = argc > iters_arg ? std::atoi(argv[iters_arg]) : 20;
   auto be = make_cuda_backend(0);
   auto stream = static_cast<cudaStream_t>(cuda_backend_stream(*be));
   Timer timer{stream, iters > 0 ? iters : 20};
   std::printf("%s, %d iterations per figure\n", be->name().c_str(), timer.iters);
+  if (sweep) {
+    bench_attention_sweep(*be, stream, timer.iters);
+    return 0;
+  }
   bench_matmul(*be, timer, stream, "GEMV up to 2 rows, then cuBLASLt", {1, 2, 4, 8, 64, 256, 1024});
   {
     ::setenv("LOOM_GEMV", "0", 1);
@@ -284,15 +552,18 @@ int main(int argc, char** argv) {
     bench_matmul(*blas, blas_timer, blas_stream, "cuBLASLt only (LOOM_GEMV=0)", {1, 2, 4});
   }
   bench_fp8_matmul(*be, timer, stream);
+  bench_fp8_block_gemm(*be, timer, stream);
   std::printf("\n== paged attention (32 q / 8 kv heads, head_dim 128, block 16, bf16 KV) ==\n");
   std::printf("%6s %6s %6s %10s %8s %9s\n", "seqs", "ctx", "new", "us", "TB/s", "TFLOP/s");
-  for (auto [seqs, ctx] : {std::pair{64, 1024}, {1, 1024}, {1, 8192}, {16, 4096}, {256, 512}, {256, 1024}})
+  for (auto [seqs, ctx] :
+       {std::pair{64, 1024}, {1, 1024}, {1, 8192}, {16, 4096}, {256, 512}, {256, 1024}})
     bench_attention(*be, timer, stream, seqs, ctx, 1);
   std::printf("\n== paged attention, FP8 E4M3 KV (same shapes) ==\n");
   std::printf("%6s %6s %6s %10s %8s %9s\n", "seqs", "ctx", "new", "us", "TB/s", "TFLOP/s");
   for (auto [seqs, ctx] :
        {std::pair{64, 1024}, {1, 1024}, {1, 8192}, {16, 4096}, {256, 512}, {256, 1024}})
     bench_attention(*be, timer, stream, seqs, ctx, 1, nullptr, true);
+  bench_long_decode(*be, timer, stream);
   std::printf("\n== prefill attention, FP8 E4M3 KV (flash) ==\n%-10s %6s %6s %6s %10s %9s\n",
               "path", "seqs", "ctx", "new", "ms", "TFLOP/s");
   for (auto [seqs, ctx] : {std::pair{1, 512}, {4, 2048}, {16, 1024}})

@@ -5,7 +5,14 @@
 // CUDA-core kernel; other head sizes use the CUDA-core kernel for all).
 // Tolerance: rel 1e-2 + abs 3e-3 (output rounded to bf16, fp32 softmax with
 // fast exp). The flash kernel's own cases: test_cuda_flash_attention.cpp.
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <utility>
+
 #include "attention_scenario.h"
+#include "backend/cuda/cuda_backend_impl.h"
+#include "backend/cuda/kernels/kernels.h"
 
 namespace loom {
 namespace {
@@ -32,8 +39,8 @@ class CudaAttentionTest : public ::testing::Test {
   std::unique_ptr<Backend> gpu_, cpu_;
 };
 
-const std::vector<Seq> kMixed = {{1, 1},  {1, 17},  {1, 300}, {13, 40}, {33, 33},
-                                 {5, 16}, {1, 16}, {7, 129}, {1, 32}, {16, 48}};
+const std::vector<Seq> kMixed = {{1, 1},  {1, 17}, {1, 300}, {13, 40}, {33, 33},
+                                 {5, 16}, {1, 16}, {7, 129}, {1, 32},  {16, 48}};
 
 TEST_F(CudaAttentionTest, MixedBatchHeadSizesAndGqa) {
   for (int hd : {64, 128, 256})
@@ -103,6 +110,96 @@ TEST_F(CudaAttentionTest, LongContextsSplitKeys) {
   run(sc);
 }
 
+// Long contexts split in many partitions (ragged lengths around 20k keys,
+// one sequence with a prefill chunk so the decodes go through token_index),
+// GQA 4 and 8, with and without a sliding window; then under other split
+// settings (LOOM_ATTN_*: short partitions up to the partition cap, few heads
+// per block, more blocks per SM), which must match the reference as well.
+TEST_F(CudaAttentionTest, LongContextsManyPartitions) {
+  const std::vector<Seq> seqs = {{1, 20011}, {1, 7001}, {3, 12000}, {1, 16384}};
+  struct Setting {
+    const char* partition_keys;
+    const char* blocks_per_sm;
+    const char* heads_per_block;
+  };
+  std::vector<std::pair<std::string, std::unique_ptr<Backend>>> split;  // besides gpu_'s defaults
+  for (const Setting& set : {Setting{"64", "8", "2"}, Setting{"4096", "1", "8"}}) {
+    ::setenv("LOOM_ATTN_PARTITION_KEYS", set.partition_keys, 1);
+    ::setenv("LOOM_ATTN_BLOCKS_PER_SM", set.blocks_per_sm, 1);
+    ::setenv("LOOM_ATTN_HEADS_PER_BLOCK", set.heads_per_block, 1);
+    split.emplace_back(std::string("P/B/H ") + set.partition_keys + "/" + set.blocks_per_sm + "/" +
+                           set.heads_per_block,
+                       make_cuda_backend(0));
+    ::unsetenv("LOOM_ATTN_PARTITION_KEYS");
+    ::unsetenv("LOOM_ATTN_BLOCKS_PER_SM");
+    ::unsetenv("LOOM_ATTN_HEADS_PER_BLOCK");
+  }
+  for (auto [heads, kvh] : {std::pair{32, 8}, {64, 8}})
+    for (int window : {0, 5000}) {
+      Scenario sc{heads, kvh, 128, 16, seqs, {}, static_cast<uint32_t>(heads + window)};
+      sc.params.scale = 0.0883883f;
+      sc.params.sliding_window = window;
+      SCOPED_TRACE(describe(sc));
+      const std::vector<float> want = run_scenario(*cpu_, sc);
+      check_and_report(run_scenario(*gpu_, sc), want, 1e-2, 3e-3, sc, "long ctx");
+      for (auto& [name, be] : split) {
+        SCOPED_TRACE(name);
+        check_and_report(run_scenario(*be, sc), want, 1e-2, 3e-3, sc, name);
+      }
+    }
+}
+
+// The split itself (pure, no GPU needed): partitions cover every key, at
+// most kMaxAttnPartitions of them and at least 32 keys each unless one
+// partition holds everything; few items fill at most one wave; long contexts
+// get partitions of at most the cap while fewer than ~8 waves result; many
+// tokens (a long prefill on this kernel) are not split.
+TEST(CudaAttentionSplit, PartitionsCoverKeysWithinBounds) {
+  const cuda::AttentionSplit split;  // cap 1024
+  for (int64_t max_keys : {1, 31, 33, 1000, 8192, 20011, 32768, 131072, 1 << 20})
+    for (int64_t items : {1, 8, 24, 128, 512, 4096, 65536})
+      for (int64_t concurrent : {132, 528, 1056}) {
+        SCOPED_TRACE(::testing::Message() << max_keys << " keys, " << items << " items, "
+                                          << concurrent << " concurrent");
+        const cuda::DecodePartitions p =
+            cuda::decode_partitions(max_keys, items, concurrent, split);
+        EXPECT_GE(p.keys * p.count, max_keys);
+        EXPECT_LT((p.count - 1) * p.keys, max_keys);
+        EXPECT_LE(p.count, cuda::kMaxAttnPartitions);
+        if (p.count == 1) {
+          EXPECT_EQ(p.keys, max_keys);
+          continue;
+        }
+        EXPECT_GE(p.keys, 32);
+        EXPECT_LE(items * p.count, 8 * concurrent + items);
+        if (items < concurrent && max_keys <= split.max_partition_keys) {
+          EXPECT_LE(items * p.count, concurrent);
+        }
+      }
+  // 1 x 32k keys, 8 kv heads on 132 SMs x 4 blocks: 64 partitions of 512.
+  const cuda::DecodePartitions one = cuda::decode_partitions(32768, 8, 528, split);
+  EXPECT_EQ(one.keys, 512);
+  EXPECT_EQ(one.count, 64);
+  // 16 x 32k: capped at 1,024 keys (32 partitions, ~8 waves).
+  const cuda::DecodePartitions sixteen = cuda::decode_partitions(32768, 128, 528, split);
+  EXPECT_EQ(sixteen.keys, 1024);
+  EXPECT_EQ(sixteen.count, 32);
+  // 8,192 prefill tokens over 4k keys: not split.
+  EXPECT_EQ(cuda::decode_partitions(4096, 8192 * 8, 528, split).count, 1);
+}
+
+// Malformed split settings are refused when the backend is made.
+TEST_F(CudaAttentionTest, RejectsBadSplitSettings) {
+  for (auto [name, value] : {std::pair{"LOOM_ATTN_PARTITION_KEYS", "16"},
+                             {"LOOM_ATTN_PARTITION_KEYS", "1k"},
+                             {"LOOM_ATTN_BLOCKS_PER_SM", "-1"},
+                             {"LOOM_ATTN_HEADS_PER_BLOCK", "3"}}) {
+    ::setenv(name, value, 1);
+    EXPECT_THROW(static_cast<void>(make_cuda_backend(0)), Error) << name << "=" << value;
+    ::unsetenv(name);
+  }
+}
+
 TEST_F(CudaAttentionTest, DecodeBatch) {
   std::vector<Seq> seqs;
   for (int i = 0; i < 64; ++i) seqs.push_back({1, 1 + (i * 37) % 700});
@@ -113,7 +210,8 @@ TEST_F(CudaAttentionTest, DecodeBatch) {
 
 TEST_F(CudaAttentionTest, RejectsBadMetadata) {
   const int bs = 16;
-  KvLayerCache cache{gpu_->alloc(DType::BF16, {4, bs, 1, 64}), gpu_->alloc(DType::BF16, {4, bs, 1, 64})};
+  KvLayerCache cache{gpu_->alloc(DType::BF16, {4, bs, 1, 64}),
+                     gpu_->alloc(DType::BF16, {4, bs, 1, 64})};
   AttentionMetadata m;
   m.num_seqs = 1;
   m.query_start = {0, 1};
@@ -131,7 +229,8 @@ TEST_F(CudaAttentionTest, RejectsBadMetadata) {
   EXPECT_THROW(gpu_->paged_attention(q96, cache, m, p, out), Error);  // cache has head_dim 64
   // Head sizes that are not a multiple of 8, or above 256, have no kernel.
   for (int hd : {20, 264}) {
-    KvLayerCache c{gpu_->alloc(DType::BF16, {4, bs, 1, hd}), gpu_->alloc(DType::BF16, {4, bs, 1, hd})};
+    KvLayerCache c{gpu_->alloc(DType::BF16, {4, bs, 1, hd}),
+                   gpu_->alloc(DType::BF16, {4, bs, 1, hd})};
     Tensor qh = gpu_->alloc(DType::BF16, {1, 1, hd}), oh = gpu_->alloc(DType::BF16, {1, 1, hd});
     EXPECT_THROW(gpu_->paged_attention(qh, c, m, p, oh), Error) << hd;
   }

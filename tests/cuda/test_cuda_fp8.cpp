@@ -5,14 +5,16 @@
 //    and --quantization fp8's per-row weights: bit for bit the host
 //    references of backend/linear.h;
 // 2. FP8 linear layers (the small-m tensor-core kernel, cuBLASLt's FP8 GEMM,
-//    and our kernel over tiles where cuBLASLt has none) with per-row,
+//    CUTLASS's block-scaled FP8 GEMM on sm_90, and our kernel over tiles where
+//    neither has an algorithm) with per-row,
 //    per-tensor (+ static input scale) and 128x128 block scales, blocks ragged
 //    at the N and K edges, bias: against sum_k dequant(xq) dequant(wq) in
 //    double. Tolerance |got - want| <= 4e-3 |want| + 2^-12 sum_k |xq wq| +
 //    1e-6: bf16 output rounding (2^-9), tensor-core partial sums of 128
 //    products (DeepSeek-V3 measured ~14 bits on Hopper FP8), f32 sums;
-// 3. a row's result does not depend on the other rows (small-m kernel,
-//    bitwise) and stacked (fused) FP8 weights give the separate results;
+// 3. a row's result does not depend on the other rows (small-m kernel and
+//    CUTLASS's block-scaled GEMM on sm_90, bitwise) and stacked (fused) FP8
+//    weights give the separate results;
 // 4. FP8 KV cache: write_kv and the fused split_qkv store the CPU backend's
 //    bytes; paged attention over it (flash prefill and decode kernels) vs the
 //    CPU backend attending over the same bytes dequantised (tolerance as the
@@ -25,6 +27,7 @@
 
 #include "attention_scenario.h"
 #include "backend/cuda/fp8_gemm.h"
+#include "backend/cuda/kernels/fp8/fp8_block_gemm.h"
 #include "backend/cuda/kernels/fp8/fp8_kernels.h"
 #include "core/fp8.h"
 
@@ -347,6 +350,122 @@ TEST_F(CudaFp8Test, RejectsBadShapes) {
   EXPECT_THROW(gpu_->prepare_linear(host), Error);
 }
 
+// --- CUTLASS's block-scaled FP8 GEMM (sm_90) ---
+
+// Rows `rows` of x [m, k] as their own matrix.
+std::vector<float> rows_of(const std::vector<float>& x, int64_t k,
+                           const std::vector<int64_t>& rows) {
+  std::vector<float> out;
+  for (int64_t r : rows) out.insert(out.end(), x.begin() + r * k, x.begin() + (r + 1) * k);
+  return out;
+}
+
+// 128x128 weight blocks past 8 rows: CUTLASS's GEMM against the reference
+// (sampled rows of the large products: rows are independent), with and
+// without bias; shapes it does not take (n or k not a multiple of 128) fall
+// back to another kernel; a row's result does not depend on the other rows
+// nor on its place in a 128-row tile (bitwise).
+TEST_F(CudaFp8Test, CutlassBlockGemmMatchesReference) {
+  using Path = cuda::Fp8Gemm::Path;
+  int major = 0, minor = 0;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0);
+  if (!cuda::fp8_block_gemm_built()) GTEST_SKIP() << "this build has no CUTLASS FP8 block GEMM";
+  if (major * 10 + minor != 90) GTEST_SKIP() << "CUTLASS FP8 block GEMM: sm_90 only";
+  std::printf("  cutlass fp8 block gemm: built, sm_90\n");
+  cuda::Fp8Gemm gemm(stream_);
+  const int64_t n = 6144, k = 4096;
+  const LinearWeight host = make_weight(Scheme::Block, n, k, 21);
+  const LinearWeight w = gpu_->prepare_linear(host);
+  const auto b = random_bf16_values(static_cast<size_t>(n), 23, -1, 1);
+  Tensor gb = gpu_bf16(*gpu_, b, {n});
+  double worst = 0;
+  std::map<int64_t, std::vector<float>> results;  // m -> out without bias
+  for (int64_t m : {9, 64, 300, 2048}) {
+    const auto x =
+        random_bf16_values(static_cast<size_t>(m * k), 29, -2, 2);  // one seed: prefixes agree
+    std::vector<int64_t> rows;
+    for (int64_t r = 0; r < std::min<int64_t>(m, 8); ++r) rows.push_back(r);
+    for (int64_t r = std::max<int64_t>(8, m - 5); r < m; ++r) rows.push_back(r);
+    if (m > 200) rows.push_back(m / 2 + 3);
+    const auto xs = rows_of(x, k, rows);
+    for (bool with_bias : {false, true}) {
+      std::ostringstream what;
+      what << "cutlass m " << m << " n " << n << " k " << k << (with_bias ? " bias" : "");
+      Tensor out = gpu_->alloc(DType::BF16, {m, n});
+      const uint64_t before = gemm.stats().cutlass;
+      gemm.force_path(std::nullopt);  // the usual choice must be CUTLASS here
+      gemm.run(gpu_bf16(*gpu_, x, {m, k}).data(), m, view_of(w), with_bias ? gb.data() : nullptr,
+               out.data());
+      EXPECT_EQ(gemm.stats().cutlass, before + 1) << what.str() << ": not on the CUTLASS path";
+      const auto got = from_gpu_bf16(*gpu_, out);
+      std::vector<float> got_rows;
+      for (int64_t r : rows)
+        got_rows.insert(got_rows.end(), got.begin() + r * n, got.begin() + (r + 1) * n);
+      std::vector<double> want, abs_sum;
+      reference(host, xs, static_cast<int64_t>(rows.size()), with_bias ? &b : nullptr, want,
+                abs_sum);
+      worst = std::max(worst, check_linear(got_rows, want, abs_sum, what.str()));
+      if (!with_bias) results[m] = got;
+    }
+  }
+  std::printf("  fp8 linear %-32s worst err/tol %.3f\n", "block/group cutlass", worst);
+  // Rows independent: the same x rows (one seed, so every m's x is a prefix
+  // of the largest) give the same bits whatever m is.
+  const auto& all = results[2048];
+  for (int64_t m : {9, 64, 300})
+    EXPECT_TRUE(std::equal(results[m].begin(), results[m].end(), all.begin()))
+        << "m " << m << ": rows differ from the same rows in m 2048";
+  // ... and wherever a row sits in its tile: rows 1000..1036 of the m = 2048
+  // product (tile 7, places 104..127 and tile 8) as an m = 37 product.
+  {
+    const auto x = random_bf16_values(static_cast<size_t>(2048 * k), 29, -2, 2);
+    const std::vector<float> part(x.begin() + 1000 * k, x.begin() + 1037 * k);
+    Tensor out = gpu_->alloc(DType::BF16, {37, n});
+    gemm.run(gpu_bf16(*gpu_, part, {37, k}).data(), 37, view_of(w), nullptr, out.data());
+    EXPECT_TRUE(std::equal(all.begin() + 1000 * n, all.begin() + 1037 * n,
+                           from_gpu_bf16(*gpu_, out).begin()))
+        << "rows 1000..1036 differ when computed at other places in a tile";
+  }
+  // Shapes CUTLASS does not take: n or k not a multiple of 128. Forcing it
+  // throws; the usual choice falls back and still matches the reference.
+  for (auto [n2, k2] : {std::pair<int64_t, int64_t>{200, 256}, {256, 320}, {6100, 4096}}) {
+    const LinearWeight host2 = make_weight(Scheme::Block, n2, k2, 31);
+    const LinearWeight w2 = gpu_->prepare_linear(host2);
+    const int64_t m = 33;
+    const auto x = random_bf16_values(static_cast<size_t>(m * k2), 37, -2, 2);
+    Tensor gx = gpu_bf16(*gpu_, x, {m, k2});
+    Tensor out = gpu_->alloc(DType::BF16, {m, n2});
+    gemm.force_path(Path::Cutlass);
+    EXPECT_THROW(gemm.run(gx.data(), m, view_of(w2), nullptr, out.data()), Error)
+        << "n " << n2 << " k " << k2;
+    gemm.force_path(std::nullopt);
+    const uint64_t before = gemm.stats().cutlass;
+    gemm.run(gx.data(), m, view_of(w2), nullptr, out.data());
+    EXPECT_EQ(gemm.stats().cutlass, before) << "n " << n2 << " k " << k2;
+    std::vector<double> want, abs_sum;
+    reference(host2, x, m, nullptr, want, abs_sum);
+    check_linear(from_gpu_bf16(*gpu_, out), want, abs_sum,
+                 "fallback n " + std::to_string(n2) + " k " + std::to_string(k2));
+  }
+  std::printf("  fp8 gemm calls: %llu cutlass, %llu cublaslt, %llu tiled\n",
+              static_cast<unsigned long long>(gemm.stats().cutlass),
+              static_cast<unsigned long long>(gemm.stats().cublaslt),
+              static_cast<unsigned long long>(gemm.stats().tiled));
+  // Through Backend::linear.
+  const LinearWeight host3 = make_weight(Scheme::Block, 384, 512, 41);
+  const LinearWeight w3 = gpu_->prepare_linear(host3);
+  for (int64_t m : {9, 33, 130}) {
+    const auto x = random_bf16_values(static_cast<size_t>(m * 512), 43, -2, 2);
+    Tensor out = gpu_->alloc(DType::BF16, {m, 384});
+    gpu_->linear(gpu_bf16(*gpu_, x, {m, 512}), w3, nullptr, out);
+    std::vector<double> want, abs_sum;
+    reference(host3, x, m, nullptr, want, abs_sum);
+    check_linear(from_gpu_bf16(*gpu_, out), want, abs_sum,
+                 "Backend::linear cutlass m " + std::to_string(m));
+  }
+}
+
 // --- FP8 KV cache ---
 
 void run_fp8_kv(Backend& gpu, Backend& cpu, Scenario sc) {
@@ -384,6 +503,21 @@ TEST_F(CudaFp8Test, Fp8KvAttentionMatchesCpu) {
     sc.params.scale = 0.0883883f;
     run_fp8_kv(*gpu_, *cpu_, sc);
   }
+  // Long contexts in many partitions (ragged, ~20k keys), GQA 4 and 8, with
+  // and without a sliding window.
+  for (auto [heads, kvh] : {std::pair{32, 8}, {64, 8}})
+    for (int window : {0, 5000}) {
+      Scenario sc{heads,
+                  kvh,
+                  128,
+                  16,
+                  {{1, 20011}, {1, 7001}, {3, 12000}, {1, 16384}},
+                  {},
+                  static_cast<uint32_t>(heads + window)};
+      sc.params.scale = 0.0883883f;
+      sc.params.sliding_window = window;
+      run_fp8_kv(*gpu_, *cpu_, sc);
+    }
 }
 
 // split_qkv into an FP8 cache: v stores the bytes write_kv stores, k those of

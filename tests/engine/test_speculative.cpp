@@ -53,7 +53,7 @@ class OracleProposer final : public Proposer {
   OracleProposer(std::map<std::pair<std::vector<int32_t>, int32_t>, std::vector<int32_t>> outputs, int32_t vocab)
       : outputs_(std::move(outputs)), vocab_(vocab) {}
   void propose(std::span<const Sequence* const> seqs, std::span<const int32_t> max_tokens,
-               std::vector<std::vector<int32_t>>& drafts) override {
+               std::vector<Proposal>& drafts) override {
     drafts.assign(seqs.size(), {});
     for (size_t i = 0; i < seqs.size(); ++i) {
       const Sequence& s = *seqs[i];
@@ -64,7 +64,7 @@ class OracleProposer final : public Proposer {
       for (int32_t j = 0; j < max_tokens[i]; ++j) {
         const size_t at = size_t(s.num_output_tokens() + j);
         if (at >= ref.size()) break;
-        drafts[i].push_back(at % 3 == 2 ? (ref[at] + 1) % vocab_ : ref[at]);
+        drafts[i].tokens.push_back(at % 3 == 2 ? (ref[at] + 1) % vocab_ : ref[at]);
       }
     }
   }
@@ -79,15 +79,28 @@ class FixedProposer final : public Proposer {
  public:
   explicit FixedProposer(std::vector<int32_t> tokens) : tokens_(std::move(tokens)) {}
   void propose(std::span<const Sequence* const> seqs, std::span<const int32_t> max_tokens,
-               std::vector<std::vector<int32_t>>& drafts) override {
+               std::vector<Proposal>& drafts) override {
     drafts.assign(seqs.size(), {});
     for (size_t i = 0; i < seqs.size(); ++i)
-      drafts[i].assign(tokens_.begin(), tokens_.begin() + std::min<int64_t>(max_tokens[i], int64_t(tokens_.size())));
+      drafts[i].tokens.assign(
+          tokens_.begin(),
+          tokens_.begin() + std::min<int64_t>(max_tokens[i], int64_t(tokens_.size())));
   }
 
  private:
   std::vector<int32_t> tokens_;
 };
+
+// Step costs for deterministic policy decisions: 10 ms a step plus, per
+// query token, 0.05 ms (bound by reading the weights: speculation pays even
+// with many sequences) or 1 ms (a verify of 4 draft tokens costs 1.4 plain
+// steps).
+double weight_bound_seconds(int32_t tokens) {
+  return 0.010 + 0.00005 * double(tokens - 1);
+}
+double compute_bound_seconds(int32_t tokens) {
+  return 0.010 + 0.001 * double(tokens - 1);
+}
 
 class SpeculativeTest : public ::testing::TestWithParam<std::string> {
  protected:
@@ -172,6 +185,7 @@ class SpeculativeTest : public ::testing::TestWithParam<std::string> {
     sc.num_tokens = k;
     sc.max_batch = 0;
     sc.custom = std::make_shared<OracleProposer>(std::move(outputs), vocab_);
+    sc.fixed_step_seconds = weight_bound_seconds;
     return sc;
   }
 
@@ -223,6 +237,7 @@ TEST_P(SpeculativeTest, NgramProposerAndPolicy) {
   ngram.method = SpeculativeConfig::Method::Ngram;
   ngram.num_tokens = 4;
   ngram.max_batch = 0;
+  ngram.fixed_step_seconds = weight_bound_seconds;
   expect_same(plain, run(*cpu_, reqs, ngram), "n-gram k 4");
   EXPECT_GT(last_.spec_draft_tokens, 0u);
   const uint64_t drafted_all = last_.spec_draft_tokens;
@@ -258,6 +273,7 @@ TEST_P(SpeculativeTest, PolicyRestsLongerAndStepsGoAsync) {
     SpeculativeConfig sc;
     sc.num_tokens = 4;
     sc.custom = std::make_shared<FixedProposer>(empty ? std::vector<int32_t>{} : wrong);
+    sc.fixed_step_seconds = compute_bound_seconds;
     const std::string what = empty ? "empty proposals" : "rejected proposals";
     expect_same(plain, run(*cpu_, {r}, sc), what);
     EXPECT_EQ(last_.spec_accepted_tokens, 0u) << what;
@@ -286,6 +302,7 @@ TEST_P(SpeculativeTest, DraftModelProposer) {
       sc.max_batch = 0;
       // A pass takes at most 40 tokens: longer prompts are caught up over steps.
       sc.custom = make_draft_proposer(draft, vocab_, 40);
+      sc.fixed_step_seconds = weight_bound_seconds;
       const std::string what = "draft " + name + ", " + std::to_string(blocks) + " blocks";
       expect_same(plain, run(*cpu_, reqs, sc, blocks), what);
       EXPECT_GT(last_.spec_draft_tokens, 0u) << what;

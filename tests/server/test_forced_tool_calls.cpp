@@ -2,8 +2,8 @@
 // grammar: random walks over the tokens the compiled grammar allows (a byte
 // vocabulary, so any text the grammar accepts can be walked) must end, and
 // the format's own parser must read each walk back as calls to the allowed
-// functions with arguments that follow their schema. Formats without a
-// grammar (pythonic, gemma_tool_code) refuse forced calls with a 400.
+// functions with arguments that follow their schema, in JSON formats and in
+// Python-style ones (pythonic, gemma_tool_code).
 #include <gtest/gtest.h>
 
 #include <random>
@@ -55,6 +55,12 @@ const json kTime = json::parse(R"({"type": "function", "function": {"name": "get
   "parameters": {"type": "object", "properties": {"tz": {"type": "integer", "minimum": -12,
   "maximum": 14}}, "required": ["tz"], "additionalProperties": false}}})");
 
+// No required argument: a call may name any subset, in schema order.
+const json kNote = json::parse(R"({"type": "function", "function": {"name": "note",
+  "parameters": {"type": "object", "properties": {"text": {"type": "string", "maxLength": 8},
+  "done": {"type": "boolean"}, "n": {"type": ["integer", "null"], "minimum": -99999,
+  "maximum": 99999}}}}})");
+
 // A random walk of the constraint to its end; "" if it did not end.
 std::string walk(TokenConstraint& c, const ByteTokenizer& tok, std::mt19937& rng) {
   std::string text;
@@ -84,6 +90,19 @@ void check_args(const std::string& name, const json& args) {
     ASSERT_TRUE(args.contains("unit")) << args;
     EXPECT_TRUE(args["unit"] == "c" || args["unit"] == "f") << args;
     EXPECT_EQ(args.size(), 2u) << args;
+  } else if (name == "note") {
+    for (const auto& [key, value] : args.items()) {
+      if (key == "text") {
+        ASSERT_TRUE(value.is_string()) << args;
+        // Escapes (\uXXXX among them) read back as one character each.
+        EXPECT_LE(value.get<std::string>().size(), 8u) << args;
+      } else if (key == "done") {
+        EXPECT_TRUE(value.is_boolean()) << args;
+      } else {
+        ASSERT_EQ(key, "n") << args;
+        EXPECT_TRUE(value.is_null() || value.is_number_integer()) << args;
+      }
+    }
   } else {
     ASSERT_EQ(name, "get_time");
     ASSERT_TRUE(args.contains("tz") && args["tz"].is_number_integer()) << args;
@@ -98,7 +117,7 @@ void run_format(const std::string& format, const json& tool_choice, bool paralle
   if (!structured::GrammarCompiler::available()) GTEST_SKIP() << "built without xgrammar";
   ByteTokenizer tok;
   structured::GrammarCompiler compiler(tok, tok.vocab_size());
-  const json body = {{"tools", {kWeather, kTime}},
+  const json body = {{"tools", {kWeather, kTime, kNote}},
                      {"tool_choice", tool_choice},
                      {"parallel_tool_calls", parallel}};
   const OutputStructure s = parse_output_structure(body, true);
@@ -156,7 +175,8 @@ void run_format(const std::string& format, const json& tool_choice, bool paralle
 
 TEST(ForcedToolCalls, EveryGrammarFormatParsesBack) {
   const json named = {{"type", "function"}, {"function", {{"name", "get_time"}}}};
-  for (const std::string format : {"hermes", "llama3_json", "mistral"}) {
+  for (const std::string format :
+       {"hermes", "llama3_json", "mistral", "pythonic", "gemma_tool_code"}) {
     SCOPED_TRACE(format);
     run_format(format, "required", true, "");
     run_format(format, "required", false, "");
@@ -164,16 +184,21 @@ TEST(ForcedToolCalls, EveryGrammarFormatParsesBack) {
   }
 }
 
-TEST(ForcedToolCalls, FormatsWithoutAGrammarRefuseClearly) {
-  const json body = {{"tools", {kWeather}}, {"tool_choice", "required"}};
-  const OutputStructure s = parse_output_structure(body, true);
-  for (const std::string format : {"pythonic", "gemma_tool_code"}) {
+TEST(ForcedToolCalls, PythonStyleNeedsAnObjectOfIdentifiers) {
+  const json bad_name = json::parse(R"({"type": "function", "function": {"name": "f",
+    "parameters": {"type": "object", "properties": {"a-b": {"type": "string"}}}}})");
+  const json not_object = json::parse(R"({"type": "function", "function": {"name": "f",
+    "parameters": {"anyOf": [{"type": "object"}, {"type": "object"}]}}})");
+  for (const json& tool : {bad_name, not_object}) {
+    const OutputStructure s =
+        parse_output_structure(json{{"tools", {tool}}, {"tool_choice", "required"}}, true);
+    EXPECT_NO_THROW(output_grammar(s, *tool_call_format("hermes"), std::nullopt, false));
     try {
-      output_grammar(s, *tool_call_format(format), std::nullopt, false);
-      ADD_FAILURE() << format << " accepted forced calls";
+      output_grammar(s, *tool_call_format("pythonic"), std::nullopt, false);
+      ADD_FAILURE() << tool << " accepted";
     } catch (const ApiError& e) {
       EXPECT_EQ(e.status(), 400);
-      EXPECT_NE(std::string(e.what()).find(format), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("python-style"), std::string::npos) << e.what();
     }
   }
 }

@@ -48,6 +48,7 @@ CudaBackend::CudaBackend(int device)
   // LOOM_FLASH_PREFILL=0: prefill tokens use the CUDA-core kernel too (A/B comparisons).
   const char* flash = std::getenv("LOOM_FLASH_PREFILL");
   flash_prefill_ = !(flash && std::strcmp(flash, "0") == 0);
+  attn_split_ = attention_split_from_env();
 }
 
 CudaBackend::~CudaBackend() {

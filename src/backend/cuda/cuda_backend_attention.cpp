@@ -3,6 +3,9 @@
 // the split-KV CUDA-core kernel for the rest (kernels/attention/).
 #include <algorithm>
 #include <bit>
+#include <charconv>
+#include <cstdlib>
+#include <string_view>
 
 #include "backend/cuda/cuda_backend_impl.h"
 #include "backend/cuda/kernels/kernels.h"
@@ -18,7 +21,73 @@ int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;
 }
 
+// The integer in env variable `name` within [lo, hi], or `fallback` when unset.
+int64_t env_int(const char* name, int64_t lo, int64_t hi, int64_t fallback) {
+  const char* env = std::getenv(name);
+  if (!env || !*env) return fallback;
+  const std::string_view text(env);
+  int64_t v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  LOOM_CHECK(ec == std::errc() && end == text.data() + text.size() && v >= lo && v <= hi,
+             "{}={} must be an integer in [{}, {}]", name, text, lo, hi);
+  return v;
+}
+
 }  // namespace
+
+AttentionSplit attention_split_from_env() {
+  AttentionSplit s;
+  s.max_partition_keys =
+      env_int("LOOM_ATTN_PARTITION_KEYS", 32, int64_t{1} << 30, s.max_partition_keys);
+  s.blocks_per_sm = static_cast<int>(env_int("LOOM_ATTN_BLOCKS_PER_SM", 0, 64, s.blocks_per_sm));
+  s.max_heads_per_block =
+      static_cast<int>(env_int("LOOM_ATTN_HEADS_PER_BLOCK", 1, 8, s.max_heads_per_block));
+  LOOM_CHECK(std::has_single_bit(static_cast<unsigned>(s.max_heads_per_block)),
+             "LOOM_ATTN_HEADS_PER_BLOCK={} must be 1, 2, 4 or 8", s.max_heads_per_block);
+  return s;
+}
+
+DecodePartitions decode_partitions(int64_t max_keys, int64_t items, int64_t concurrent,
+                                   const AttentionSplit& split) {
+  // A partition walks at least a tile or two of keys: shorter ones cost more
+  // in set-up and merging than they gain in parallelism.
+  constexpr int64_t kMinPartition = 32;
+  // Splitting stops at about this many waves of blocks: past that the waves
+  // are balanced anyway, and the partials (rows of head_dim floats per
+  // partition) stay bounded whatever the token count (a long prefill on this
+  // kernel is not split at all).
+  constexpr int64_t kMaxWaves = 8;
+  max_keys = std::max<int64_t>(max_keys, 1);
+  items = std::max<int64_t>(items, 1);
+  concurrent = std::max<int64_t>(concurrent, 1);
+  int64_t keys = max_keys;
+  // Fill the GPU: at most one wave of blocks (a second, nearly empty wave
+  // would cost more than the blocks per SM it adds).
+  if (items < concurrent) keys = ceil_div(max_keys, concurrent / items);
+  keys = std::min(keys, split.max_partition_keys);  // long contexts: several balanced waves
+  keys = std::max({keys, ceil_div(max_keys, ceil_div(kMaxWaves * concurrent, items)), kMinPartition,
+                   ceil_div(max_keys, cuda::kMaxAttnPartitions)});
+  keys = ceil_div(keys, 32) * 32;
+  const int64_t count = ceil_div(max_keys, keys);
+  if (count <= 1) return {max_keys, 1};
+  return {keys, count};
+}
+
+int CudaBackend::attention_blocks_per_sm(int64_t head_dim, bool fp8, int heads_per_block) {
+  const int64_t key = head_dim * 64 + (fp8 ? 32 : 0) + heads_per_block;
+  for (const auto& [k, blocks] : attn_occupancy_)
+    if (k == key) return blocks;
+  // The occupancy query is no stream work, but a recording thread may only
+  // make it in relaxed capture mode.
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  if (capturing_) LOOM_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
+  int blocks = cuda::paged_attention_blocks_per_sm(head_dim, fp8, heads_per_block);
+  if (capturing_) LOOM_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
+  cudaGetLastError();           // a failed query leaves no error behind for the next launch check
+  if (blocks <= 0) blocks = 4;  // the query failed: the usual figure for these kernels
+  attn_occupancy_.emplace_back(key, blocks);
+  return blocks;
+}
 
 void CudaBackend::paged_attention(const Tensor& q, const KvLayerCache& cache,
                                   const AttentionMetadata& meta, const AttentionParams& params,
@@ -99,8 +168,10 @@ void CudaBackend::paged_attention(const Tensor& q, const KvLayerCache& cache,
     return n_new > 0 && (!flash || n_new == 1);
   };
 
-  int g = 1;  // query heads per block: the power of two covering the group, at most 8
-  while (g < 8 && g < group) g *= 2;
+  // Query heads per block: the power of two covering the group, at most 8 (or
+  // LOOM_ATTN_HEADS_PER_BLOCK).
+  int g = 1;
+  while (g < attn_split_.max_heads_per_block && g < group) g *= 2;
   const int64_t chunks = ceil_div(group, g);
   // Longest key range of any token (or the step's stated bound): sizes the partitions.
   int64_t max_keys = 1;
@@ -114,18 +185,15 @@ void CudaBackend::paged_attention(const Tensor& q, const KvLayerCache& cache,
     if (params.sliding_window > 0) keys = std::min<int64_t>(keys, params.sliding_window);
     max_keys = std::max(max_keys, keys);
   }
-  // Split the keys when there are too few (token, kv head) items to fill the
-  // GPU: aim at ~4 blocks per SM, partitions of at least kMinPartition keys
-  // (a block walks 16-32 keys per iteration: a few iterations each, so a
-  // single-stream decode is not bound by one block's latency chain).
-  constexpr int64_t kMinPartition = 32;
+  // Split the keys (see AttentionSplit): enough blocks to fill every SM, and
+  // partitions of at most max_partition_keys keys at long contexts. The split
+  // depends on the step's longest context and its token count, not on the
+  // values: a recorded step (max_context_bound) keeps its launch shape.
   const int64_t items = num_old * kvh * chunks;
-  const int64_t target = 4 * static_cast<int64_t>(props_.multiProcessorCount);
-  int64_t parts =
-      items >= target ? 1 : std::min<int64_t>(ceil_div(target, items), cuda::kMaxAttnPartitions);
-  int64_t partition = std::max(kMinPartition, ceil_div(ceil_div(max_keys, parts), 32) * 32);
-  parts = ceil_div(max_keys, partition);
-  if (parts <= 1) partition = max_keys;
+  const int64_t per_sm = attn_split_.blocks_per_sm > 0 ? attn_split_.blocks_per_sm
+                                                       : attention_blocks_per_sm(hd, fp8, g);
+  const cuda::DecodePartitions parts = cuda::decode_partitions(
+      max_keys, items, per_sm * static_cast<int64_t>(props_.multiProcessorCount), attn_split_);
 
   cuda::PagedAttentionArgs a;
   static_cast<cuda::PagedKvArgs&>(a) = kv_args;
@@ -134,8 +202,8 @@ void CudaBackend::paged_attention(const Tensor& q, const KvLayerCache& cache,
   a.num_tokens = static_cast<int32_t>(num_old);
   a.heads_per_block = g;
   a.head_chunks = static_cast<int32_t>(chunks);
-  a.partition_keys = static_cast<int32_t>(std::min<int64_t>(partition, int64_t{1} << 30));
-  a.num_partitions = static_cast<int32_t>(std::max<int64_t>(parts, 1));
+  a.partition_keys = static_cast<int32_t>(std::min<int64_t>(parts.keys, int64_t{1} << 30));
+  a.num_partitions = static_cast<int32_t>(parts.count);
   if (a.num_partitions > 1) {
     const size_t rows = static_cast<size_t>(num_old * heads * a.num_partitions);
     auto* ws =

@@ -12,6 +12,7 @@
 #include <deque>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/backend.h"
@@ -22,6 +23,31 @@ namespace loom::cuda {
 
 class Gemm;
 class Fp8Gemm;
+
+// How the decode attention kernel splits its work: query heads of one kv
+// head per block (the group's power of two, at most max_heads_per_block: 1,
+// 2, 4 or 8), and a token's keys in partitions (grid z): enough blocks to
+// fill the GPU (blocks_per_sm per SM, 0: as many as the kernel's occupancy
+// allows), and at long contexts partitions of at most max_partition_keys
+// keys, so the grid runs as several balanced waves.
+struct AttentionSplit {
+  int64_t max_partition_keys = 1024;
+  int blocks_per_sm = 0;
+  int max_heads_per_block = 8;
+};
+
+// Keys per partition and partition count for tokens of up to max_keys keys,
+// given `items` (token, kv head, head chunk) triples and `concurrent` blocks
+// the GPU runs at once. Pure: the same inputs give the same split.
+struct DecodePartitions {
+  int64_t keys = 1;
+  int64_t count = 1;
+};
+DecodePartitions decode_partitions(int64_t max_keys, int64_t items, int64_t concurrent,
+                                   const AttentionSplit& split);
+// AttentionSplit from LOOM_ATTN_PARTITION_KEYS, LOOM_ATTN_BLOCKS_PER_SM and
+// LOOM_ATTN_HEADS_PER_BLOCK (unset: the defaults; a malformed value throws).
+AttentionSplit attention_split_from_env();
 
 inline void check_cuda_tensor(const Tensor& t, DType dtype, const char* what) {
   LOOM_CHECK(t.device() == Device::Cuda, "{} must be on the GPU", what);
@@ -169,7 +195,8 @@ class CudaBackend final : public Backend {
   std::unique_ptr<Fp8Gemm> fp8_gemm_;  // made by the first FP8 weight
   PinnedUploader uploader_;
   StepMetadataCache metadata_;
-  DeviceBuffer param_buf_[2], bias_buf_, gather_idx_, token_mask_, attn_partials_, attn_counters_, argmax_ids_;
+  DeviceBuffer param_buf_[2], bias_buf_, gather_idx_, token_mask_, attn_partials_, attn_counters_,
+      argmax_ids_;
   DeviceBuffer sample_in_, sample_ws_;  // sample_rows: specs + edits; ids, bitmaps, edited values
   std::vector<unsigned char> sample_staging_;  // sample_rows: specs + edits, uploaded in one copy
   std::vector<uint32_t> sample_seen_;          // sample_rows: per-token stamp (duplicate edits)
@@ -179,6 +206,13 @@ class CudaBackend final : public Backend {
   bool capturing_ = false;
   uint64_t capture_reallocations_ = 0;
   bool flash_prefill_ = true;  // prefill sequences go to the flash kernel (head sizes it has)
+  // Split-KV sizing of the decode attention kernel (cuda_backend_attention.cpp),
+  // read once by the constructor from the LOOM_ATTN_* variables
+  // (src/backend/cuda/README.md).
+  AttentionSplit attn_split_;
+  std::vector<std::pair<int64_t, int>> attn_occupancy_;  // (kernel key, blocks per SM) seen so far
+  // Blocks of the decode attention kernel one SM runs at once (cached per kernel).
+  int attention_blocks_per_sm(int64_t head_dim, bool fp8, int heads_per_block);
   struct DownloadSlot {
     int32_t* host = nullptr;
     size_t capacity = 0;  // ids

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "backend/cuda/kernels/fp8/fp8_block_gemm.h"
 #include "backend/cuda/kernels/fp8/fp8_kernels.h"
 #include "backend/cuda/kernels/kernels.h"
 #include "core/logging.h"
@@ -154,6 +155,11 @@ void Fp8Gemm::run(const void* x, int64_t m, const Fp8WeightView& w, const void* 
   Path path = m <= kFp8MatmulMaxRows && small_m_ ? Path::SmallM : Path::CublasLt;
   Plan* plan = nullptr;
   if (forced_) path = *forced_;
+  // Block-scaled weights: CUTLASS's GEMM before cuBLASLt (which has none on sm_90).
+  const bool cutlass_first =
+      w.block && (forced_ ? *forced_ == Path::Cutlass : path == Path::CublasLt);
+  if (cutlass_first && run_cutlass(x, m, w, bias, out)) return;
+  LOOM_CHECK(path != Path::Cutlass, "no CUTLASS FP8 block GEMM for m {} n {} k {}", m, n, k);
   if (path == Path::CublasLt) {
     plan = plan_for(Key{mp, n, k, w.block, bias != nullptr, alignment_of(w.w), alignment_of(out)});
     LOOM_CHECK(plan || !forced_, "cuBLASLt has no FP8 GEMM for m {} n {} k {}", mp, n, k);
@@ -222,6 +228,33 @@ void Fp8Gemm::run(const void* x, int64_t m, const Fp8WeightView& w, const void* 
     LOOM_CUDA_CHECK(
         cudaMemcpyAsync(out, d, static_cast<size_t>(m * n) * 2, cudaMemcpyDeviceToDevice, stream_));
   stats_.cublaslt++;
+}
+
+bool Fp8Gemm::run_cutlass(const void* x, int64_t m, const Fp8WeightView& w, const void* bias,
+                          void* out) {
+  // x's group scales M-major with rows padded to 4 (16-byte TMA strides), as
+  // for cuBLASLt's 1x128 scaling.
+  const int64_t mp = round_up(m, 4), k = w.k;
+  Fp8BlockGemmArgs a;
+  a.x_scale_ld = mp;
+  a.m = m;
+  a.w = w.w;
+  a.w_scale = w.scale;
+  a.w_scale_ld = w.scale_ld;
+  a.n = w.n;
+  a.k = k;
+  a.bias = bias;
+  a.out = out;
+  if (!fp8_block_gemm_supported(a)) return false;
+  auto* xq = static_cast<uint8_t*>(xq_.ensure(static_cast<size_t>(mp * k), stream_));
+  auto* xs = static_cast<float*>(x_scale_.ensure(static_cast<size_t>(mp * (k / 128)) * 4, stream_));
+  quantize_fp8_rows(x, m, mp, k, Fp8ActMode::Group, nullptr, xq, xs, mp, stream_);
+  a.xq = xq;
+  a.x_scale = xs;
+  const char* err = fp8_block_gemm(a, workspace_, workspace_bytes_, stream_);
+  LOOM_CHECK(err == nullptr, "CUTLASS FP8 block GEMM m {} n {} k {}: {}", m, w.n, k, err);
+  stats_.cutlass++;
+  return true;
 }
 
 }  // namespace loom::cuda

@@ -12,6 +12,9 @@
 //     of 4, its scales laid out group-major); where cuBLASLt has no outer-vector
 //     scaling (13.x on sm_90), its FP8 GEMM with unit scales and then one pass
 //     applying x's row scales, the weight's row scales and the bias;
+//   128x128 weight blocks on sm_90 first go to CUTLASS's blockwise-scaled FP8
+//     GEMM (kernels/fp8/fp8_block_gemm.h; n and k multiples of 128), which
+//     cuBLASLt lacks there;
 //   shapes cuBLASLt has no FP8 algorithm for: our kernel over tiles of 8 rows.
 // Both quantise x the same way, bit for bit. Plans are cached per shape.
 // LOOM_FP8_SMALL_M=0 turns the small-m kernel off (A/B comparisons).
@@ -48,12 +51,13 @@ class Fp8Gemm {
   Fp8Gemm& operator=(const Fp8Gemm&) = delete;
 
   // Which kernel computes a product (each call counts once).
-  enum class Path { SmallM, CublasLt, Tiled };
+  enum class Path { SmallM, CublasLt, Tiled, Cutlass };
   // Forces a path for tests and comparisons (Tiled works for every shape;
-  // CublasLt throws where cuBLASLt has no algorithm); nullopt: the usual choice.
+  // CublasLt throws where cuBLASLt has no algorithm, Cutlass where
+  // fp8_block_gemm_supported says no); nullopt: the usual choice.
   void force_path(std::optional<Path> path) { forced_ = path; }
   struct Stats {
-    uint64_t small_m = 0, cublaslt = 0, tiled = 0;
+    uint64_t small_m = 0, cublaslt = 0, tiled = 0, cutlass = 0;
     uint64_t cublaslt_unit_scales = 0;  // of cublaslt: unit scales + scale_fp8_product
   };
   const Stats& stats() const { return stats_; }
@@ -75,6 +79,8 @@ class Fp8Gemm {
     cublasStatus_t status = CUBLAS_STATUS_SUCCESS;  // of the heuristic query
   };
   Plan* plan_for(const Key& key);
+  // CUTLASS's block-scaled GEMM when it takes the shape (else false, nothing queued).
+  bool run_cutlass(const void* x, int64_t m, const Fp8WeightView& w, const void* bias, void* out);
   Plan make_plan(const Key& key, bool with_bias, bool unit_scales);
   static void destroy(Plan& p);
 

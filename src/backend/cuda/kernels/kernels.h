@@ -209,7 +209,7 @@ struct PagedAttentionArgs : PagedKvArgs {
   // per (token, kv head, head chunk), all 0 before the first launch (the
   // kernel leaves them 0).
   float* partial_acc = nullptr;  // [num_tokens, heads, num_partitions, head_dim]
-  float* partial_ml = nullptr;   // [num_tokens, heads, num_partitions, 2]: running max, sum
+  float* partial_ml = nullptr;   // [num_tokens, heads, num_partitions, 2]: max (log2 units), sum
   int32_t* partition_counters = nullptr;  // [num_tokens, num_kv_heads * head_chunks]
 };
 
@@ -218,6 +218,9 @@ struct PagedAttentionArgs : PagedKvArgs {
 // runtime-sized one). Returns false (launching nothing) for others.
 bool paged_attention_supports_head_dim(int64_t head_dim);
 bool paged_attention_bf16(const PagedAttentionArgs& args, cudaStream_t stream);
+// Blocks of the paged attention kernel for (head_dim, cache type, heads per
+// block) that one SM of the current device runs at once (0: unknown).
+int paged_attention_blocks_per_sm(int64_t head_dim, bool fp8_kv, int heads_per_block);
 
 // FlashAttention-2-style paged attention for the new tokens of prefill
 // sequences (more than one new token), on tensor cores. Same semantics as

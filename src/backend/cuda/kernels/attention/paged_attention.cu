@@ -3,6 +3,8 @@
 // multiple of 8 up to 256 on the runtime-sized path; FP8 caches: 64, 128 and
 // 256, the rest runtime-sized). Split keys are merged by the kernel itself
 // (the last partition of a token's heads to finish).
+#include <type_traits>
+
 #include "backend/cuda/kernels/common.cuh"
 #include "backend/cuda/kernels/kernels.h"
 
@@ -10,7 +12,11 @@ namespace loom::cuda {
 
 template <int HD>
 void launch_paged_attention_hd(const PagedAttentionArgs& a, cudaStream_t stream);
-#define LOOM_ATTN_EXTERN(HD) extern template void launch_paged_attention_hd<HD>(const PagedAttentionArgs&, cudaStream_t);
+template <int HD>
+int paged_attention_blocks_per_sm_hd(int heads_per_block);
+#define LOOM_ATTN_EXTERN(HD)                                                                   \
+  extern template void launch_paged_attention_hd<HD>(const PagedAttentionArgs&, cudaStream_t); \
+  extern template int paged_attention_blocks_per_sm_hd<HD>(int);
 LOOM_ATTN_EXTERN(0)  // runtime head size
 LOOM_ATTN_EXTERN(16)
 LOOM_ATTN_EXTERN(32)
@@ -28,10 +34,65 @@ LOOM_ATTN_EXTERN(256)
 // FP8 caches: the common head sizes have their own kernels, the others the runtime-sized one.
 template <int HD>
 void launch_paged_attention_fp8_hd(const PagedAttentionArgs& a, cudaStream_t stream);
-extern template void launch_paged_attention_fp8_hd<0>(const PagedAttentionArgs&, cudaStream_t);
-extern template void launch_paged_attention_fp8_hd<64>(const PagedAttentionArgs&, cudaStream_t);
-extern template void launch_paged_attention_fp8_hd<128>(const PagedAttentionArgs&, cudaStream_t);
-extern template void launch_paged_attention_fp8_hd<256>(const PagedAttentionArgs&, cudaStream_t);
+template <int HD>
+int paged_attention_blocks_per_sm_fp8_hd(int heads_per_block);
+#define LOOM_ATTN_EXTERN(HD)                                                                       \
+  extern template void launch_paged_attention_fp8_hd<HD>(const PagedAttentionArgs&, cudaStream_t); \
+  extern template int paged_attention_blocks_per_sm_fp8_hd<HD>(int);
+LOOM_ATTN_EXTERN(0)
+LOOM_ATTN_EXTERN(64)
+LOOM_ATTN_EXTERN(128)
+LOOM_ATTN_EXTERN(256)
+#undef LOOM_ATTN_EXTERN
+
+namespace {
+
+// Calls f(std::integral_constant<int, HD>, std::bool_constant<fp8>) for the
+// instantiation that serves head_dim (0: the runtime-sized one).
+template <class F>
+auto dispatch_head_dim(int64_t head_dim, bool fp8, F&& f) {
+  using std::integral_constant;
+  if (fp8) {
+    switch (head_dim) {
+      case 64:
+        return f(integral_constant<int, 64>{}, std::true_type{});
+      case 128:
+        return f(integral_constant<int, 128>{}, std::true_type{});
+      case 256:
+        return f(integral_constant<int, 256>{}, std::true_type{});
+      default:
+        return f(integral_constant<int, 0>{}, std::true_type{});
+    }
+  }
+  switch (head_dim) {
+    case 16:
+      return f(integral_constant<int, 16>{}, std::false_type{});
+    case 32:
+      return f(integral_constant<int, 32>{}, std::false_type{});
+    case 48:
+      return f(integral_constant<int, 48>{}, std::false_type{});
+    case 64:
+      return f(integral_constant<int, 64>{}, std::false_type{});
+    case 80:
+      return f(integral_constant<int, 80>{}, std::false_type{});
+    case 96:
+      return f(integral_constant<int, 96>{}, std::false_type{});
+    case 112:
+      return f(integral_constant<int, 112>{}, std::false_type{});
+    case 128:
+      return f(integral_constant<int, 128>{}, std::false_type{});
+    case 160:
+      return f(integral_constant<int, 160>{}, std::false_type{});
+    case 192:
+      return f(integral_constant<int, 192>{}, std::false_type{});
+    case 256:
+      return f(integral_constant<int, 256>{}, std::false_type{});
+    default:
+      return f(integral_constant<int, 0>{}, std::false_type{});
+  }
+}
+
+}  // namespace
 
 bool paged_attention_supports_head_dim(int64_t head_dim) {
   return head_dim >= 8 && head_dim <= 256 && head_dim % 8 == 0;
@@ -40,38 +101,23 @@ bool paged_attention_supports_head_dim(int64_t head_dim) {
 bool paged_attention_bf16(const PagedAttentionArgs& a, cudaStream_t stream) {
   if (!paged_attention_supports_head_dim(a.head_dim)) return false;
   if (a.num_tokens <= 0) return true;
-  if (a.k_scale) {
-    switch (a.head_dim) {
-      case 64:
-        launch_paged_attention_fp8_hd<64>(a, stream);
-        break;
-      case 128:
-        launch_paged_attention_fp8_hd<128>(a, stream);
-        break;
-      case 256:
-        launch_paged_attention_fp8_hd<256>(a, stream);
-        break;
-      default:
-        launch_paged_attention_fp8_hd<0>(a, stream);
-        break;
-    }
-    return true;
-  }
-  switch (a.head_dim) {
-    case 16: launch_paged_attention_hd<16>(a, stream); break;
-    case 32: launch_paged_attention_hd<32>(a, stream); break;
-    case 48: launch_paged_attention_hd<48>(a, stream); break;
-    case 64: launch_paged_attention_hd<64>(a, stream); break;
-    case 80: launch_paged_attention_hd<80>(a, stream); break;
-    case 96: launch_paged_attention_hd<96>(a, stream); break;
-    case 112: launch_paged_attention_hd<112>(a, stream); break;
-    case 128: launch_paged_attention_hd<128>(a, stream); break;
-    case 160: launch_paged_attention_hd<160>(a, stream); break;
-    case 192: launch_paged_attention_hd<192>(a, stream); break;
-    case 256: launch_paged_attention_hd<256>(a, stream); break;
-    default: launch_paged_attention_hd<0>(a, stream); break;
-  }
+  dispatch_head_dim(a.head_dim, a.k_scale != nullptr, [&](auto hd, auto fp8) {
+    if constexpr (decltype(fp8)::value)
+      launch_paged_attention_fp8_hd<decltype(hd)::value>(a, stream);
+    else
+      launch_paged_attention_hd<decltype(hd)::value>(a, stream);
+  });
   return true;
+}
+
+int paged_attention_blocks_per_sm(int64_t head_dim, bool fp8_kv, int heads_per_block) {
+  if (!paged_attention_supports_head_dim(head_dim)) return 0;
+  return dispatch_head_dim(head_dim, fp8_kv, [&](auto hd, auto fp8) {
+    if constexpr (decltype(fp8)::value)
+      return paged_attention_blocks_per_sm_fp8_hd<decltype(hd)::value>(heads_per_block);
+    else
+      return paged_attention_blocks_per_sm_hd<decltype(hd)::value>(heads_per_block);
+  });
 }
 
 }  // namespace loom::cuda

@@ -3,4 +3,5 @@
 
 namespace loom::cuda {
 template void launch_paged_attention_hd<16>(const PagedAttentionArgs& a, cudaStream_t stream);
+template int paged_attention_blocks_per_sm_hd<16>(int heads_per_block);
 }  // namespace loom::cuda

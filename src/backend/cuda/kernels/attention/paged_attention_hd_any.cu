@@ -5,4 +5,5 @@
 
 namespace loom::cuda {
 template void launch_paged_attention_hd<0>(const PagedAttentionArgs& a, cudaStream_t stream);
+template int paged_attention_blocks_per_sm_hd<0>(int heads_per_block);
 }  // namespace loom::cuda

@@ -1,0 +1,48 @@
+// The Hopper FP8 GEMM for 128x128 block-scaled weights (fp8_block_gemm_sm90.cu:
+// CUTLASS's sm_90a warp-specialized GEMM with blockwise scaling), callable from
+// host C++: out[m, n] = sum_g (sum_{k in g} xq[m, k] w[n, k]) x_scale[m, g]
+// w_scale[n / 128, g] (+ bias[n]), bf16 out rounded once, for the 128-column
+// groups g of k. A build without CUTLASS or without sm_90a links
+// fp8_block_gemm_none.cpp instead, which supports nothing.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace loom::cuda {
+
+struct Fp8BlockGemmArgs {
+  const uint8_t* xq = nullptr;  // fp8 E4M3 [m, k], row-major, 16-byte aligned
+  const float* x_scale =
+      nullptr;  // x_scale[g * x_scale_ld + row] (quantize_fp8_rows' Group layout), 16-byte aligned
+  int64_t x_scale_ld = 0;  // >= m, a multiple of 4 (16-byte rows for the TMA)
+  int64_t m = 0;
+  const uint8_t* w = nullptr;      // fp8 E4M3 [n, k], row-major
+  const float* w_scale = nullptr;  // w_scale[(n / 128) * w_scale_ld + k / 128]
+  int64_t w_scale_ld = 0;          // >= k / 128
+  int64_t n = 0, k = 0;
+  const void* bias = nullptr;  // bf16 [n] or null
+  void* out = nullptr;         // bf16 [m, n], row-major
+};
+
+// Whether this build has the kernel (CUTLASS headers and sm_90a at build time).
+bool fp8_block_gemm_built();
+
+// Whether fp8_block_gemm computes this product on the current device: built
+// in, an sm_90 GPU, n and k multiples of 128, x_scale_ld as above, w, out and
+// bias 16-byte aligned (xq and x_scale are not looked at: the caller may ask
+// before it quantises x). Otherwise callers use another kernel.
+bool fp8_block_gemm_supported(const Fp8BlockGemmArgs& args);
+
+// Queues the product on `stream`, with `workspace` as CUTLASS's scratch (the
+// persistent scheduler needs little or none). One CUDA block computes a 128x128 tile of
+// out over all of k (a persistent kernel, no split-K or stream-K), so a row's
+// result does not depend on the other rows. Returns null, or what went wrong
+// (workspace too small, CUTLASS refused the arguments, the launch failed; a
+// static string).
+const char* fp8_block_gemm(const Fp8BlockGemmArgs& args, void* workspace, size_t workspace_bytes,
+                           cudaStream_t stream);
+
+}  // namespace loom::cuda

@@ -1,0 +1,20 @@
+// fp8_block_gemm (fp8_block_gemm.h) in a build without the CUTLASS kernel (no
+// CUTLASS headers, or no sm_90a among the CUDA architectures): it supports
+// nothing, so Fp8Gemm uses its other kernels.
+#include "backend/cuda/kernels/fp8/fp8_block_gemm.h"
+
+namespace loom::cuda {
+
+bool fp8_block_gemm_built() {
+  return false;
+}
+
+bool fp8_block_gemm_supported(const Fp8BlockGemmArgs&) {
+  return false;
+}
+
+const char* fp8_block_gemm(const Fp8BlockGemmArgs&, void*, size_t, cudaStream_t) {
+  return "this build has no CUTLASS FP8 block-scaled GEMM (CUTLASS headers and sm_90a needed)";
+}
+
+}  // namespace loom::cuda
