@@ -165,7 +165,12 @@ def main():
                "hf_bf16_max_abs_diff": max(d for _, d in bf16_vs_hf),
                "batch_vs_single_worst_cosine": min(c for c, _ in batch_vs_single),
                "server_pooling_log": log_line[0].strip()[-80:] if log_line else None}
-        row["pass"] = (row["loom_worst_cosine"] >= args.min_cosine and row["batch_vs_single_worst_cosine"] > 0.9999
+        # Batched vs one by one: bf16 GEMMs and attention splits differ with the
+        # batch, so the two may part by bf16 rounding noise, but by no more than
+        # a few times HF's own bf16-vs-f32 distance on the same prompts.
+        bf16_noise = 1.0 - row["hf_bf16_worst_cosine"]
+        row["pass"] = (row["loom_worst_cosine"] >= args.min_cosine
+                       and 1.0 - row["batch_vs_single_worst_cosine"] <= max(3 * bf16_noise, 1e-4)
                        and usage["prompt_tokens"] == sum(map(len, prompts)))
         ok = ok and row["pass"]
         print(json.dumps(row), flush=True)

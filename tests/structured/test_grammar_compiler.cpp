@@ -1,10 +1,12 @@
 // GrammarCompiler on a tiny vocabulary built by hand: masks allow exactly the
-// tokens that continue the grammar, eos only at the end, the cache hands out
-// one factory per spec, and bad specs are GrammarErrors.
+// tokens that continue the grammar, eos only at the end, only bytes that keep
+// the output valid UTF-8, the cache hands out one factory per spec, and bad
+// specs are GrammarErrors.
 #include <gtest/gtest.h>
 
 #include "structured/grammar_compiler.h"
 #include "structured/schema_check.h"
+#include "structured/utf8_token_masks.h"
 #include "tokenizer/tokenizer.h"
 
 using namespace loom;
@@ -16,9 +18,9 @@ namespace {
 // Byte tokens for a few characters, plus eos.
 class TinyTokenizer : public Tokenizer {
  public:
-  TinyTokenizer() {
-    for (const char* t : {"a", "b", "c", "{", "}", "\"", ":", ",", " ", "1", "2", "ab", "x"})
-      vocab_.push_back(t);
+  explicit TinyTokenizer(std::vector<std::string> vocab = {"a", "b", "c", "{", "}", "\"", ":", ",",
+                                                           " ", "1", "2", "ab", "x"})
+      : vocab_(std::move(vocab)) {
     vocab_.push_back("</s>");
     special_.eos = int32_t(vocab_.size()) - 1;
     special_.eos_ids = {*special_.eos};
@@ -78,6 +80,43 @@ TEST(GrammarCompiler, ChoiceMasksAndEos) {
   // The cache: the same spec gives the same factory.
   EXPECT_EQ(compiler.compile(choice_spec({"ab", "c"})).get(), factory.get());
   EXPECT_EQ(compiler.stats().cache_hits, 1);
+}
+
+TEST(Utf8TokenMasks, WellFormedSequencesOnly) {
+  using M = Utf8TokenMasks;
+  EXPECT_EQ(M::advance(M::Start, "a\xC3\xA9\xE4\xB8\xAD\xF0\x9F\x98\x80"), M::Start);
+  EXPECT_EQ(M::advance(M::Start, "\xE4\xB8"), M::Cont1);  // mid-character: allowed
+  for (const char* bad :
+       {"\xED\xA0\x80", "\xC0\xAF", "\xE0\x80\xAF", "\xF4\x90\x80\x80", "\x80", "\xFF", "\xE4" "a"})
+    EXPECT_EQ(M::advance(M::Start, bad), M::kInvalid) << bad;
+  // Stop tokens only between characters; tokens that write nothing anywhere.
+  const M masks({"a", "\xE4", "\xB8", "", "</s>"}, 1, {4});
+  std::vector<uint32_t> w(1, ~0u);
+  masks.restrict(M::Start, w);
+  EXPECT_EQ(w[0] & 0x1Fu, 0b11011u);
+  w[0] = ~0u;
+  masks.restrict(M::advance(M::Start, "\xE4"), w);
+  EXPECT_EQ(w[0] & 0x1Fu, 0b01100u);
+}
+
+TEST(GrammarCompiler, StringsStayValidUtf8) {
+  if (!GrammarCompiler::available()) GTEST_SKIP() << "built without xgrammar";
+  // Single bytes: the grammar alone would take ED A0 80 (an encoded
+  // surrogate) as one character of the string.
+  TinyTokenizer tok({"\"", "a", "\xED", "\xA0", "\x80", "\x9F"});
+  GrammarCompiler compiler(tok, tok.vocab_size());
+  auto c = compiler.compile(json_schema_spec(json::parse(R"({"type": "string", "maxLength": 2})")))
+               ->make();
+  ASSERT_TRUE(c->accept_token(tok.id("\"")));
+  ASSERT_TRUE(c->accept_token(tok.id("\xED")));
+  EXPECT_EQ(allowed(*c, tok, tok.vocab_size()), (std::vector<std::string>{"\x80", "\x9F"}));
+  EXPECT_FALSE(c->accept_token(tok.id("\xA0")));
+  auto fork = c->clone();
+  ASSERT_TRUE(c->accept_token(tok.id("\x9F")));  // U+D7C0-U+D7FF: any continuation byte
+  EXPECT_EQ(allowed(*c, tok, tok.vocab_size()), (std::vector<std::string>{"\xA0", "\x80", "\x9F"}));
+  c->rollback(1);
+  EXPECT_EQ(allowed(*c, tok, tok.vocab_size()), (std::vector<std::string>{"\x80", "\x9F"}));
+  EXPECT_EQ(allowed(*fork, tok, tok.vocab_size()), (std::vector<std::string>{"\x80", "\x9F"}));
 }
 
 TEST(GrammarCompiler, BadSpecsAreGrammarErrors) {

@@ -30,9 +30,13 @@ struct GrammarCompiler::Impl {
   };
 
   Impl(const Tokenizer& tokenizer, int32_t vocab_size, CompilerOptions opts)
+      : Impl(grammar_vocab(tokenizer, vocab_size), vocab_size, opts) {}
+  Impl(const GrammarVocab& vocab, int32_t vocab_size, CompilerOptions opts)
       : options(opts),
-        compiler(make_tokenizer_info(tokenizer, vocab_size), std::max(1, opts.threads),
-                 /*cache_enabled=*/false) {
+        compiler(make_tokenizer_info(vocab, vocab_size), std::max(1, opts.threads),
+                 /*cache_enabled=*/false),
+        utf8(std::make_shared<const Utf8TokenMasks>(
+            vocab.bytes, xgrammar::GetBitmaskSize(vocab_size), vocab.stop)) {
     for (int i = 0; i < std::max(1, opts.threads); ++i) workers.emplace_back([this] { work(); });
   }
 
@@ -71,7 +75,8 @@ struct GrammarCompiler::Impl {
           nlohmann::ordered_json{{"type", "structural_tag"}, {"format", spec.format}}.dump();
       xgrammar::CompiledGrammar compiled = compiler.CompileStructuralTag(tag);
       bytes = int64_t(compiled.MemorySizeBytes());
-      factory = std::make_shared<XGrammarConstraintFactory>(std::move(compiled), spec.describe());
+      factory =
+          std::make_shared<XGrammarConstraintFactory>(std::move(compiled), spec.describe(), utf8);
     } catch (const GrammarError&) {
       error = std::current_exception();
     } catch (const std::exception& e) {
@@ -126,6 +131,7 @@ struct GrammarCompiler::Impl {
 
   CompilerOptions options;
   xgrammar::GrammarCompiler compiler;
+  std::shared_ptr<const Utf8TokenMasks> utf8;  // valid-UTF-8 masks of the vocabulary
 
   std::mutex mu;
   std::condition_variable cv;

@@ -8,8 +8,10 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "engine/token_constraint.h"
+#include "structured/utf8_token_masks.h"
 
 namespace loom {
 class Tokenizer;
@@ -17,14 +19,23 @@ class Tokenizer;
 
 namespace loom::structured {
 
-// Each token's bytes as it appears in decoded output (special tokens: none,
-// so never allowed), eos ids as the stop tokens, ids past the tokenizer's up
-// to vocab_size as never allowed.
-xgrammar::TokenizerInfo make_tokenizer_info(const Tokenizer& tokenizer, int32_t vocab_size);
+// The vocabulary as the grammar sees it: each token's bytes as it appears in
+// decoded output (special tokens: none, so never allowed), eos ids as the
+// stop tokens.
+struct GrammarVocab {
+  std::vector<std::string> bytes;
+  std::vector<int32_t> stop;
+};
+GrammarVocab grammar_vocab(const Tokenizer& tokenizer, int32_t vocab_size);
+// xgrammar's view of it: ids past the tokenizer's up to vocab_size never allowed.
+xgrammar::TokenizerInfo make_tokenizer_info(const GrammarVocab& vocab, int32_t vocab_size);
 
+// Matchers of one compiled grammar, their masks also restricted to tokens that
+// keep the output valid UTF-8 (`utf8`: shared by every grammar of the vocabulary).
 class XGrammarConstraintFactory final : public TokenConstraintFactory {
  public:
-  XGrammarConstraintFactory(xgrammar::CompiledGrammar grammar, std::string description);
+  XGrammarConstraintFactory(xgrammar::CompiledGrammar grammar, std::string description,
+                            std::shared_ptr<const Utf8TokenMasks> utf8);
   std::unique_ptr<TokenConstraint> make() const override;
   std::string describe() const override { return description_; }
   const xgrammar::CompiledGrammar& grammar() const { return grammar_; }
@@ -32,6 +43,7 @@ class XGrammarConstraintFactory final : public TokenConstraintFactory {
  private:
   xgrammar::CompiledGrammar grammar_;
   std::string description_;
+  std::shared_ptr<const Utf8TokenMasks> utf8_;
 };
 
 }  // namespace loom::structured
