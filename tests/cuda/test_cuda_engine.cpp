@@ -29,25 +29,12 @@ std::string fixture(const std::string& name) {
   return std::string(LOOM_SOURCE_DIR) + "/tests/fixtures/models/" + name;
 }
 
-// FP8 weights with per-channel or per-tensor scales: decode steps of up to 8
-// rows run loom's FP8 kernel, larger ones cuBLASLt's FP8 GEMM, and the two
-// accumulate the FP8 products in a different order and promotion (Hopper's
-// FP8 tensor cores keep fewer accumulator bits than f32), so a request
-// decoded alone and the same request in a batch differ in the last bits far
-// more often than bf16 GEMMs do. Block-scaled fixtures (ragged shapes: one
-// kernel at every batch size) and bf16 ones do not.
-bool fp8_decode_gemms_vary_with_batch(const std::string& fixture_name) {
-  const bool fp8 = fixture_name.find("fp8") != std::string::npos;
-  return fp8 && fixture_name.find("block") == std::string::npos;
-}
-
 // Tokens of `got` equal those of `alone` up to the first position where
 // either run's top-2 logprob margin is below kNearTie (a near-tie bf16 noise
-// can flip), and at least 3/4 of the requests agree entirely (not required
-// where `path_varies`: FP8 decode GEMMs of two implementations, see above).
-// Both runs must have asked for logprobs >= 2.
+// can flip), and at least 3/4 of the requests agree entirely. Both runs must
+// have asked for logprobs >= 2.
 void expect_same_up_to_near_ties(const std::vector<Result>& alone, const std::vector<Result>& got,
-                                 const std::string& what, bool path_varies = false) {
+                                 const std::string& what) {
   constexpr float kNearTie = 0.15f;
   auto margin = [](const SequenceResult& s, size_t j) {
     const auto& top = s.logprobs[j].top;
@@ -75,9 +62,7 @@ void expect_same_up_to_near_ties(const std::vector<Result>& alone, const std::ve
   }
   std::printf("[%s] %d of %zu requests identical, %d part at a near-tie (margin < %.2f)\n", what.c_str(),
               identical, alone.size(), near_ties, kNearTie);
-  if (!path_varies) {
-    EXPECT_GE(identical, static_cast<int>(alone.size()) * 3 / 4) << what;
-  }
+  EXPECT_GE(identical, static_cast<int>(alone.size()) * 3 / 4) << what;
 }
 
 // The fixture model on the GPU, decode steps recorded as CUDA graphs. FP8
@@ -241,8 +226,7 @@ TEST_P(CudaEngineTest, BatchAndPrefixCacheInvariance) {
     for (const auto& r : reqs) alone.push_back(engine->generate({r})[0]);
   }
   auto compare = [&](const std::vector<Result>& got, const char* what) {
-    expect_same_up_to_near_ties(alone, got, GetParam() + ": " + what,
-                                fp8_decode_gemms_vary_with_batch(GetParam()));
+    expect_same_up_to_near_ties(alone, got, GetParam() + ": " + what);
   };
   compare(make(false)->generate(reqs), "batched, prefix cache off");
   auto cached = make(true);
@@ -323,8 +307,7 @@ TEST_P(CudaEngineTest, TokenConstraintMaskMatchesBans) {
   std::vector<Request> greedy;
   for (const auto& r : masked)
     if (r.params.temperature == 0.0f) greedy.push_back(r), greedy.back().params.logprobs = 2;
-  expect_same_up_to_near_ties(run(greedy, /*alone=*/true), run(greedy), GetParam() + ": masked, alone vs batched",
-                              fp8_decode_gemms_vary_with_batch(GetParam()));
+  expect_same_up_to_near_ties(run(greedy, /*alone=*/true), run(greedy), GetParam() + ": masked, alone vs batched");
 }
 
 // The step profile on the GPU: device spans and gaps from CUDA events, every

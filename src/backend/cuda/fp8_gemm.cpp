@@ -41,7 +41,8 @@ Fp8Gemm::Fp8Gemm(cudaStream_t stream) : stream_(stream) {
   workspace_bytes_ = kWorkspaceBytes;
   LOOM_CUDA_CHECK(cudaMalloc(&workspace_, workspace_bytes_));
   const char* env = std::getenv("LOOM_FP8_SMALL_M");
-  small_m_ = !(env && std::string_view(env) == "0");
+  if (env && std::string_view(env) == "0") small_m_ = 0;
+  if (env && std::string_view(env) == "1") small_m_ = 1;
 }
 
 Fp8Gemm::~Fp8Gemm() {
@@ -152,7 +153,8 @@ void Fp8Gemm::run(const void* x, int64_t m, const Fp8WeightView& w, const void* 
   // 1x128 block scaling wants x's rows (cuBLASLt's n) padded to a multiple of 4.
   const int64_t mp = w.block ? round_up(m, 4) : m;
   const Fp8ActMode mode = act_mode(w);
-  Path path = m <= kFp8MatmulMaxRows && small_m_ ? Path::SmallM : Path::CublasLt;
+  const bool small_m = small_m_ == 1 || (small_m_ == -1 && w.block);
+  Path path = m <= kFp8MatmulMaxRows && small_m ? Path::SmallM : Path::CublasLt;
   Plan* plan = nullptr;
   if (forced_) path = *forced_;
   // Block-scaled weights: CUTLASS's GEMM before cuBLASLt (which has none on sm_90).

@@ -2,9 +2,13 @@
 // dequant(w)^T (+ bias), bf16 x and out, FP8 E4M3 weights with per-row or
 // 128x128-block scales; x quantised to FP8 per row, per 128-column group
 // (block-scaled weights) or with a static scale:
-//   m <= kFp8MatmulMaxRows: our tensor-core kernel (kernels/fp8/fp8_matmul.cu),
-//     bound by streaming the weights once (decode steps), quantising x on the
-//     fly (per-row scales: one small kernel first reduces each row's amax);
+//   128x128 weight blocks, m <= kFp8MatmulMaxRows: our tensor-core kernel
+//     (kernels/fp8/fp8_matmul.cu), bound by streaming the weights once
+//     (decode steps), quantising x on the fly. Per-row and per-tensor weights
+//     take cuBLASLt at every m: as fast at one row on the H200 (8B decode
+//     3.35 vs 3.39 ms per token), and one GEMM at every batch size keeps a
+//     request's tokens the same alone and batched (the two accumulate FP8
+//     products differently enough to flip near-ties);
 //   otherwise x is quantised (kernels/fp8/quantize.cu) for cuBLASLt's FP8
 //     GEMM with its Hopper scaling modes: per-row weights and rows of x as
 //     outer vectors (OUTER_VEC_32F both), or 128x128 weight blocks with 1x128
@@ -17,7 +21,8 @@
 //     cuBLASLt lacks there;
 //   shapes cuBLASLt has no FP8 algorithm for: our kernel over tiles of 8 rows.
 // Both quantise x the same way, bit for bit. Plans are cached per shape.
-// LOOM_FP8_SMALL_M=0 turns the small-m kernel off (A/B comparisons).
+// LOOM_FP8_SMALL_M=1 sends every FP8 product of up to 8 rows to our kernel,
+// =0 none (A/B comparisons); unset: block-scaled weights only.
 // Internal to backend/cuda; used from one thread.
 #pragma once
 
@@ -88,7 +93,7 @@ class Fp8Gemm {
   cublasLtHandle_t lt_ = nullptr;
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
-  bool small_m_ = true;
+  int small_m_ = -1;  // LOOM_FP8_SMALL_M: 1 every scheme, 0 none, -1 block-scaled weights
   bool unit_scale_logged_ = false;
   std::optional<Path> forced_;
   Stats stats_;
