@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <set>
 #include <vector>
 
 #include "server/api_error.h"
@@ -102,8 +103,7 @@ class AnthropicAdapter final : public ChatAdapter {
       if (role != "user" && role != "assistant")
         throw_bad_field("messages", where + ".role must be 'user' or 'assistant'");
       if (!t.contains("content")) throw_bad_field("messages", where + ".content: field required");
-      messages.push_back(
-          {{"role", role}, {"content", text_of(t["content"], where + ".content", "messages")}});
+      add_turn(role, t["content"], where + ".content", messages);
     }
     // Anthropic's prefill (the reply continues a last assistant turn) needs
     // the template to leave that turn open, which loom's chat path does not do.
@@ -126,11 +126,7 @@ class AnthropicAdapter final : public ChatAdapter {
         chat["include_stop_str_in_output"] = true;
       }
     }
-    if (const ojson* tools = present(body, "tools");
-        tools && !(tools->is_array() && tools->empty()))
-      throw_bad_field("tools", "tools are not supported on /v1/messages yet");
-    if (present(body, "tool_choice"))
-      throw_bad_field("tool_choice", "tool_choice needs tools, which are not supported yet");
+    translate_tools(body, chat);
     if (const ojson* thinking = present(body, "thinking");
         thinking && !(thinking->is_object() &&
                       string_field(*thinking, "type", "", "thinking", "thinking") == "disabled"))
@@ -156,7 +152,11 @@ class AnthropicAdapter final : public ChatAdapter {
       model_ = g.model;
       input_tokens_ = g.prompt_tokens();
     } catch (const ApiError& e) {
-      throw rename_error_param(e, {{"stop", "stop_sequences"}, {"user", "metadata.user_id"}});
+      throw rename_error_param(e, {{"stop", "stop_sequences"},
+                                   {"user", "metadata.user_id"},
+                                   {"parallel_tool_calls", "tool_choice.disable_parallel_tool_use"},
+                                   {"tool_choice", "tool_choice"},
+                                   {"tools", "tools"}});
     }
     return chat;
   }
@@ -168,7 +168,16 @@ class AnthropicAdapter final : public ChatAdapter {
                            ? choice["message"]["content"].get<std::string>()
                            : "";
     const auto [reason, stop] = stop_reason(choice.value("finish_reason", json("stop")), text);
-    const json content = json::array({{{"type", "text"}, {"text", text}}});
+    json content = json::array();
+    const json& calls = choice["message"].value("tool_calls", json::array());
+    if (!text.empty() || !calls.is_array() || calls.empty())
+      content.push_back({{"type", "text"}, {"text", text}});
+    if (calls.is_array())
+      for (const json& call : calls)
+        content.push_back({{"type", "tool_use"},
+                           {"id", call.value("id", "")},
+                           {"name", call["function"].value("name", "")},
+                           {"input", input_of(call["function"].value("arguments", "{}"))}});
     return {{"id", message_id(c.value("id", ""))},
             {"type", "message"},
             {"role", "assistant"},
@@ -192,18 +201,18 @@ class AnthropicAdapter final : public ChatAdapter {
     const json& delta = choice.value("delta", json::object());
     if (delta.contains("content") && delta["content"].is_string())
       held_ += delta["content"].get<std::string>();
-    if (choice.contains("finish_reason") && choice["finish_reason"].is_string()) {
-      finish_ = choice["finish_reason"].get<std::string>();
-    } else {
-      release(safe_length(held_));
-    }
+    const bool finished = choice.contains("finish_reason") && choice["finish_reason"].is_string();
+    if (finished) finish_ = choice["finish_reason"].get<std::string>();
+    if (delta.contains("tool_calls") && delta["tool_calls"].is_array())
+      for (const json& call : delta["tool_calls"]) stream_tool_call(call);
+    if (!finished && !in_tool_block_) release(safe_length(held_));
   }
 
   void on_stream_end() override {
     if (!started_) start(json::object());
     const auto [reason, stop] = stop_reason(finish_.empty() ? "stop" : finish_, held_);
-    release(held_.size());
-    emit("content_block_stop", {{"type", "content_block_stop"}, {"index", 0}});
+    if (!in_tool_block_) release(held_.size());
+    emit("content_block_stop", {{"type", "content_block_stop"}, {"index", block_}});
     emit("message_delta", {{"type", "message_delta"},
                            {"delta", {{"stop_reason", reason}, {"stop_sequence", stop}}},
                            {"usage", {{"output_tokens", output_tokens_}}}});
@@ -261,6 +270,7 @@ class AnthropicAdapter final : public ChatAdapter {
   // with (cut from `text`) when one ended it.
   std::pair<std::string, json> stop_reason(const std::string& finish, std::string& text) const {
     if (finish == "length") return {"max_tokens", nullptr};
+    if (finish == "tool_calls") return {"tool_use", nullptr};
     for (const auto& s : stop_sequences_)
       if (finish == "stop" && text.size() >= s.size() &&
           text.compare(text.size() - s.size(), s.size(), s) == 0) {
@@ -287,12 +297,172 @@ class AnthropicAdapter final : public ChatAdapter {
     if (n == 0) return;
     emit("content_block_delta",
          {{"type", "content_block_delta"},
-          {"index", 0},
+          {"index", block_},
           {"delta", {{"type", "text_delta"}, {"text", held_.substr(0, n)}}}});
     held_.erase(0, n);
   }
 
+  // Streaming a tool call: the first delta of a call (it carries the id and
+  // name) closes the open block and starts a tool_use block; argument
+  // fragments go out as input_json_delta.
+  void stream_tool_call(const json& call) {
+    const int index = call.value("index", 0);
+    if (!in_tool_block_ || index != tool_index_) {
+      if (!in_tool_block_) release(held_.size());
+      emit("content_block_stop", {{"type", "content_block_stop"}, {"index", block_}});
+      ++block_;
+      in_tool_block_ = true;
+      tool_index_ = index;
+      const json& fn = call.value("function", json::object());
+      emit("content_block_start", {{"type", "content_block_start"},
+                                   {"index", block_},
+                                   {"content_block",
+                                    {{"type", "tool_use"},
+                                     {"id", call.value("id", "")},
+                                     {"name", fn.value("name", "")},
+                                     {"input", json::object()}}}});
+    }
+    const json& fn = call.value("function", json::object());
+    const json& args = fn.value("arguments", json(""));
+    if (args.is_string() && !args.get<std::string>().empty())
+      emit("content_block_delta",
+           {{"type", "content_block_delta"},
+            {"index", block_},
+            {"delta", {{"type", "input_json_delta"}, {"partial_json", args}}}});
+  }
+
+  // The translated turns of one Anthropic message: a user turn's
+  // tool_result blocks become role "tool" messages (before its text), an
+  // assistant turn's tool_use blocks its tool_calls.
+  void add_turn(const std::string& role, const ojson& content, const std::string& where,
+                ojson& messages) {
+    if (content.is_string()) {
+      messages.push_back({{"role", role}, {"content", content}});
+      return;
+    }
+    if (!content.is_array())
+      throw_bad_field("messages", where + " must be a string or a list of content blocks");
+    ojson texts = ojson::array();
+    ojson calls = ojson::array();
+    for (size_t i = 0; i < content.size(); ++i) {
+      const ojson& block = content[i];
+      const std::string at = fmt::format("{}[{}]", where, i);
+      if (!block.is_object() || !block.contains("type") || !block["type"].is_string())
+        throw_bad_field("messages", at + " must be an object with a 'type'");
+      const std::string type = block["type"].get<std::string>();
+      if (type == "tool_use" && role == "assistant") {
+        const std::string id = string_field(block, "id", "", "messages", at);
+        const std::string name = string_field(block, "name", "", "messages", at);
+        if (id.empty() || name.empty())
+          throw_bad_field("messages", at + ": a tool_use block needs an 'id' and a 'name'");
+        const ojson input = block.value("input", ojson::object());
+        if (!input.is_object()) throw_bad_field("messages", at + ".input must be an object");
+        tool_use_ids_.insert(id);
+        calls.push_back({{"id", id},
+                         {"type", "function"},
+                         {"function", {{"name", name}, {"arguments", input.dump()}}}});
+      } else if (type == "tool_result" && role == "user") {
+        const std::string id = string_field(block, "tool_use_id", "", "messages", at);
+        if (!tool_use_ids_.count(id))
+          throw_bad_field("messages",
+                          at + ".tool_use_id must name a tool_use block of an earlier turn");
+        std::string result = block.contains("content") && !block["content"].is_null()
+                                 ? text_of(block["content"], at + ".content", "messages")
+                                 : "";
+        if (const ojson* err = present(block, "is_error")) {
+          if (!err->is_boolean()) throw_bad_field("messages", at + ".is_error must be a boolean");
+          if (err->get<bool>()) result = "Error: " + result;
+        }
+        messages.push_back({{"role", "tool"}, {"tool_call_id", id}, {"content", result}});
+      } else if (type == "text") {
+        texts.push_back(block);
+      } else {
+        throw_bad_field("messages",
+                        fmt::format("{}: content blocks of type '{}' are not supported in {} "
+                                    "turns (text, tool_use in assistant turns, tool_result in "
+                                    "user turns)",
+                                    at, type.substr(0, 32), role));
+      }
+    }
+    const std::string text = text_of(texts, where, "messages");
+    if (!calls.empty()) {
+      messages.push_back({{"role", role}, {"content", text}, {"tool_calls", std::move(calls)}});
+    } else if (!text.empty() || messages.empty() || messages.back()["role"] != "tool") {
+      messages.push_back({{"role", role}, {"content", text}});
+    }
+  }
+
+  // tools, tool_choice -> the chat request's tools, tool_choice and
+  // parallel_tool_calls.
+  static void translate_tools(const ojson& body, ojson& chat) {
+    const ojson* tools = present(body, "tools");
+    if (tools) {
+      if (!tools->is_array()) throw_bad_field("tools", "tools must be a list");
+      ojson out = ojson::array();
+      for (size_t i = 0; i < tools->size(); ++i) {
+        const ojson& t = (*tools)[i];
+        const std::string at = fmt::format("tools[{}]", i);
+        if (!t.is_object()) throw_bad_field("tools", at + " must be an object");
+        const std::string type = string_field(t, "type", "custom", "tools", at);
+        if (type != "custom")
+          throw_bad_field("tools", fmt::format("{}: tools of type '{}' are not supported (custom "
+                                               "tools with an input_schema only)",
+                                               at, type.substr(0, 32)));
+        const std::string name = string_field(t, "name", "", "tools", at);
+        if (name.empty()) throw_bad_field("tools", at + ".name: field required");
+        const ojson* schema = present(t, "input_schema");
+        if (!schema || !schema->is_object())
+          throw_bad_field("tools", at + ".input_schema must be an object (a JSON schema)");
+        ojson fn = {{"name", name}};
+        const std::string description = string_field(t, "description", "", "tools", at);
+        if (!description.empty()) fn["description"] = description;
+        fn["parameters"] = *schema;
+        out.push_back({{"type", "function"}, {"function", std::move(fn)}});
+      }
+      if (!out.empty()) chat["tools"] = std::move(out);
+    }
+    const ojson* choice = present(body, "tool_choice");
+    if (!choice) return;
+    if (!choice->is_object())
+      throw_bad_field("tool_choice", "tool_choice must be an object with a 'type'");
+    const std::string type = string_field(*choice, "type", "", "tool_choice", "tool_choice");
+    if (type == "auto") {
+      chat["tool_choice"] = "auto";
+    } else if (type == "any") {
+      chat["tool_choice"] = "required";
+    } else if (type == "none") {
+      if (chat.contains("tools")) chat["tool_choice"] = "none";
+    } else if (type == "tool") {
+      const std::string name = string_field(*choice, "name", "", "tool_choice", "tool_choice");
+      if (name.empty()) throw_bad_field("tool_choice", "tool_choice.name: field required");
+      chat["tool_choice"] = {{"type", "function"}, {"function", {{"name", name}}}};
+    } else {
+      throw_bad_field("tool_choice",
+                      fmt::format("tool_choice.type must be 'auto', 'any', 'tool' or 'none', not "
+                                  "'{}'",
+                                  type.substr(0, 32)));
+    }
+    if (type != "none" && !chat.contains("tools"))
+      throw_bad_field("tool_choice", "tool_choice needs tools");
+    if (const ojson* p = present(*choice, "disable_parallel_tool_use")) {
+      if (!p->is_boolean())
+        throw_bad_field("tool_choice", "tool_choice.disable_parallel_tool_use must be a boolean");
+      if (chat.contains("tools")) chat["parallel_tool_calls"] = !p->get<bool>();
+    }
+  }
+
+  // A tool call's arguments (JSON text) as the tool_use block's input.
+  static json input_of(const json& arguments) {
+    if (!arguments.is_string()) return json::object();
+    const json input = json::parse(arguments.get<std::string>(), nullptr, false);
+    return input.is_object() ? input : json::object();
+  }
+
   bool stream_ = false;
+  std::set<std::string> tool_use_ids_;  // ids of the request's tool_use blocks
+  int block_ = 0;                       // the open content block's index
+  bool in_tool_block_ = false;
+  int tool_index_ = -1;  // the chat tool call the open tool_use block streams
   std::vector<std::string> stop_sequences_;
   std::string model_;
   int64_t input_tokens_ = 0;

@@ -1,6 +1,6 @@
 """POST /v1/messages through the official `anthropic` client (and raw HTTP for
 the exact event sequence): text, system, stop sequences, max_tokens, usage,
-streaming, errors in Anthropic's format."""
+streaming, errors in Anthropic's format (tool use: test_anthropic_tools.py)."""
 import json
 
 import pytest
@@ -98,7 +98,17 @@ def test_exact_event_sequence(server):
     ({"messages": COUNT}, "max_tokens"),
     ({"max_tokens": 4, "messages": []}, "messages"),
     ({"max_tokens": 4, "messages": [{"role": "user", "content": [{"type": "image", "source": {}}]}]}, "image"),
-    ({"max_tokens": 4, "messages": COUNT, "tools": [{"name": "f", "input_schema": {}}]}, "tools"),
+    ({"max_tokens": 4, "messages": COUNT, "tools": [{"name": "f"}]}, "input_schema"),
+    ({"max_tokens": 4, "messages": COUNT, "tools": [{"type": "bash_20250124", "name": "bash"}]}, "bash_20250124"),
+    ({"max_tokens": 4, "messages": COUNT, "tools": [{"name": "f", "input_schema": {}}],
+      "tool_choice": {"type": "sometimes"}}, "tool_choice.type"),
+    ({"max_tokens": 4, "messages": COUNT, "tool_choice": {"type": "any"}}, "tool_choice needs tools"),
+    ({"max_tokens": 4, "messages": COUNT, "tools": [{"name": "f", "input_schema": {}}],
+      "tool_choice": {"type": "tool", "name": "g"}}, "g"),
+    ({"max_tokens": 4, "messages": [{"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "toolu_x", "content": "1"}]}]}, "tool_use_id"),
+    ({"max_tokens": 4, "messages": [{"role": "user", "content": [
+        {"type": "tool_use", "id": "toolu_x", "name": "f", "input": {}}]}]}, "tool_use"),
     ({"max_tokens": 4, "messages": [*COUNT, {"role": "assistant", "content": "1 2"}]}, "prefill"),
     ({"max_tokens": 4, "messages": COUNT, "stop_sequences": "5"}, "stop_sequences"),
     ({"max_tokens": 4, "messages": COUNT, "stop_sequences": [""]}, "stop_sequences"),
