@@ -2,7 +2,10 @@
 // keeps the matched stop string in its output (include_stop_str_in_output),
 // so the adapter can tell which one ended the turn; while streaming it holds
 // back any tail that could still become a stop sequence, and drops the match
-// itself, so clients see exactly Anthropic's text.
+// itself, so clients see exactly Anthropic's text. Tool use maps onto the
+// chat path's tools: tool_use / tool_result blocks become tool_calls and role
+// "tool" messages, and replies' tool calls become tool_use blocks (streamed as
+// input_json_delta fragments of the arguments) after the text block.
 #include "server/anthropic_api.h"
 
 #include <fmt/format.h>
@@ -375,6 +378,8 @@ class AnthropicAdapter final : public ChatAdapter {
         }
         messages.push_back({{"role", "tool"}, {"tool_call_id", id}, {"content", result}});
       } else if (type == "text") {
+        if (!block.contains("text") || !block["text"].is_string())
+          throw_bad_field("messages", at + ".text must be a string");
         texts.push_back(block);
       } else {
         throw_bad_field("messages",

@@ -112,7 +112,7 @@ TEST_F(RequestSeeds, EveryPathParsesOrRaisesApiError) {
 }
 
 TEST_F(RequestSeeds, RouteSeedsParseOnTheirRoute) {
-  for (const char* name : {"messages.json", "messages_blocks.json"}) {
+  for (const char* name : {"messages.json", "messages_blocks.json", "messages_tools.json"}) {
     SCOPED_TRACE(name);
     EXPECT_EQ(run_adapter(read(kSeeds + "/" + name), false), 0);
   }
