@@ -155,11 +155,10 @@ class AnthropicAdapter final : public ChatAdapter {
       model_ = g.model;
       input_tokens_ = g.prompt_tokens();
     } catch (const ApiError& e) {
-      throw rename_error_param(e, {{"stop", "stop_sequences"},
-                                   {"user", "metadata.user_id"},
-                                   {"parallel_tool_calls", "tool_choice.disable_parallel_tool_use"},
-                                   {"tool_choice", "tool_choice"},
-                                   {"tools", "tools"}});
+      throw rename_error_param(flatten_tool_param(e, "input_schema"),
+                               {{"stop", "stop_sequences"},
+                                {"user", "metadata.user_id"},
+                                {"parallel_tool_calls", "tool_choice.disable_parallel_tool_use"}});
     }
     return chat;
   }

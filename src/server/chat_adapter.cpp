@@ -127,6 +127,18 @@ ApiError rename_error_param(const ApiError& e,
   return out;
 }
 
+ApiError flatten_tool_param(const ApiError& e, const std::string& parameters_name) {
+  const std::string& param = e.param();
+  const size_t close = param.find("].function");
+  if (param.rfind("tools[", 0) != 0 || close == std::string::npos) return e;
+  std::string rest = param.substr(close + std::string_view("].function").size());
+  if (rest.rfind(".parameters", 0) == 0)
+    rest = "." + parameters_name + rest.substr(std::string_view(".parameters").size());
+  ApiError out(e.status(), e.what(), param.substr(0, close + 1) + rest, e.type());
+  if (e.retry_after() > 0) return std::move(out).with_retry_after(e.retry_after());
+  return out;
+}
+
 std::string string_field(const nlohmann::ordered_json& obj, const char* key,
                          const std::string& fallback, const char* param, const std::string& where) {
   const auto it = obj.find(key);

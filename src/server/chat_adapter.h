@@ -67,6 +67,11 @@ class ChatAdapter : public ResponseSink {
 ApiError rename_error_param(const ApiError& e,
                             std::initializer_list<std::pair<const char*, const char*>> names);
 
+// A chat tool's param ("tools[1].function.parameters.type") as a route whose
+// tools are flat names it: "tools[1]." + the rest, with "parameters" spelled
+// `parameters_name` ("input_schema" on /v1/messages). Other params unchanged.
+ApiError flatten_tool_param(const ApiError& e, const std::string& parameters_name);
+
 // obj[key] (obj an object) as a string; `fallback` when absent or null. Any
 // other type is an ApiError for `param`: "WHERE.KEY must be a string".
 std::string string_field(const nlohmann::ordered_json& obj, const char* key,

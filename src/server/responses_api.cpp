@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <set>
 
 #include "server/api_error.h"
 
@@ -57,21 +58,16 @@ class ResponsesAdapter final : public ChatAdapter {
                       "conversation in 'input' instead of previous_response_id");
     if (const ojson* store = present(body, "store"); store && *store != false)
       throw_bad_field("store", "loom does not store responses: omit 'store' or send false");
-    if (const ojson* tools = present(body, "tools");
-        tools && !(tools->is_array() && tools->empty()))
-      throw_bad_field("tools", "tools are not supported on /v1/responses yet");
     if (const ojson* t = present(body, "truncation"); t && *t != "disabled")
       throw_bad_field("truncation", "only truncation 'disabled' is supported");
     if (const ojson* b = present(body, "background"); b && *b != false)
-      throw_bad_field("background", "loom runs responses in the foreground only: omit 'background'");
+      throw_bad_field("background",
+                      "loom runs responses in the foreground only: omit 'background'");
     if (present(body, "conversation"))
       throw_bad_field("conversation",
                       "loom's /v1/responses is stateless: send the whole conversation in 'input'");
     if (present(body, "prompt"))
       throw_bad_field("prompt", "stored prompt templates are not supported: send 'input'");
-    if (const ojson* c = present(body, "tool_choice"); c && *c != "none" && *c != "auto")
-      throw_bad_field("tool_choice", "tools are not supported on /v1/responses yet: "
-                                     "tool_choice must be 'none' or 'auto'");
 
     ojson chat = ojson::object();
     if (const ojson* m = present(body, "model")) chat["model"] = *m;
@@ -92,8 +88,13 @@ class ResponsesAdapter final : public ChatAdapter {
         const std::string where = fmt::format("input[{}]", i);
         if (!item.is_object()) throw_bad_field("input", where + " must be an object");
         const std::string type = string_field(item, "type", "message", "input", where);
+        if (type == "function_call" || type == "function_call_output") {
+          add_call_item(type, item, where, messages);
+          continue;
+        }
         if (type != "message")
-          throw_bad_field("input", fmt::format("{}: items of type '{}' are not supported (message)",
+          throw_bad_field("input", fmt::format("{}: items of type '{}' are not supported "
+                                               "(message, function_call, function_call_output)",
                                                where, type.substr(0, 32)));
         std::string role = string_field(item, "role", "", "input", where);
         if (role == "developer") role = "system";
@@ -107,7 +108,10 @@ class ResponsesAdapter final : public ChatAdapter {
     } else {
       throw_bad_field("input", "input must be a string or a non-empty list of items");
     }
+    if (messages.back().contains("tool_calls"))
+      throw_bad_field("input", "a function_call item needs its function_call_output after it");
     chat["messages"] = std::move(messages);
+    translate_tools(body, chat);
     if (const ojson* max = present(body, "max_output_tokens")) {
       max_output_tokens_ = *max;
       chat["max_completion_tokens"] = *max;
@@ -120,10 +124,9 @@ class ResponsesAdapter final : public ChatAdapter {
       if (!include->is_array()) throw_bad_field("include", "include must be a list of strings");
       for (const ojson& item : *include) {
         if (item != "message.output_text.logprobs")
-          throw_bad_field("include",
-                          fmt::format("include value {} is not supported "
-                                      "(message.output_text.logprobs)",
-                                      item.dump().substr(0, 64)));
+          throw_bad_field("include", fmt::format("include value {} is not supported "
+                                                 "(message.output_text.logprobs)",
+                                                 item.dump().substr(0, 64)));
         logprobs_ = true;
       }
     }
@@ -174,12 +177,13 @@ class ResponsesAdapter final : public ChatAdapter {
       temperature_ = g.params.temperature;
       top_p_ = g.params.top_p;
     } catch (const ApiError& e) {
-      throw rename_error_param(e, {{"max_completion_tokens", "max_output_tokens"},
-                                   {"messages", "input"},
-                                   {"response_format.json_schema", "text.format"},
-                                   {"response_format", "text.format"},
-                                   {"reasoning_effort", "reasoning"},
-                                   {"logprobs", "include"}});
+      throw rename_error_param(flatten_tool_param(e, "parameters"),
+                               {{"max_completion_tokens", "max_output_tokens"},
+                                {"messages", "input"},
+                                {"response_format.json_schema", "text.format"},
+                                {"response_format", "text.format"},
+                                {"reasoning_effort", "reasoning"},
+                                {"logprobs", "include"}});
     }
     created_at_ = std::chrono::duration_cast<std::chrono::seconds>(
                       std::chrono::system_clock::now().time_since_epoch())
@@ -198,6 +202,13 @@ class ResponsesAdapter final : public ChatAdapter {
     output_tokens_ = c["usage"].value("completion_tokens", 0);
     finish_ = choice.value("finish_reason", json("stop")).get<std::string>();
     append_logprobs(choice, nullptr);
+    const json& calls = choice["message"].value("tool_calls", json::array());
+    if (calls.is_array())
+      for (const json& call : calls) {
+        add_call(call);
+        calls_.back()["arguments"] = call["function"].value("arguments", "");
+      }
+    with_message_ = !text_.empty() || calls_.empty();
     return response(true);
   }
 
@@ -226,19 +237,17 @@ class ResponsesAdapter final : public ChatAdapter {
     }
     if (choice.contains("finish_reason") && choice["finish_reason"].is_string())
       finish_ = choice["finish_reason"].get<std::string>();
+    if (delta.contains("tool_calls") && delta["tool_calls"].is_array())
+      for (const json& call : delta["tool_calls"]) stream_call(call);
   }
 
   void on_stream_end() override {
     if (!started_) start(json::object());
-    const json part = output_part();
-    event("response.output_text.done", {{"item_id", message_id()},
-                                        {"output_index", 0},
-                                        {"content_index", 0},
-                                        {"text", text_},
-                                        {"logprobs", logprobs_json_}});
-    event("response.content_part.done",
-          {{"item_id", message_id()}, {"output_index", 0}, {"content_index", 0}, {"part", part}});
-    event("response.output_item.done", {{"output_index", 0}, {"item", message_item(true)}});
+    if (calls_.empty()) {
+      close_message();
+    } else {
+      close_call();
+    }
     const json r = response(true);
     event(r["status"] == "completed" ? "response.completed" : "response.incomplete",
           {{"response", r}});
@@ -253,6 +262,144 @@ class ResponsesAdapter final : public ChatAdapter {
   }
 
  private:
+  // The streamed message item's closing events (its text is final).
+  void close_message() {
+    const json part = output_part();
+    event("response.output_text.done", {{"item_id", message_id()},
+                                        {"output_index", 0},
+                                        {"content_index", 0},
+                                        {"text", text_},
+                                        {"logprobs", logprobs_json_}});
+    event("response.content_part.done",
+          {{"item_id", message_id()}, {"output_index", 0}, {"content_index", 0}, {"part", part}});
+    event("response.output_item.done", {{"output_index", 0}, {"item", message_item(true)}});
+  }
+
+  // A chat tool call -> a function_call output item (arguments empty).
+  void add_call(const json& call) {
+    const std::string call_id = call.value("id", "");
+    calls_.push_back({{"type", "function_call"},
+                      {"id", "fc_" + suffix_id(call_id)},
+                      {"call_id", call_id},
+                      {"name", call.value("function", json::object()).value("name", "")},
+                      {"arguments", ""},
+                      {"status", "completed"}});
+  }
+
+  // Streaming: a call's first delta (id and name) closes the open item and
+  // opens a function_call item; argument fragments go out as deltas.
+  void stream_call(const json& call) {
+    const int index = call.value("index", 0);
+    if (calls_.empty() || index != call_index_) {
+      if (calls_.empty()) {
+        close_message();
+      } else {
+        close_call();
+      }
+      call_index_ = index;
+      add_call(call);
+      json item = calls_.back();
+      item["status"] = "in_progress";
+      event("response.output_item.added",
+            {{"output_index", static_cast<int>(calls_.size())}, {"item", item}});
+    }
+    const json& args = call.value("function", json::object()).value("arguments", json(""));
+    if (!args.is_string() || args.get<std::string>().empty()) return;
+    calls_.back()["arguments"] =
+        calls_.back()["arguments"].get<std::string>() + args.get<std::string>();
+    event("response.function_call_arguments.delta",
+          {{"item_id", calls_.back()["id"]},
+           {"output_index", static_cast<int>(calls_.size())},
+           {"delta", args}});
+  }
+
+  void close_call() {
+    const json& item = calls_.back();
+    const int at = static_cast<int>(calls_.size());
+    event("response.function_call_arguments.done",
+          {{"item_id", item["id"]}, {"output_index", at}, {"arguments", item["arguments"]}});
+    event("response.output_item.done", {{"output_index", at}, {"item", item}});
+  }
+
+  // function_call items -> an assistant turn's tool_calls (merged into the
+  // assistant message before them); function_call_output items -> role
+  // "tool" messages, answering a call of an earlier item.
+  void add_call_item(const std::string& type, const ojson& item, const std::string& where,
+                     ojson& messages) {
+    const std::string call_id = string_field(item, "call_id", "", "input", where);
+    if (call_id.empty()) throw_bad_field("input", where + ".call_id: field required");
+    if (type == "function_call_output") {
+      if (!call_ids_.count(call_id))
+        throw_bad_field("input", where + ".call_id must name a function_call item before it");
+      const ojson* output = present(item, "output");
+      if (!output) throw_bad_field("input", where + ".output: field required");
+      messages.push_back({{"role", "tool"},
+                          {"tool_call_id", call_id},
+                          {"content", content_text(*output, where + ".output")}});
+      return;
+    }
+    const std::string name = string_field(item, "name", "", "input", where);
+    if (name.empty()) throw_bad_field("input", where + ".name: field required");
+    const std::string arguments = string_field(item, "arguments", "", "input", where);
+    call_ids_.insert(call_id);
+    const ojson call = {{"id", call_id},
+                        {"type", "function"},
+                        {"function", {{"name", name}, {"arguments", arguments}}}};
+    if (messages.empty() || messages.back()["role"] != "assistant")
+      messages.push_back({{"role", "assistant"}, {"content", ""}});
+    ojson& turn = messages.back();
+    if (!turn.contains("tool_calls")) turn["tool_calls"] = ojson::array();
+    turn["tool_calls"].push_back(call);
+  }
+
+  // tools (function tools), tool_choice and parallel_tool_calls -> the chat
+  // request's; the response echoes them.
+  void translate_tools(const ojson& body, ojson& chat) {
+    if (const ojson* tools = present(body, "tools")) {
+      if (!tools->is_array()) throw_bad_field("tools", "tools must be a list");
+      ojson out = ojson::array();
+      for (size_t i = 0; i < tools->size(); ++i) {
+        const ojson& t = (*tools)[i];
+        const std::string at = fmt::format("tools[{}]", i);
+        if (!t.is_object()) throw_bad_field("tools", at + " must be an object");
+        const std::string type = string_field(t, "type", "", "tools", at);
+        if (type != "function")
+          throw_bad_field("tools", fmt::format("{}: tools of type '{}' are not supported "
+                                               "(function)",
+                                               at, type.substr(0, 32)));
+        if (present(t, "strict"))
+          throw_bad_field("tools", at + ".strict is not supported: omit it (forced calls are "
+                                        "grammar-constrained by tool_choice)");
+        ojson fn = {{"name", string_field(t, "name", "", "tools", at)}};
+        if (const ojson* d = present(t, "description")) fn["description"] = *d;
+        if (const ojson* p = present(t, "parameters")) fn["parameters"] = *p;
+        out.push_back({{"type", "function"}, {"function", std::move(fn)}});
+      }
+      if (!out.empty()) {
+        chat["tools"] = std::move(out);
+        tools_ = *tools;
+      }
+    }
+    if (const ojson* c = present(body, "tool_choice")) {
+      if (c->is_object()) {
+        const std::string type = string_field(*c, "type", "", "tool_choice", "tool_choice");
+        if (type != "function")
+          throw_bad_field("tool_choice",
+                          fmt::format("tool_choice of type '{}' is not supported (function)",
+                                      type.substr(0, 32)));
+        chat["tool_choice"] = {
+            {"type", "function"},
+            {"function", {{"name", string_field(*c, "name", "", "tool_choice", "tool_choice")}}}};
+      } else {
+        chat["tool_choice"] = *c;  // "none", "auto", "required": the chat parser checks
+      }
+      tool_choice_ = *c;
+    }
+    if (const ojson* p = present(body, "parallel_tool_calls")) {
+      chat["parallel_tool_calls"] = *p;
+      parallel_tool_calls_ = *p;
+    }
+  }
   std::string message_id() const { return "msg_" + id_; }
 
   json output_part() const {
@@ -282,6 +429,15 @@ class ResponsesAdapter final : public ChatAdapter {
             {"content", done ? json::array({output_part()}) : json::array()}};
   }
 
+  // The finished output items: the message (left out when the reply is only
+  // tool calls, unless it was streamed), then the function calls.
+  json output() const {
+    json items = json::array();
+    if (with_message_) items.push_back(message_item(true));
+    for (const json& call : calls_) items.push_back(call);
+    return items;
+  }
+
   // The response object; `done`: with its output, status and usage.
   json response(bool done) const {
     const bool cut = finish_ == "length";
@@ -298,16 +454,19 @@ class ResponsesAdapter final : public ChatAdapter {
         {"max_output_tokens",
          max_output_tokens_.is_null() ? json(nullptr) : json(max_output_tokens_)},
         {"model", model_},
-        {"output", done ? json::array({message_item(true)}) : json::array()},
-        {"parallel_tool_calls", false},
+        {"output", done ? output() : json::array()},
+        {"parallel_tool_calls",
+         parallel_tool_calls_.is_null() ? json(!tools_.is_null()) : json(parallel_tool_calls_)},
         {"previous_response_id", nullptr},
         {"reasoning", {{"effort", nullptr}, {"summary", nullptr}}},
         {"store", false},
         {"temperature", temperature_},
         {"text",
          {{"format", text_format_.is_null() ? json{{"type", "text"}} : json(text_format_)}}},
-        {"tool_choice", "none"},
-        {"tools", json::array()},
+        {"tool_choice", !tool_choice_.is_null() ? json(tool_choice_)
+                        : tools_.is_null()      ? json("none")
+                                                : json("auto")},
+        {"tools", tools_.is_null() ? json::array() : json(tools_)},
         {"top_p", top_p_},
         {"top_logprobs", top_logprobs_.is_null() ? json(nullptr) : json(top_logprobs_)},
         {"truncation", "disabled"},
@@ -358,6 +517,11 @@ class ResponsesAdapter final : public ChatAdapter {
   std::string text_;
   std::string finish_;
   int64_t sequence_ = 0;
+  ojson tools_, tool_choice_, parallel_tool_calls_;  // as the request sent them
+  std::set<std::string> call_ids_;                   // call_ids of the input's function_call items
+  json calls_ = json::array();                       // the reply's function_call items
+  int call_index_ = -1;       // the chat tool call the open function_call item streams
+  bool with_message_ = true;  // the output has the message item
 };
 
 }  // namespace

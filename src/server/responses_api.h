@@ -5,8 +5,11 @@
 // is a string or input_text / output_text parts), instructions (a system
 // message first), max_output_tokens, temperature, top_p, reasoning.effort,
 // text.format (text, json_object, json_schema), stream, user, metadata;
-// tools and other item types (images, files, function calls) are refused
-// until loom serves them. Responses: a "response" object with one assistant
+// function tools (tools, tool_choice, parallel_tool_calls), function_call and
+// function_call_output input items (as the chat path's tool_calls and role
+// "tool" messages); other tools and item types (images, files) are refused.
+// Function calls come back as function_call output items after the message
+// (streamed: response.function_call_arguments.delta / .done). Responses: a "response" object with one assistant
 // message of output_text, status completed / incomplete
 // (incomplete_details.reason max_output_tokens) and usage; streaming sends
 // response.created, response.in_progress, response.output_item.added,

@@ -118,7 +118,9 @@ RESPONSES_BAD = [
     ({"max_output_tokens": 10 ** 9, "stream": True}, "max_output_tokens", "'max_output_tokens'"),
     ({"max_output_tokens": 1.5}, "max_output_tokens", "max_output_tokens"),
     ({"temperature": "0"}, "temperature", "temperature"),
-    ({"tools": [{"type": "function", "name": "f"}]}, "tools", "tools"),
+    ({"tools": [{"type": "code_interpreter"}]}, "tools", "code_interpreter"),
+    ({"tools": [{"type": "function", "name": "f", "parameters": {"type": "object"}}] * 2}, "tools[1].name", "f"),
+    ({"input": [{"type": "function_call_output", "call_id": "c" * 100000, "output": "1"}]}, "input", "call_id"),
     ({"previous_response_id": 5}, "previous_response_id", "stateless"),
     ({"model": 5}, "model", "model"),
 ]

@@ -116,7 +116,7 @@ TEST_F(RequestSeeds, RouteSeedsParseOnTheirRoute) {
     SCOPED_TRACE(name);
     EXPECT_EQ(run_adapter(read(kSeeds + "/" + name), false), 0);
   }
-  for (const char* name : {"responses.json", "responses_string.json"}) {
+  for (const char* name : {"responses.json", "responses_string.json", "responses_tools.json"}) {
     SCOPED_TRACE(name);
     EXPECT_EQ(run_adapter(read(kSeeds + "/" + name), true), 0);
   }

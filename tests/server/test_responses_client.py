@@ -1,6 +1,6 @@
 """POST /v1/responses through the openai client's responses.create: string
 and item input, instructions, max_output_tokens, usage, streaming events,
-and the stateless refusals."""
+and the stateless refusals (function tools: test_responses_tools.py)."""
 import json
 
 import pytest
@@ -86,7 +86,10 @@ def test_logprobs_match_chat(client):
     ({"input": "hi", "service_tier": "bogus"}, "service_tier"),
     ({"input": "hi", "previous_response_id": "resp_123"}, "previous_response_id"),
     ({"input": "hi", "store": True}, "store"),
-    ({"input": "hi", "tools": [{"type": "function", "name": "f"}]}, "tools"),
+    ({"input": "hi", "tools": [{"type": "web_search"}]}, "tools"),
+    ({"input": "hi", "tools": [{"type": "function", "name": "f", "strict": True}]}, "tools"),
+    ({"input": "hi", "tools": [{"type": "function", "name": "f"}], "tool_choice": {"type": "file_search"}},
+     "tool_choice"),
     ({"input": [{"type": "function_call_output", "call_id": "x", "output": "1"}]}, "input"),
     ({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]}, "input"),
     ({"input": 5}, "input"),
