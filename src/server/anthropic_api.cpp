@@ -399,30 +399,21 @@ class AnthropicAdapter final : public ChatAdapter {
   // tools, tool_choice -> the chat request's tools, tool_choice and
   // parallel_tool_calls.
   static void translate_tools(const ojson& body, ojson& chat) {
-    const ojson* tools = present(body, "tools");
-    if (tools) {
-      if (!tools->is_array()) throw_bad_field("tools", "tools must be a list");
-      ojson out = ojson::array();
-      for (size_t i = 0; i < tools->size(); ++i) {
-        const ojson& t = (*tools)[i];
-        const std::string at = fmt::format("tools[{}]", i);
-        if (!t.is_object()) throw_bad_field("tools", at + " must be an object");
-        const std::string type = string_field(t, "type", "custom", "tools", at);
-        if (type != "custom")
-          throw_bad_field("tools", fmt::format("{}: tools of type '{}' are not supported (custom "
-                                               "tools with an input_schema only)",
-                                               at, type.substr(0, 32)));
-        const std::string name = string_field(t, "name", "", "tools", at);
-        if (name.empty()) throw_bad_field("tools", at + ".name: field required");
-        const ojson* schema = present(t, "input_schema");
-        if (!schema || !schema->is_object())
-          throw_bad_field("tools", at + ".input_schema must be an object (a JSON schema)");
-        ojson fn = {{"name", name}};
-        const std::string description = string_field(t, "description", "", "tools", at);
-        if (!description.empty()) fn["description"] = description;
-        fn["parameters"] = *schema;
-        out.push_back({{"type", "function"}, {"function", std::move(fn)}});
-      }
+    if (const ojson* tools = present(body, "tools")) {
+      ojson out = flat_tools_to_chat(
+          *tools, "custom", "custom", "custom tools with an input_schema only",
+          [](const ojson& t, const std::string& at) {
+            const std::string name = string_field(t, "name", "", "tools", at);
+            if (name.empty()) throw_bad_field("tools", at + ".name: field required");
+            const ojson* schema = present(t, "input_schema");
+            if (!schema || !schema->is_object())
+              throw_bad_field("tools", at + ".input_schema must be an object (a JSON schema)");
+            ojson fn = {{"name", name}};
+            const std::string description = string_field(t, "description", "", "tools", at);
+            if (!description.empty()) fn["description"] = description;
+            fn["parameters"] = *schema;
+            return fn;
+          });
       if (!out.empty()) chat["tools"] = std::move(out);
     }
     const ojson* choice = present(body, "tool_choice");

@@ -10,6 +10,7 @@
 namespace loom::server {
 
 using nlohmann::json;
+using ojson = nlohmann::ordered_json;
 
 namespace {
 
@@ -124,6 +125,24 @@ ApiError rename_error_param(const ApiError& e,
       }
   ApiError out(e.status(), message, param, e.type());
   if (e.retry_after() > 0) return std::move(out).with_retry_after(e.retry_after());
+  return out;
+}
+
+ojson flat_tools_to_chat(const ojson& tools, const std::string& type,
+                         const std::string& fallback_type, const std::string& supported,
+                         const std::function<ojson(const ojson&, const std::string&)>& function) {
+  if (!tools.is_array()) throw_bad_field("tools", "tools must be a list");
+  ojson out = ojson::array();
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const ojson& t = tools[i];
+    const std::string at = fmt::format("tools[{}]", i);
+    if (!t.is_object()) throw_bad_field("tools", at + " must be an object");
+    const std::string got = string_field(t, "type", fallback_type, "tools", at);
+    if (got != type)
+      throw_bad_field("tools", fmt::format("{}: tools of type '{}' are not supported ({})", at,
+                                           got.substr(0, 32), supported));
+    out.push_back({{"type", "function"}, {"function", function(t, at)}});
+  }
   return out;
 }
 

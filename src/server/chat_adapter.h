@@ -8,6 +8,7 @@
 // sink, so an adapter needs no lock. One adapter per HTTP exchange.
 #pragma once
 
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -71,6 +72,17 @@ ApiError rename_error_param(const ApiError& e,
 // tools are flat names it: "tools[1]." + the rest, with "parameters" spelled
 // `parameters_name` ("input_schema" on /v1/messages). Other params unchanged.
 ApiError flatten_tool_param(const ApiError& e, const std::string& parameters_name);
+
+// A flat tool list (/v1/messages, /v1/responses: {type, name, ...} per tool)
+// as chat function tools: `tools` must be a list of objects whose type
+// (`fallback_type` when absent) is `type`, else a 400 saying only
+// `supported` are; `function` turns one tool (and its "tools[i]" path) into
+// the chat function object.
+nlohmann::ordered_json flat_tools_to_chat(
+    const nlohmann::ordered_json& tools, const std::string& type, const std::string& fallback_type,
+    const std::string& supported,
+    const std::function<nlohmann::ordered_json(const nlohmann::ordered_json&, const std::string&)>&
+        function);
 
 // obj[key] (obj an object) as a string; `fallback` when absent or null. Any
 // other type is an ApiError for `param`: "WHERE.KEY must be a string".

@@ -356,25 +356,16 @@ class ResponsesAdapter final : public ChatAdapter {
   // request's; the response echoes them.
   void translate_tools(const ojson& body, ojson& chat) {
     if (const ojson* tools = present(body, "tools")) {
-      if (!tools->is_array()) throw_bad_field("tools", "tools must be a list");
-      ojson out = ojson::array();
-      for (size_t i = 0; i < tools->size(); ++i) {
-        const ojson& t = (*tools)[i];
-        const std::string at = fmt::format("tools[{}]", i);
-        if (!t.is_object()) throw_bad_field("tools", at + " must be an object");
-        const std::string type = string_field(t, "type", "", "tools", at);
-        if (type != "function")
-          throw_bad_field("tools", fmt::format("{}: tools of type '{}' are not supported "
-                                               "(function)",
-                                               at, type.substr(0, 32)));
-        if (present(t, "strict"))
-          throw_bad_field("tools", at + ".strict is not supported: omit it (forced calls are "
-                                        "grammar-constrained by tool_choice)");
-        ojson fn = {{"name", string_field(t, "name", "", "tools", at)}};
-        if (const ojson* d = present(t, "description")) fn["description"] = *d;
-        if (const ojson* p = present(t, "parameters")) fn["parameters"] = *p;
-        out.push_back({{"type", "function"}, {"function", std::move(fn)}});
-      }
+      ojson out = flat_tools_to_chat(
+          *tools, "function", "", "function", [](const ojson& t, const std::string& at) {
+            if (present(t, "strict"))
+              throw_bad_field("tools", at + ".strict is not supported: omit it (forced calls are "
+                                            "grammar-constrained by tool_choice)");
+            ojson fn = {{"name", string_field(t, "name", "", "tools", at)}};
+            if (const ojson* d = present(t, "description")) fn["description"] = *d;
+            if (const ojson* p = present(t, "parameters")) fn["parameters"] = *p;
+            return fn;
+          });
       if (!out.empty()) {
         chat["tools"] = std::move(out);
         tools_ = *tools;
