@@ -9,7 +9,8 @@
 // 2. Stop tokens ending sequences while their next step is in flight, and a
 //    pool small enough to preempt: every request ends cleanly, each stopped
 //    output ends on a stop token, no KV block is left in use.
-// Then the step profile read from CUDA events (StepProfileFromCudaEvents).
+// Then speculative decoding against plain decoding (SpeculativeMatchesPlain)
+// and the step profile read from CUDA events (StepProfileFromCudaEvents).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -19,6 +20,8 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "engine/engine.h"
+#include "engine/proposer.h"
+#include "engine/proposer_draft.h"
 #include "model/model.h"
 #include "../common/test_constraints.h"
 
@@ -308,6 +311,130 @@ TEST_P(CudaEngineTest, TokenConstraintMaskMatchesBans) {
   for (const auto& r : masked)
     if (r.params.temperature == 0.0f) greedy.push_back(r), greedy.back().params.logprobs = 2;
   expect_same_up_to_near_ties(run(greedy, /*alone=*/true), run(greedy), GetParam() + ": masked, alone vs batched");
+}
+
+// Speculative decoding on the GPU gives the tokens of plain decoding: the
+// target drafting for itself (nearly every draft accepted), another model
+// drafting (nearly every draft rejected) and n-gram lookup, each verifying
+// every proposal (policy "always", no batch cap), in one batch of greedy and
+// seeded sampled requests. A verify step scores k+1 positions per sequence,
+// so its bf16 GEMMs see other shapes than a decode step: greedy rows agree
+// with plain up to bf16 near-ties (as alone vs batched above); sampled rows,
+// whose accepted tokens are drawn from the same seeded stream as plain
+// sampling, agree for most requests. No KV block is left in use.
+TEST_P(CudaEngineTest, SpeculativeMatchesPlain) {
+  const auto vocab = static_cast<int32_t>(model_.config.vocab_size);
+  std::mt19937_64 rng(23);
+  std::vector<Request> reqs;
+  for (int i = 0; i < 40; ++i) {
+    Request r;
+    // Prompts with repeats, so the n-gram proposer finds matches.
+    std::vector<int32_t> motif(static_cast<size_t>(3 + rng() % 8));
+    for (auto& t : motif) t = static_cast<int32_t>(rng() % uint64_t(vocab));
+    for (int rep = 0; rep < 2 + static_cast<int>(rng() % 3); ++rep)
+      r.prompt_ids.insert(r.prompt_ids.end(), motif.begin(), motif.end());
+    r.prompt_ids.push_back(static_cast<int32_t>(rng() % uint64_t(vocab)));
+    SamplingParams& p = r.params;
+    p.max_tokens = 12 + static_cast<int>(rng() % 24);
+    p.temperature = 0.0f;
+    p.logprobs = 2;  // the top-2 margin of every token
+    if (i % 4 == 3) p.temperature = 0.8f, p.seed = 500 + uint64_t(i), p.top_k = 40;
+    reqs.push_back(r);
+  }
+  EngineStats last;
+  auto run = [&](const SpeculativeConfig& spec, const std::vector<Request>& batch) {
+    EngineConfig c;
+    c.num_kv_blocks = 1024;
+    c.kv_dtype = kv_dtype_;
+    c.scheduler.max_num_batched_tokens = 512;
+    c.scheduler.max_num_seqs = 64;
+    c.eos_ids = {vocab + 1};  // none: every request runs to max_tokens
+    c.speculative = spec;
+    Engine engine(*transformer_, nullptr, c);
+    auto res = engine.generate(batch);
+    last = engine.stats();
+    EXPECT_EQ(last.kv.used_blocks, 0);
+    for (const auto& r : res) EXPECT_EQ(r.error, EngineErrorKind::None) << r.error_message;
+    return res;
+  };
+  auto split = [&](const std::vector<Result>& res, bool sampled) {
+    std::vector<Result> out;
+    for (size_t i = 0; i < res.size(); ++i)
+      if ((reqs[i].params.temperature > 0.0f) == sampled) out.push_back(res[i]);
+    return out;
+  };
+  const auto plain = run({}, reqs);
+  const auto plain_greedy = split(plain, false), plain_sampled = split(plain, true);
+
+  // The draft models: the target's own weights, and the other fixture.
+  Transformer self_draft(model_.config, *model_.weights, *backend_);
+  const std::string other_name = GetParam().starts_with("llama3") ? "qwen2" : "llama3";
+  const LoadedModel other_model = open_model(fixture(other_name));
+  Transformer other_draft(other_model.config, *other_model.weights, *backend_);
+
+  struct Variant {
+    std::string name;
+    SpeculativeConfig spec;
+  };
+  std::vector<Variant> variants;
+  for (int32_t k : {2, 4}) {
+    SpeculativeConfig sc;
+    sc.method = SpeculativeConfig::Method::Draft;
+    sc.num_tokens = k;
+    sc.max_batch = 0;
+    sc.always = true;
+    sc.custom = make_draft_proposer(self_draft, vocab, 512);
+    variants.push_back({"self draft k " + std::to_string(k), sc});
+  }
+  {
+    SpeculativeConfig sc;
+    sc.method = SpeculativeConfig::Method::Draft;
+    sc.num_tokens = 3;
+    sc.max_batch = 0;
+    sc.always = true;
+    sc.custom = make_draft_proposer(other_draft, vocab, 512);
+    variants.push_back({"draft " + other_name + " k 3", sc});
+  }
+  {
+    SpeculativeConfig sc;
+    sc.method = SpeculativeConfig::Method::Ngram;
+    sc.num_tokens = 4;
+    sc.max_batch = 0;
+    sc.always = true;
+    variants.push_back({"n-gram k 4", sc});
+  }
+  for (const Variant& v : variants) {
+    const auto got = run(v.spec, reqs);
+    const std::string what = GetParam() + ": " + v.name;
+    EXPECT_GT(last.spec_draft_tokens, 0u) << what;
+    const double acceptance =
+        last.spec_draft_tokens ? double(last.spec_accepted_tokens) / double(last.spec_draft_tokens) : 0.0;
+    std::printf("[%s] %llu drafted, %llu accepted (%.3f), %llu steps\n", what.c_str(),
+                (unsigned long long)last.spec_draft_tokens, (unsigned long long)last.spec_accepted_tokens,
+                acceptance, (unsigned long long)last.steps);
+    expect_same_up_to_near_ties(plain_greedy, split(got, false), what + ", greedy rows");
+    const auto got_sampled = split(got, true);
+    int identical = 0;
+    for (size_t i = 0; i < got_sampled.size(); ++i) {
+      const auto& a = plain_sampled[i].sequences[0];
+      const auto& b = got_sampled[i].sequences[0];
+      EXPECT_EQ(a.output_ids.size(), b.output_ids.size()) << what << ", sampled request " << i;
+      identical += a.output_ids == b.output_ids;
+    }
+    std::printf("[%s] sampled rows: %d of %zu identical\n", what.c_str(), identical, got_sampled.size());
+    EXPECT_GE(identical * 2, static_cast<int>(got_sampled.size())) << what;
+  }
+  // Greedy requests alone, the target drafting for itself: every draft token
+  // is the target's own argmax, so nearly all are accepted (a verify step's
+  // other GEMM shapes can flip a bf16 near-tie).
+  std::vector<Request> greedy;
+  for (const Request& r : reqs)
+    if (r.params.temperature == 0.0f) greedy.push_back(r);
+  run(variants[1].spec, greedy);
+  const double acceptance = double(last.spec_accepted_tokens) / double(std::max<uint64_t>(1, last.spec_draft_tokens));
+  std::printf("[%s: self draft k 4, greedy only] %llu drafted, %llu accepted (%.3f)\n", GetParam().c_str(),
+              (unsigned long long)last.spec_draft_tokens, (unsigned long long)last.spec_accepted_tokens, acceptance);
+  EXPECT_GE(acceptance, 0.9) << GetParam();
 }
 
 // The step profile on the GPU: device spans and gaps from CUDA events, every
