@@ -117,6 +117,9 @@ constexpr Known kKnown[] = {
     {"loom_spec_decode_draft_tokens_total", "spec_decode_draft_tokens", true},
     {"loom_spec_decode_accepted_tokens_total", "spec_decode_accepted_tokens", true},
     {"loom_spec_decode_acceptance_length_total", "spec_decode_verify_steps", true},
+    {"loom_jump_forward_tokens_total", "jump_forward_tokens", true},
+    {"loom_jump_forward_accepted_tokens_total", "jump_forward_accepted_tokens", true},
+    {"loom_engine_steps_total", "engine_steps", true},
     // vLLM's speculative-decoding counters
     {"vllm:spec_decode_num_draft_tokens_total", "spec_decode_draft_tokens", true},
     {"vllm:spec_decode_num_accepted_tokens_total", "spec_decode_accepted_tokens", true},

@@ -84,6 +84,13 @@ void add_runtime_options(CLI::App& app, RuntimeOptions& o) {
   app.add_option("--speculative-config", o.speculative_config,
                  "vLLM's JSON form: {\"method\": \"ngram\", \"num_speculative_tokens\": 4, "
                  "\"prompt_lookup_min\": 1, \"prompt_lookup_max\": 4, \"model\": PATH}");
+  app.add_flag(
+      "--no-jump-forward", o.no_jump_forward,
+      "structured output: do not propose the tokens a constraint forces (JSON keys, a tool "
+      "call's opening) for verification in one pass; outputs are the same either way");
+  app.add_option("--jump-forward-tokens", o.jump_forward_tokens,
+                 "structured output: the most forced tokens proposed per sequence and step")
+      ->check(CLI::Range(1, 32));
   app.add_option("--engine-seed", o.seed,
                  "seed of the engine-wide generator (requests without a seed)");
   app.add_option("--tensor-parallel-size", o.tensor_parallel_size,
@@ -424,6 +431,8 @@ std::unique_ptr<ModelRuntime> build_runtime(const RuntimeOptions& o) {
   ec.profile_steps = o.profile_steps;
   ec.seed = o.seed;
   ec.speculative = speculative_config(o);
+  ec.jump_forward.enabled = !o.no_jump_forward;
+  ec.jump_forward.max_tokens = o.jump_forward_tokens;
   if (ec.speculative.method == SpeculativeConfig::Method::Draft) {
     // The draft model: loaded beside the target on the same device, before
     // the KV budget is computed (its weights count as used memory; its cache

@@ -51,6 +51,9 @@ struct RuntimeOptions {
   int32_t ngram_max = 4;
   int32_t speculative_max_batch = 16;
   std::string speculative_config;
+  // Jump-forward of constraints' forced tokens (EngineConfig::jump_forward).
+  bool no_jump_forward = false;
+  int32_t jump_forward_tokens = 8;
   int tensor_parallel_size = 1;  // > 1: one rank per process, started by mpirun
   int pipeline_parallel_size = 1;  // stages; the job has tensor x pipeline ranks
   int pipeline_micro_batches = 0;  // per step; 0: one per stage

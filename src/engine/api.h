@@ -145,6 +145,9 @@ struct EngineStats {
   uint64_t spec_draft_tokens = 0;      // speculative tokens verified
   uint64_t spec_accepted_tokens = 0;   // of those, accepted
   std::vector<uint64_t> spec_accepted_lengths;  // [a]: verify steps that accepted a tokens
+  // Jump-forward (in spec_*'s counts too): forced tokens verified, accepted.
+  uint64_t jump_forward_tokens = 0;
+  uint64_t jump_forward_accepted_tokens = 0;
   uint64_t cached_prompt_tokens = 0;
   uint64_t preemptions = 0;
   uint64_t finished_requests = 0;

@@ -22,6 +22,7 @@ ExecutorConfig executor_config(const EngineConfig& c) {
   ec.async_scheduling = c.async_scheduling;
   ec.seed = c.seed;
   ec.speculative = c.speculative;
+  ec.jump_forward = c.jump_forward;
   ec.profile_steps = c.profile_steps;
   return ec;
 }
@@ -263,6 +264,8 @@ void Engine::publish_stats(bool step_in_progress) {
   s.spec_draft_tokens = ss.draft_tokens;
   s.spec_accepted_tokens = ss.accepted_tokens;
   s.spec_accepted_lengths = ss.accepted_lengths;
+  s.jump_forward_tokens = xs.jump_forward_tokens;
+  s.jump_forward_accepted_tokens = xs.jump_forward_accepted_tokens;
   s.cached_prompt_tokens = ss.cached_prompt_tokens;
   s.preemptions = ss.preemptions;
   s.finished_requests = ss.finished_requests;

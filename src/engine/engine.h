@@ -52,6 +52,8 @@ struct EngineConfig {
   bool device_sampling = true;
   // Speculative decoding (proposer.h): off unless method and num_tokens are set.
   SpeculativeConfig speculative;
+  // Jump-forward of a constraint's forced tokens (proposer.h): on by default.
+  JumpForwardConfig jump_forward;
   // Async scheduling: a step whose tokens are all chosen on the device
   // (argmax or device sampling; no logprobs, no n > 1 fork) leaves them
   // there; the next step is planned and launched with those tokens as its

@@ -16,18 +16,24 @@ StepExecutor::Impl::Impl(std::unique_ptr<ModelRunner> own, ModelRunner& runner, 
     model.model().set_forward_timing(true);
   }
   const SpeculativeConfig& sc = config.speculative;
-  if (!sc.enabled()) return;
-  if (sc.custom) {
-    proposer = sc.custom;
-  } else if (sc.method == SpeculativeConfig::Method::Ngram) {
-    proposer = make_ngram_proposer(sc.ngram_min, sc.ngram_max);
-  } else {
-    LOOM_THROW("speculative decoding with a draft model needs the draft model loaded (make_draft_proposer as "
-               "SpeculativeConfig::custom)");
+  const JumpForwardConfig& jf = config.jump_forward;
+  const bool jump_forward = jf.enabled && jf.max_tokens > 0;
+  if (!sc.enabled() && !jump_forward) return;
+  if (sc.enabled()) {
+    if (sc.custom) {
+      proposer = sc.custom;
+    } else if (sc.method == SpeculativeConfig::Method::Ngram) {
+      proposer = make_ngram_proposer(sc.ngram_min, sc.ngram_max);
+    } else {
+      LOOM_THROW(
+          "speculative decoding with a draft model needs the draft model loaded "
+          "(make_draft_proposer as SpeculativeConfig::custom)");
+    }
   }
   SpecPolicyConfig pc;
-  pc.max_tokens = sc.num_tokens;
-  pc.free_proposals = proposer->free_proposals();
+  pc.max_tokens = proposer ? sc.num_tokens : std::max(1, jf.max_tokens);
+  pc.max_forced_tokens = jump_forward ? jf.max_tokens : 0;
+  pc.free_proposals = proposer ? proposer->free_proposals() : true;
   pc.fixed_step_seconds = sc.fixed_step_seconds;
   pc.always = sc.always;
   policy = std::make_unique<SpecPolicy>(std::move(pc));

@@ -35,6 +35,7 @@ struct ExecutorConfig {
   bool async_scheduling = true;
   uint64_t seed = 0x10011;  // the host Sampler's engine-wide generator
   SpeculativeConfig speculative;
+  JumpForwardConfig jump_forward;
   bool profile_steps = false;
 };
 
@@ -44,6 +45,8 @@ struct ExecutorStats {
   uint64_t async_steps = 0;            // steps left in flight for the next one
   uint64_t masked_rows = 0;            // logits rows restricted by a TokenConstraint
   MaskTimeHistogram mask_time;         // host time of each masked row's mask
+  uint64_t jump_forward_tokens = 0;    // forced tokens verified (jump-forward)
+  uint64_t jump_forward_accepted_tokens = 0;  // of those, accepted
 };
 
 class StepExecutor {
@@ -93,7 +96,10 @@ class StepExecutor {
   // all known (none past the batch cap): as many tokens as the policy
   // (spec_policy.h) finds worth verifying, from the measured step costs and
   // the sequence's acceptance, often none; constraints cut a draft at its
-  // first refused token. Every such sequence gets an entry, empty or not.
+  // first refused token. A constrained sequence's forced tokens (jump-
+  // forward) come first; the proposer's draft only where there are none.
+  // Every sequence that may propose gets an entry, empty or not; without a
+  // proposer, unconstrained sequences get none.
   std::vector<std::pair<SeqId, std::vector<int32_t>>> propose(const Scheduler& seqs);
 
   struct Impl;

@@ -118,7 +118,15 @@ struct StepExecutor::Impl {
   int step_ids_next = 0;
   std::vector<SeqId> failed;  // undelivered rows of a failed step in flight
   std::shared_ptr<Proposer> proposer;  // speculative decoding; null: off
-  std::unique_ptr<SpecPolicy> policy;  // with a proposer: when and how much to speculate
+  // With a proposer or jump-forward: when and how much to speculate.
+  std::unique_ptr<SpecPolicy> policy;
+  // Jump-forward: whether sequence s looks for forced tokens (constrained by a
+  // rule that can force some; never an unconstrained sequence).
+  bool jumps_forward(const Sequence& s) const {
+    return config.jump_forward.enabled && config.jump_forward.max_tokens > 0 && s.constraint &&
+           s.constraint->jumps_forward();
+  }
+  std::vector<SeqId> forced_drafts;  // sorted: the sequences whose draft is forced tokens
   std::vector<int32_t> verify_host_rows;
   std::vector<float> verify_host;
   std::unique_ptr<StepProfiler> profiler;  // ExecutorConfig::profile_steps; null: off

@@ -87,10 +87,14 @@ bool StepExecutor::Impl::can_run_async(const std::vector<SeqId>& rows, const Sch
   // Speculation needs every token on the host to propose the next draft:
   // while the policy would let a row propose after this step, steps wait for
   // their tokens (a row resting one more step proposes after the next).
+  // Jump-forward likewise, for the constrained rows that may force tokens.
   const SpeculativeConfig& sc = config.speculative;
   if (policy && (sc.max_batch == 0 || rows.size() <= size_t(sc.max_batch)))
-    for (SeqId id : rows)
-      if (id != 0 && policy->proposes_soon(id)) return false;
+    for (SeqId id : rows) {
+      if (id == 0) continue;
+      if (proposer && policy->proposes_soon(id)) return false;
+      if (jumps_forward(seqs.get(id)) && policy->forced_soon(id)) return false;
+    }
   const bool device_sampling = config.device_sampling && model.backend().has_device_sampler();
   bool any = false;
   for (SeqId id : rows) {

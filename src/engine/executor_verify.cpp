@@ -161,7 +161,12 @@ void StepExecutor::Impl::verify_drafts(Tensor& logits, const Scheduler& seqs, St
       t.tokens.push_back(std::move(chosen));
       if (i == v.r->draft_rows || t.tokens.back().token != v.s->draft[size_t(i)]) break;
     }
-    if (policy) policy->observe_verify(v.s->id, v.r->draft_rows, int32_t(t.tokens.size()) - 1);
+    const int32_t accepted = int32_t(t.tokens.size()) - 1;
+    if (policy) policy->observe_verify(v.s->id, v.r->draft_rows, accepted);
+    if (std::binary_search(forced_drafts.begin(), forced_drafts.end(), v.s->id)) {
+      stats.jump_forward_tokens += uint64_t(v.r->draft_rows);
+      stats.jump_forward_accepted_tokens += uint64_t(accepted);
+    }
     out.rows.push_back(std::move(t));
   }
 }
@@ -169,21 +174,30 @@ void StepExecutor::Impl::verify_drafts(Tensor& logits, const Scheduler& seqs, St
 std::vector<std::pair<SeqId, std::vector<int32_t>>> StepExecutor::propose(const Scheduler& seqs) {
   Impl& x = *impl_;
   std::vector<std::pair<SeqId, std::vector<int32_t>>> out;
-  if (!x.proposer) return out;
+  x.forced_drafts.clear();
+  if (!x.policy) return out;
   SpecPolicy& policy = *x.policy;
   const SpeculativeConfig& sc = x.config.speculative;
   std::vector<uint64_t> running(seqs.running().begin(), seqs.running().end());
   std::sort(running.begin(), running.end());
-  x.proposer->retain(running);
+  if (x.proposer) x.proposer->retain(running);
   policy.retain(running);
   // Decoding sequences; those whose tokens are all on the host may propose.
-  std::vector<const Sequence*> cands;
+  // Without a proposer only those that may force tokens are looked at (the
+  // others get no policy state and no draft).
+  struct Candidate {
+    const Sequence* s;
+    bool forced;  // jump-forward may propose for it
+  };
+  std::vector<Candidate> cands;
   int32_t decoding = 0;
-  const bool free_proposals = x.proposer->free_proposals();
+  const bool free_proposals = x.proposer && x.proposer->free_proposals();
   for (SeqId id : seqs.running()) {
     const Sequence& s = seqs.get(id);
     if (s.num_pending() != 1) continue;
     ++decoding;
+    const bool forced = x.jumps_forward(s);
+    if (!x.proposer && !forced) continue;
     policy.step(s.id);
     // An unverified proposal is checked against the tokens known now (an
     // async step's last token is still on its way).
@@ -191,32 +205,59 @@ std::vector<std::pair<SeqId, std::vector<int32_t>>> StepExecutor::propose(const 
     if (free_proposals)
       policy.check_shadow(
           s.id, std::span<const int32_t>(s.tokens).first(s.tokens.size() - (known ? 0 : 1)));
-    if (known && s.pending_forks == 0 && s.max_tokens > 0) cands.push_back(&s);
+    if (known && s.pending_forks == 0 && s.max_tokens > 0) cands.push_back({&s, forced});
   }
   if (sc.max_batch > 0 && decoding > sc.max_batch) cands.clear();
   policy.begin_step(decoding);
+  // Forced tokens first (host work bounded by their count); the proposer
+  // asked for the others.
+  std::vector<Proposal> drafts;
+  std::vector<const Sequence*> asked;  // drafts[i] is asked[i]'s, candidate asked_cand[i]
+  std::vector<size_t> asked_cand;
+  std::vector<const Sequence*> proposer_asked;
+  std::vector<size_t> proposer_cand;
   std::vector<int32_t> max_tokens;
-  std::vector<const Sequence*> asked;
-  for (const Sequence* s : cands) {
-    if (!policy.ready(s->id)) continue;
-    const int32_t k = policy.request(s->id);
+  std::vector<int32_t> forced;
+  for (size_t ci = 0; ci < cands.size(); ++ci) {
+    const Candidate& c = cands[ci];
+    if (c.forced && policy.forced_ready(c.s->id)) {
+      c.s->constraint->forced_tokens(x.config.jump_forward.max_tokens, forced);
+      if (!forced.empty()) {
+        asked.push_back(c.s);
+        asked_cand.push_back(ci);
+        drafts.push_back(Proposal{forced, SpecPolicy::kForced});
+        continue;
+      }
+      policy.no_forced(c.s->id);
+    }
+    if (!x.proposer || !policy.ready(c.s->id)) continue;
+    const int32_t k = policy.request(c.s->id);
     if (k == 0) continue;
-    asked.push_back(s);
+    proposer_asked.push_back(c.s);
+    proposer_cand.push_back(ci);
     max_tokens.push_back(k);
   }
-  std::vector<Proposal> drafts;
-  const auto t0 = std::chrono::steady_clock::now();
-  if (!asked.empty()) x.proposer->propose(asked, max_tokens, drafts);
-  if (!free_proposals && !asked.empty())
-    policy.observe_proposal(
-        *std::max_element(max_tokens.begin(), max_tokens.end()),
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  if (!proposer_asked.empty()) {
+    std::vector<Proposal> proposed;
+    const auto t0 = std::chrono::steady_clock::now();
+    x.proposer->propose(proposer_asked, max_tokens, proposed);
+    if (!free_proposals)
+      policy.observe_proposal(
+          *std::max_element(max_tokens.begin(), max_tokens.end()),
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    for (size_t i = 0; i < proposer_asked.size(); ++i) {
+      std::vector<int32_t>& d = proposed[i].tokens;
+      if (d.size() > size_t(max_tokens[i])) d.resize(size_t(max_tokens[i]));
+      asked.push_back(proposer_asked[i]);
+      asked_cand.push_back(proposer_cand[i]);
+      drafts.push_back(std::move(proposed[i]));
+    }
+  }
   const int64_t vocab = vocab_size();
   std::vector<size_t> order(asked.size());
   for (size_t i = 0; i < order.size(); ++i) {
     order[i] = i;
     std::vector<int32_t>& d = drafts[i].tokens;
-    if (d.size() > size_t(max_tokens[i])) d.resize(size_t(max_tokens[i]));
     d.erase(std::find_if(d.begin(), d.end(), [&](int32_t t) { return t < 0 || t >= vocab; }),
             d.end());
   }
@@ -237,13 +278,13 @@ std::vector<std::pair<SeqId, std::vector<int32_t>>> StepExecutor::propose(const 
       d.resize(ok);
     }
     d.resize(size_t(policy.choose(s.id, drafts[i].quality, d, s.num_tokens())));
+    if (drafts[i].quality == SpecPolicy::kForced && !d.empty()) x.forced_drafts.push_back(s.id);
   }
+  std::sort(x.forced_drafts.begin(), x.forced_drafts.end());
   // Every candidate gets its draft, empty or not (an older one is replaced).
-  for (size_t i = 0, j = 0; i < cands.size(); ++i) {
-    const bool was_asked = j < asked.size() && asked[j] == cands[i];
-    out.emplace_back(cands[i]->id,
-                     was_asked ? std::move(drafts[j++].tokens) : std::vector<int32_t>{});
-  }
+  out.reserve(cands.size());
+  for (const Candidate& c : cands) out.emplace_back(c.s->id, std::vector<int32_t>{});
+  for (size_t i = 0; i < asked.size(); ++i) out[asked_cand[i]].second = std::move(drafts[i].tokens);
   return out;
 }
 

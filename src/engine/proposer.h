@@ -47,6 +47,16 @@ struct SpeculativeConfig {
   bool enabled() const { return num_tokens > 0 && (method != Method::None || custom != nullptr); }
 };
 
+// Jump-forward: a constrained sequence's forced tokens (TokenConstraint::
+// forced_tokens: a JSON key, a tool call's fixed opening) proposed to the
+// verifier like a draft, with or without a proposer. The outputs stay exactly
+// those of plain decoding: the verifier keeps a forced token only where the
+// model, under the constraint's mask, would have chosen it.
+struct JumpForwardConfig {
+  bool enabled = true;
+  int32_t max_tokens = 8;  // forced tokens proposed per sequence and step, at most
+};
+
 // One sequence's proposal: the tokens, and its quality class (proposals of
 // one class are accepted alike: an n-gram's match length; 0 where the
 // proposer has one kind).

@@ -74,6 +74,7 @@ void SpecPolicy::observe_proposal(int32_t passes, double seconds) {
 }
 
 AcceptanceStats& SpecPolicy::class_stats(int32_t quality) {
+  if (quality == kForced) return forced_class_;
   const size_t q = size_t(std::max(0, quality));
   if (classes_.size() <= q) classes_.resize(q + 1);
   return classes_[q];
@@ -81,7 +82,9 @@ AcceptanceStats& SpecPolicy::class_stats(int32_t quality) {
 
 double SpecPolicy::class_acceptance(int32_t quality) const {
   const size_t q = size_t(std::max(0, quality));
-  const AcceptanceStats c = q < classes_.size() ? classes_[q] : AcceptanceStats{};
+  const AcceptanceStats c = quality == kForced    ? forced_class_
+                            : q < classes_.size() ? classes_[q]
+                                                  : AcceptanceStats{};
   return (c.accepted + 1.0) / (c.tested + 2.0);  // a uniform prior: 0.5 before any evidence
 }
 
@@ -89,13 +92,18 @@ double SpecPolicy::acceptance(uint64_t seq, int32_t quality) const {
   const double prior = class_acceptance(quality);
   const auto it = seqs_.find(seq);
   if (it == seqs_.end()) return prior;
-  const AcceptanceStats& s = it->second.stats;
+  const AcceptanceStats& s = quality == kForced ? it->second.forced : it->second.stats;
   return (s.accepted + config_.prior_weight * prior) / (s.tested + config_.prior_weight);
 }
 
 void SpecPolicy::observe_verify(uint64_t seq, int32_t proposed, int32_t accepted) {
   if (proposed <= 0) return;
   SeqState& st = seqs_[seq];
+  if (std::exchange(st.verifying_forced, false)) {
+    st.forced.observe(proposed, accepted, config_.sequence_decay);
+    forced_class_.observe(proposed, accepted, config_.class_decay);
+    return;
+  }
   st.stats.observe(proposed, accepted, config_.sequence_decay);
   class_stats(st.quality).observe(proposed, accepted, config_.class_decay);
   // A rejected probe: rest again, longer; an accepted one: the next step
@@ -135,7 +143,7 @@ void SpecPolicy::begin_step(int32_t decoding) {
   step_passes_ = 0;
 }
 
-int32_t SpecPolicy::best_k(double a, int32_t available, double pass_seconds) const {
+int32_t SpecPolicy::best_k(double a, int32_t available, int32_t max_k, double pass_seconds) const {
   const double base = step_seconds(step_tokens_);
   if (!(base > 0.0) || step_yield_ <= 0.0) return 0;
   // Seconds per token of the step as it stands: what a token gained saves.
@@ -143,7 +151,7 @@ int32_t SpecPolicy::best_k(double a, int32_t available, double pass_seconds) con
   int32_t best = 0;
   double best_saving = config_.min_saving * per_token;
   double extra = 0.0, p = 1.0;  // expected tokens beyond the step's own; a^k
-  for (int32_t k = 1; k <= std::min(available, config_.max_tokens); ++k) {
+  for (int32_t k = 1; k <= std::min(available, max_k); ++k) {
     p *= a;
     extra += p;
     const double added = step_seconds(step_tokens_ + k) - base +
@@ -189,6 +197,7 @@ void SpecPolicy::step(uint64_t seq) {
     st.probe = true;
   }
   if (st.rest > 0) --st.rest;
+  if (st.forced_rest > 0) --st.forced_rest;
 }
 
 bool SpecPolicy::ready(uint64_t seq) const {
@@ -206,7 +215,8 @@ int32_t SpecPolicy::request(uint64_t seq) {
     return 1;
   }
   if (!(step_seconds(step_tokens_) > 0.0)) return 0;  // no plain step measured yet: decode first
-  const int32_t k = best_k(acceptance(seq, 0), config_.max_tokens, pass_seconds_);
+  const int32_t k =
+      best_k(acceptance(seq, 0), config_.max_tokens, config_.max_tokens, pass_seconds_);
   if (k == 0) {
     rest(st);
     return 0;
@@ -219,13 +229,26 @@ int32_t SpecPolicy::choose(uint64_t seq, int32_t quality, std::span<const int32_
                            int32_t base) {
   SeqState& st = seqs_[seq];
   const double a = acceptance(seq, quality);
+  if (quality == kForced) {
+    const auto available = int32_t(draft.size());
+    const int32_t k = config_.always ? std::min(config_.max_forced_tokens, available)
+                                     : best_k(a, available, config_.max_forced_tokens, 0.0);
+    if (k == 0) {
+      if (step_seconds(step_tokens_) > 0.0) no_forced(seq);
+      return 0;
+    }
+    st.forced_next_rest = 0;
+    st.verifying_forced = true;
+    add_to_step(a, k);
+    return k;
+  }
   // A draft model's passes are spent by now; only the verify's cost counts.
   // A probe is verified whatever it costs: it is how a resting sequence
   // learns that its drafts turned good.
   const bool probing = std::exchange(st.probing, false);
   const int32_t k = config_.always ? std::min<int32_t>(config_.max_tokens, int32_t(draft.size()))
                     : probing      ? std::min<int32_t>(1, int32_t(draft.size()))
-                                   : best_k(a, int32_t(draft.size()), 0.0);
+                                   : best_k(a, int32_t(draft.size()), config_.max_tokens, 0.0);
   if (k == 0) {
     if (config_.free_proposals && !draft.empty() && st.shadow.empty()) {
       st.shadow.assign(draft.begin(), draft.end());
@@ -242,11 +265,32 @@ int32_t SpecPolicy::choose(uint64_t seq, int32_t quality, std::span<const int32_
   }
   st.verifying_probe = probing;
   st.quality = quality;
+  add_to_step(a, k);
+  return k;
+}
+
+void SpecPolicy::add_to_step(double a, int32_t k) {
   double extra = 0.0, p = 1.0;
   for (int32_t i = 0; i < k; ++i) extra += (p *= a);
   step_tokens_ += k;
   step_yield_ += extra;
-  return k;
+}
+
+bool SpecPolicy::forced_ready(uint64_t seq) const {
+  const auto it = seqs_.find(seq);
+  return config_.always || it == seqs_.end() || it->second.forced_rest == 0;
+}
+
+bool SpecPolicy::forced_soon(uint64_t seq) const {
+  const auto it = seqs_.find(seq);
+  return config_.always || it == seqs_.end() || it->second.forced_rest <= 1;
+}
+
+void SpecPolicy::no_forced(uint64_t seq) {
+  SeqState& st = seqs_[seq];
+  st.forced_next_rest =
+      st.forced_next_rest == 0 ? 1 : std::min(2 * st.forced_next_rest, config_.max_free_rest_steps);
+  st.forced_rest = st.forced_next_rest;
 }
 
 bool SpecPolicy::proposes_soon(uint64_t seq) const {

@@ -13,6 +13,11 @@
 // not at all when no k saves time; then it rests (twice as long each time)
 // before proposing again, a draft model's next proposal a probe of one token
 // (its rests long enough that probes take at most 2% of the time).
+// Jump-forward proposals (a constraint's forced tokens, kForced) are a class
+// of their own: their evidence, per sequence and overall, and their rests are
+// kept apart from the proposer's, so a sequence's n-gram or draft-model
+// history neither hides nor inflates what its forced tokens are worth; they
+// cost next to nothing to make, so they rest like a free proposer's.
 // Pure logic fed with measurements; engine thread only.
 #pragma once
 
@@ -57,6 +62,7 @@ struct AcceptanceStats {
 
 struct SpecPolicyConfig {
   int32_t max_tokens = 4;  // k at most (--num-speculative-tokens)
+  int32_t max_forced_tokens = 8;  // jump-forward: k at most (--jump-forward-tokens)
   // The proposer costs (next to) nothing (n-gram): every proposal is used as
   // evidence, verified or not; rests are short (they only let steps run
   // asynchronously). Otherwise (a draft model) rests grow from rest_steps to
@@ -88,6 +94,9 @@ struct SpecPolicyConfig {
 
 class SpecPolicy {
  public:
+  // The quality class of jump-forward proposals.
+  static constexpr int32_t kForced = -1;
+
   explicit SpecPolicy(SpecPolicyConfig config);
 
   // Measurements: a decode-only step of `tokens` query tokens took `seconds`;
@@ -95,7 +104,7 @@ class SpecPolicy {
   void observe_step(int32_t tokens, double seconds);
   void observe_proposal(int32_t passes, double seconds);
   // A verify of `proposed` draft tokens of sequence `seq` (those chosen last
-  // for it), of which the first `accepted` held.
+  // for it, forced or not), of which the first `accepted` held.
   void observe_verify(uint64_t seq, int32_t proposed, int32_t accepted);
   // Free proposers: checks the sequence's unverified proposal, if any,
   // against its tokens known now.
@@ -121,6 +130,14 @@ class SpecPolicy {
   // Whether the sequence may propose after the next step (its tokens must
   // then come back to the host).
   bool proposes_soon(uint64_t seq) const;
+
+  // Jump-forward, for constrained sequences only (others get no state): may
+  // it look for forced tokens now (not resting), soon (after the next step);
+  // it found none (it rests: 1, 2, 4 ... max_free_rest_steps steps). Forced
+  // drafts are then chosen by choose() with quality kForced.
+  bool forced_ready(uint64_t seq) const;
+  bool forced_soon(uint64_t seq) const;
+  void no_forced(uint64_t seq);
   // Forgets every sequence not in `running` (sorted).
   void retain(std::span<const uint64_t> running);
 
@@ -139,12 +156,19 @@ class SpecPolicy {
     std::vector<int32_t> shadow;
     int32_t shadow_base = 0;
     int32_t shadow_quality = 0;
+    // Jump-forward: its evidence and rests, apart from the proposer's.
+    AcceptanceStats forced;
+    int32_t forced_rest = 0;
+    int32_t forced_next_rest = 0;
+    bool verifying_forced = false;  // the draft being verified is forced
   };
   double step_seconds(int32_t tokens) const;
-  // The k in [0, available] that saves the most seconds at acceptance a,
-  // counting `pass_seconds` per draft-model pass beyond this step's.
-  int32_t best_k(double a, int32_t available, double pass_seconds) const;
+  // The k in [0, min(available, max_k)] that saves the most seconds at
+  // acceptance a, counting `pass_seconds` per draft-model pass beyond this step's.
+  int32_t best_k(double a, int32_t available, int32_t max_k, double pass_seconds) const;
   AcceptanceStats& class_stats(int32_t quality);
+  // A draft of k tokens at acceptance a joins this step.
+  void add_to_step(double a, int32_t k);
   double class_acceptance(int32_t quality) const;
   void rest(SeqState& st);
 
@@ -153,6 +177,7 @@ class SpecPolicy {
   double pass_seconds_ = 0.0;           // a draft model's seconds per pass (running average)
   double last_proposal_seconds_ = 0.0;  // the last proposer call's seconds
   std::vector<AcceptanceStats> classes_;
+  AcceptanceStats forced_class_;  // kForced's
   std::unordered_map<uint64_t, SeqState> seqs_;
   // This step so far: query tokens, expected tokens out, draft-model passes.
   int32_t step_tokens_ = 0;

@@ -16,6 +16,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 namespace loom {
 
@@ -36,6 +37,15 @@ class TokenConstraint {
   virtual bool is_terminated() const = 0;
   // An independent copy in the same state (n > 1 siblings fork from one).
   virtual std::unique_ptr<TokenConstraint> clone() const = 0;
+  // Whether forced_tokens() can give any token (false: the engine never asks).
+  virtual bool jumps_forward() const { return false; }
+  // The tokens the rule forces next, at most max_tokens, into out (cleared
+  // first): the vocabulary's tokens for the one continuation the rule allows
+  // (empty where it allows several, e.g. free text or optional whitespace).
+  // A proposal, not a decision: the tokens the model would choose for the
+  // same text may differ. Leaves the state as it was; its work is bounded by
+  // max_tokens whatever the rule (a rule may force a string without end).
+  virtual void forced_tokens(int32_t max_tokens, std::vector<int32_t>& out) { out.clear(); }
 };
 
 class TokenConstraintFactory {

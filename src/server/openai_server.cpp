@@ -360,6 +360,11 @@ OpenAiServer::OpenAiServer(OpenAiServerConfig config, GenerationService& service
   m.declare_counter("loom_spec_decode_draft_tokens_total", "speculative decoding: draft tokens verified");
   m.declare_counter("loom_spec_decode_accepted_tokens_total",
                     "speculative decoding: draft tokens accepted");
+  m.declare_counter(
+      "loom_jump_forward_tokens_total",
+      "jump-forward: a constraint's forced tokens verified (also in the spec_decode counters)");
+  m.declare_counter("loom_jump_forward_accepted_tokens_total",
+                    "jump-forward: forced tokens accepted");
   m.declare_counter("loom_spec_decode_acceptance_length_total",
                     "speculative decoding: verify steps by the number of draft tokens they accepted "
                     "(label accepted)");
@@ -478,6 +483,8 @@ void OpenAiServer::refresh_engine_metrics() {
   m.set("loom_engine_prompt_tokens_computed_total", double(s.prompt_tokens_computed));
   m.set("loom_spec_decode_draft_tokens_total", double(s.spec_draft_tokens));
   m.set("loom_spec_decode_accepted_tokens_total", double(s.spec_accepted_tokens));
+  m.set("loom_jump_forward_tokens_total", double(s.jump_forward_tokens));
+  m.set("loom_jump_forward_accepted_tokens_total", double(s.jump_forward_accepted_tokens));
   for (size_t a = 0; a < s.spec_accepted_lengths.size(); ++a)
     m.set("loom_spec_decode_acceptance_length_total", double(s.spec_accepted_lengths[a]),
           {{"accepted", std::to_string(a)}});

@@ -30,9 +30,10 @@ struct GrammarCompiler::Impl {
   };
 
   Impl(const Tokenizer& tokenizer, int32_t vocab_size, CompilerOptions opts)
-      : Impl(grammar_vocab(tokenizer, vocab_size), vocab_size, opts) {}
-  Impl(const GrammarVocab& vocab, int32_t vocab_size, CompilerOptions opts)
-      : options(opts),
+      : Impl(grammar_vocab(tokenizer, vocab_size), vocab_size, opts, &tokenizer) {}
+  Impl(const GrammarVocab& vocab, int32_t vocab_size, CompilerOptions opts, const Tokenizer* tok)
+      : tokenizer(tok),
+        options(opts),
         compiler(make_tokenizer_info(vocab, vocab_size), std::max(1, opts.threads),
                  /*cache_enabled=*/false),
         utf8(std::make_shared<const Utf8TokenMasks>(
@@ -75,8 +76,8 @@ struct GrammarCompiler::Impl {
           nlohmann::ordered_json{{"type", "structural_tag"}, {"format", spec.format}}.dump();
       xgrammar::CompiledGrammar compiled = compiler.CompileStructuralTag(tag);
       bytes = int64_t(compiled.MemorySizeBytes());
-      factory =
-          std::make_shared<XGrammarConstraintFactory>(std::move(compiled), spec.describe(), utf8);
+      factory = std::make_shared<XGrammarConstraintFactory>(std::move(compiled), spec.describe(),
+                                                            utf8, tokenizer);
     } catch (const GrammarError&) {
       error = std::current_exception();
     } catch (const std::exception& e) {
@@ -129,6 +130,7 @@ struct GrammarCompiler::Impl {
     }
   }
 
+  const Tokenizer* tokenizer;  // cuts forced strings into tokens (jump-forward)
   CompilerOptions options;
   xgrammar::GrammarCompiler compiler;
   std::shared_ptr<const Utf8TokenMasks> utf8;  // valid-UTF-8 masks of the vocabulary

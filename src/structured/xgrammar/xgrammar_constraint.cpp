@@ -1,4 +1,5 @@
-// The matcher behind one constrained sequence: bitmask fill, accept, rollback.
+// The matcher behind one constrained sequence: bitmask fill, accept, rollback,
+// and the forced continuation (xgrammar's jump-forward string, tokenised).
 #include "structured/xgrammar/xgrammar_constraint.h"
 
 #include <algorithm>
@@ -11,15 +12,20 @@ namespace loom::structured {
 
 namespace {
 
+// Jump-forward: bytes of forced text looked at per token asked for (a token of
+// the default vocabulary is rarely longer), which bounds the grammar walk.
+constexpr int32_t kForcedBytesPerToken = 16;
+
 class XGrammarConstraint final : public TokenConstraint {
  public:
   XGrammarConstraint(xgrammar::GrammarMatcher matcher, int32_t vocab_size,
-                     std::shared_ptr<const Utf8TokenMasks> utf8,
+                     std::shared_ptr<const Utf8TokenMasks> utf8, const Tokenizer* tokenizer,
                      std::vector<uint8_t> states = {Utf8TokenMasks::Start})
       : matcher_(std::move(matcher)),
         vocab_size_(vocab_size),
         words_(xgrammar::GetBitmaskSize(vocab_size)),
         utf8_(std::move(utf8)),
+        tokenizer_(tokenizer),
         states_(std::move(states)) {}
 
   bool fill_next_token_bitmask(std::span<uint32_t> words) override {
@@ -59,7 +65,34 @@ class XGrammarConstraint final : public TokenConstraint {
   bool is_terminated() const override { return matcher_.IsTerminated(); }
 
   std::unique_ptr<TokenConstraint> clone() const override {
-    return std::make_unique<XGrammarConstraint>(matcher_.Fork(), vocab_size_, utf8_, states_);
+    return std::make_unique<XGrammarConstraint>(matcher_.Fork(), vocab_size_, utf8_, tokenizer_,
+                                                states_);
+  }
+
+  bool jumps_forward() const override { return tokenizer_ != nullptr; }
+
+  // The forced string as the tokenizer cuts it on its own: the model usually
+  // cuts it the same way (its training text was tokenised so), except where
+  // the forced text's last token would merge with what follows; the verifier
+  // settles those. Only the tokens that spell the string exactly are kept (a
+  // tokenizer that adds a leading space, a string cut inside a character).
+  void forced_tokens(int32_t max_tokens, std::vector<int32_t>& out) override {
+    out.clear();
+    if (tokenizer_ == nullptr || max_tokens <= 0 || matcher_.IsTerminated()) return;
+    const int32_t max_bytes = kForcedBytesPerToken * max_tokens;
+    const std::string forced = matcher_.FindJumpForwardString(max_bytes);
+    if (forced.empty()) return;
+    out = tokenizer_->encode(forced, /*add_special=*/false, /*parse_special=*/true);
+    size_t spelled = 0, kept = 0;
+    for (; kept < out.size(); ++kept) {
+      const std::string bytes = tokenizer_->token_bytes(out[kept], false);
+      if (bytes.empty() || forced.compare(spelled, bytes.size(), bytes) != 0) break;
+      spelled += bytes.size();
+    }
+    out.resize(kept);
+    // Cut at max_bytes: the last token may be the start of a longer one.
+    if (int64_t(forced.size()) >= max_bytes && !out.empty()) out.pop_back();
+    if (int64_t(out.size()) > max_tokens) out.resize(size_t(max_tokens));
   }
 
  private:
@@ -67,6 +100,7 @@ class XGrammarConstraint final : public TokenConstraint {
   int32_t vocab_size_;
   int64_t words_;
   std::shared_ptr<const Utf8TokenMasks> utf8_;
+  const Tokenizer* tokenizer_;   // null: no jump-forward
   std::vector<uint8_t> states_;  // the UTF-8 state before the first and after each accepted token
 };
 
@@ -90,12 +124,17 @@ xgrammar::TokenizerInfo make_tokenizer_info(const GrammarVocab& vocab, int32_t v
 
 XGrammarConstraintFactory::XGrammarConstraintFactory(xgrammar::CompiledGrammar grammar,
                                                      std::string description,
-                                                     std::shared_ptr<const Utf8TokenMasks> utf8)
-    : grammar_(std::move(grammar)), description_(std::move(description)), utf8_(std::move(utf8)) {}
+                                                     std::shared_ptr<const Utf8TokenMasks> utf8,
+                                                     const Tokenizer* tokenizer)
+    : grammar_(std::move(grammar)),
+      description_(std::move(description)),
+      utf8_(std::move(utf8)),
+      tokenizer_(tokenizer) {}
 
 std::unique_ptr<TokenConstraint> XGrammarConstraintFactory::make() const {
   return std::make_unique<XGrammarConstraint>(xgrammar::GrammarMatcher(grammar_),
-                                              grammar_.GetTokenizerInfo().GetVocabSize(), utf8_);
+                                              grammar_.GetTokenizerInfo().GetVocabSize(), utf8_,
+                                              tokenizer_);
 }
 
 }  // namespace loom::structured

@@ -31,11 +31,13 @@ GrammarVocab grammar_vocab(const Tokenizer& tokenizer, int32_t vocab_size);
 xgrammar::TokenizerInfo make_tokenizer_info(const GrammarVocab& vocab, int32_t vocab_size);
 
 // Matchers of one compiled grammar, their masks also restricted to tokens that
-// keep the output valid UTF-8 (`utf8`: shared by every grammar of the vocabulary).
+// keep the output valid UTF-8 (`utf8`: shared by every grammar of the
+// vocabulary); `tokenizer` (which must outlive them; null: no jump-forward)
+// cuts their forced strings into tokens.
 class XGrammarConstraintFactory final : public TokenConstraintFactory {
  public:
   XGrammarConstraintFactory(xgrammar::CompiledGrammar grammar, std::string description,
-                            std::shared_ptr<const Utf8TokenMasks> utf8);
+                            std::shared_ptr<const Utf8TokenMasks> utf8, const Tokenizer* tokenizer);
   std::unique_ptr<TokenConstraint> make() const override;
   std::string describe() const override { return description_; }
   const xgrammar::CompiledGrammar& grammar() const { return grammar_; }
@@ -44,6 +46,7 @@ class XGrammarConstraintFactory final : public TokenConstraintFactory {
   xgrammar::CompiledGrammar grammar_;
   std::string description_;
   std::shared_ptr<const Utf8TokenMasks> utf8_;
+  const Tokenizer* tokenizer_;
 };
 
 }  // namespace loom::structured
