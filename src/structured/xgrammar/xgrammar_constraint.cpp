@@ -71,11 +71,22 @@ class XGrammarConstraint final : public TokenConstraint {
 
   bool jumps_forward() const override { return tokenizer_ != nullptr; }
 
+  // Whether the output may end after `text` (a stop token may follow it).
+  bool completed_after(const std::string& text) {
+    if (!matcher_.AcceptString(text)) return false;
+    const bool completed = matcher_.IsCompleted();
+    matcher_.Rollback(1);  // AcceptString is one step
+    return completed;
+  }
+
   // The forced string as the tokenizer cuts it on its own: the model usually
-  // cuts it the same way (its training text was tokenised so), except where
-  // the forced text's last token would merge with what follows; the verifier
-  // settles those. Only the tokens that spell the string exactly are kept (a
-  // tokenizer that adds a leading space, a string cut inside a character).
+  // cuts it the same way (its training text was tokenised so), except at the
+  // end, where the forced text's last token would merge with what follows
+  // (a key's closing quote with its `:`): that token is left out unless
+  // the output may end there. Where the model cuts it otherwise (a shorter token
+  // it prefers), the verifier settles it. Only the tokens that spell the
+  // string exactly are kept (a tokenizer that adds a leading space, a string
+  // cut inside a character).
   void forced_tokens(int32_t max_tokens, std::vector<int32_t>& out) override {
     out.clear();
     if (tokenizer_ == nullptr || max_tokens <= 0 || matcher_.IsTerminated()) return;
@@ -90,9 +101,13 @@ class XGrammarConstraint final : public TokenConstraint {
       spelled += bytes.size();
     }
     out.resize(kept);
-    // Cut at max_bytes: the last token may be the start of a longer one.
-    if (int64_t(forced.size()) >= max_bytes && !out.empty()) out.pop_back();
-    if (int64_t(out.size()) > max_tokens) out.resize(size_t(max_tokens));
+    if (out.empty()) return;
+    if (int64_t(out.size()) > max_tokens) {
+      out.resize(size_t(max_tokens));
+    } else if (spelled < forced.size() || int64_t(forced.size()) >= max_bytes ||
+               !completed_after(forced)) {
+      out.pop_back();
+    }
   }
 
  private:
