@@ -7,6 +7,14 @@ set(LOOM_XGRAMMAR_DIR "${PROJECT_SOURCE_DIR}/third_party/xgrammar" CACHE PATH
     "xgrammar source (scripts/setup.sh fetches it)")
 set(LOOM_HAVE_XGRAMMAR OFF)
 if(EXISTS "${LOOM_XGRAMMAR_DIR}/cpp/grammar_compiler.cc")
+  # A source fetched before a patch of scripts/patches was added lacks what
+  # loom calls; say so rather than fail in a compile error.
+  file(STRINGS "${LOOM_XGRAMMAR_DIR}/include/xgrammar/matcher.h" loom_xgrammar_patched
+       REGEX "FindJumpForwardString\\(int max_bytes")
+  if(NOT loom_xgrammar_patched)
+    message(FATAL_ERROR "${LOOM_XGRAMMAR_DIR} lacks scripts/patches/xgrammar-*-jump-forward-limit.patch: "
+                        "run scripts/setup.sh (it fetches and patches xgrammar again)")
+  endif()
   file(GLOB xgrammar_srcs CONFIGURE_DEPENDS "${LOOM_XGRAMMAR_DIR}/cpp/*.cc"
        "${LOOM_XGRAMMAR_DIR}/cpp/support/*.cc" "${LOOM_XGRAMMAR_DIR}/cpp/converter_ext/*.cc")
   add_library(xgrammar STATIC ${xgrammar_srcs})

@@ -277,6 +277,65 @@ TEST(SpecPolicy, AlwaysVerifiesEveryProposalAtFullLength) {
   EXPECT_LT(p.acceptance(1, 0), 0.1);
 }
 
+TEST(SpecPolicy, ForcedTokensAreAClassOfTheirOwn) {
+  // A CPU-like profile: each query token adds 20% of a plain step.
+  auto cost = [](int32_t m) { return 0.010 * (1.0 + 0.2 * double(m - 1)); };
+  SpecPolicyConfig c = config(4, true, cost);
+  c.max_forced_tokens = 8;
+  SpecPolicy p(c);
+  const std::vector<int32_t> forced(8, 5);
+  // The sequence's proposer drafts fail, its forced tokens hold: each class
+  // keeps its own evidence.
+  for (int i = 0; i < 20; ++i) {
+    p.observe_verify(1, 4, 0);
+    p.begin_step(1);
+    const int32_t k = p.choose(1, SpecPolicy::kForced, forced, 10);
+    ASSERT_GT(k, 0) << i;
+    p.observe_verify(1, k, k);
+  }
+  EXPECT_LT(p.acceptance(1, 0), 0.3);
+  EXPECT_GT(p.acceptance(1, SpecPolicy::kForced), 0.9);
+  p.begin_step(1);
+  EXPECT_EQ(p.choose(1, SpecPolicy::kForced, forced, 10), 8);  // up to max_forced_tokens, not 4
+  p.observe_verify(1, 8, 8);
+  // A new sequence starts from each class's own acceptance.
+  EXPECT_GT(p.acceptance(2, SpecPolicy::kForced), 0.9);
+  EXPECT_LT(p.acceptance(2, 0), 0.3);
+  // Nothing forced: it rests 1, 2, 4, 8, 8 steps (its steps may then run
+  // asynchronously); forced tokens verified end the rests.
+  std::vector<int32_t> rests;
+  for (int r = 0; r < 5; ++r) {
+    p.no_forced(3);
+    int32_t n = 0;
+    for (; !p.forced_ready(3); ++n) p.step(3);
+    rests.push_back(n);
+  }
+  EXPECT_EQ(rests, (std::vector<int32_t>{1, 2, 4, 8, 8}));
+  p.no_forced(3);
+  EXPECT_FALSE(p.forced_soon(3));  // 8 steps to go
+  for (int n = 0; n < 7; ++n) p.step(3);
+  EXPECT_TRUE(p.forced_soon(3));
+  EXPECT_FALSE(p.forced_ready(3));
+  EXPECT_TRUE(p.ready(3));  // the proposer's rests are not the forced ones'
+  p.step(3);
+  p.begin_step(1);
+  const int32_t k = p.choose(3, SpecPolicy::kForced, forced, 10);
+  ASSERT_GT(k, 0);
+  p.observe_verify(3, k, k);
+  p.no_forced(3);
+  p.step(3);
+  EXPECT_TRUE(p.forced_ready(3));  // back to a rest of one step
+  // A sequence whose forced tokens are refused verifies fewer of them.
+  int32_t last = 8;
+  for (int i = 0; i < 30 && last > 0; ++i) {
+    p.begin_step(1);
+    last = p.choose(4, SpecPolicy::kForced, forced, 10);
+    if (last > 0) p.observe_verify(4, last, 0);
+  }
+  EXPECT_LT(p.acceptance(4, SpecPolicy::kForced), 0.35);
+  EXPECT_LE(last, 1);
+}
+
 TEST(SpecPolicy, ForgetsSequencesNoLongerRunning) {
   SpecPolicy p(config(4, true, [](int32_t) { return 0.01; }));
   p.observe_verify(1, 4, 0);
