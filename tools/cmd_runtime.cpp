@@ -437,6 +437,8 @@ std::unique_ptr<ModelRuntime> build_runtime(const RuntimeOptions& o) {
       rt->draft = std::make_unique<Transformer>(rt->draft_model.config, weights, *rt->backend);
       weights.finish();
     }
+    // Its decode steps (one token per sequence) recorded too.
+    if (!o.enforce_eager) rt->draft->enable_step_graphs(std::min(o.max_num_seqs, 512));
     ec.speculative.custom =
         make_draft_proposer(*rt->draft, rt->model.config.vocab_size, o.max_num_batched_tokens);
     LOOM_LOG_INFO("loom: draft model {} ({} layers, hidden {}), {} tokens proposed a step",
