@@ -121,6 +121,9 @@ struct StepExecutor::Impl {
   std::unique_ptr<SpecPolicy> policy;  // with a proposer: when and how much to speculate
   std::vector<int32_t> verify_host_rows;
   std::vector<float> verify_host;
+  // A verify step's logit rows gathered per path (argmax, device sampling,
+  // host), kept across steps: [capacity, vocab] each.
+  Tensor verify_rows[3];
   std::unique_ptr<StepProfiler> profiler;  // ExecutorConfig::profile_steps; null: off
 };
 
