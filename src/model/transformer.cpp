@@ -79,9 +79,9 @@ struct Transformer::Graphs {
   };
   std::map<std::tuple<int32_t, int32_t, int32_t>, Entry> entries;
   StepInput padded;
-  // A padded step of several rows per sequence: the step's logit rows in the
-  // recording's output, and those rows gathered after the replay.
-  std::vector<int32_t> real_rows;
+  // A padded step: the recording's row of each step row, the recording's
+  // rows of the step's logit rows, and those rows gathered after the replay.
+  std::vector<int32_t> real_rows, out_rows;
   Tensor gathered;  // [gathered_capacity, vocab]
   int64_t gathered_capacity = 0;
   int64_t buffer_capacity = 0;  // Buffers::capacity the recordings point into
@@ -606,10 +606,17 @@ std::optional<Tensor> Transformer::forward_recorded(const StepInput& step, KvCac
   const AttentionMetadata& m = step.attn;
   const auto T = static_cast<int32_t>(step.tokens.size());
   const int32_t N = m.num_seqs;
-  if (N <= 0 || N > graph_max_batch_ || !is_identity(step.logit_rows, size_t(T)) || !step.hidden_rows.empty() ||
+  // The recording computes every row's logits, then the step's are gathered:
+  // worth it while the step asks for at least a quarter of its rows (a
+  // draft model catching up on its accepted tokens asks for each sequence's
+  // last; a prompt's chunk only for its last row).
+  const auto wanted = static_cast<int32_t>(step.logit_rows.size());
+  if (N <= 0 || N > graph_max_batch_ || wanted == 0 || int64_t(wanted) * 4 < T || !step.hidden_rows.empty() ||
       m.query_start.size() != size_t(N) + 1 || m.context_lens.size() < size_t(N) || m.query_start[0] != 0 ||
       m.query_start[size_t(N)] != T)
     return std::nullopt;  // other steps, or malformed ones (the eager path reports those)
+  for (int32_t r : step.logit_rows)
+    if (r < 0 || r >= T) return std::nullopt;
   // Q rows per sequence: 1 in a decode step; in a step verifying draft tokens,
   // the most new tokens of any sequence. A sequence with fewer is padded at
   // the front with rows at its earlier positions, which attend like any row
@@ -716,14 +723,18 @@ std::optional<Tensor> Transformer::forward_recorded(const StepInput& step, KvCac
     replayed = true;
   }
   record_forward_timing(start, uploaded, replayed);
+  // The step's logit rows in the recording's rows (real_rows: step row r is
+  // recording row real_rows[r]).
+  g.out_rows.resize(size_t(wanted));
+  for (int32_t j = 0; j < wanted; ++j) g.out_rows[size_t(j)] = g.real_rows[size_t(step.logit_rows[size_t(j)])];
   const Tensor& logits = buffers_->view.logits;
-  if (is_identity(g.real_rows, size_t(T))) return logits.slice_rows(0, T);
-  if (g.gathered_capacity < T) {
-    g.gathered_capacity = std::max<int64_t>(T, 2 * g.gathered_capacity);
+  if (is_identity(g.out_rows, size_t(wanted))) return logits.slice_rows(0, wanted);
+  if (g.gathered_capacity < wanted) {
+    g.gathered_capacity = std::max<int64_t>(wanted, 2 * g.gathered_capacity);
     g.gathered = backend_.alloc(logits.dtype(), {g.gathered_capacity, logits.cols()});
   }
-  Tensor out = g.gathered.slice_rows(0, T);
-  backend_.gather_rows(logits, g.real_rows, out);
+  Tensor out = g.gathered.slice_rows(0, wanted);
+  backend_.gather_rows(logits, g.out_rows, out);
   return out;
 }
 

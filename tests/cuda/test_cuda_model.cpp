@@ -168,10 +168,10 @@ TEST_P(CudaModelTest, RecordedDecodeStepsEqualEager) {
 }
 
 // Steps of several new tokens per sequence (verifying drafts: 1 to 4 rows
-// each, every row's logits) recorded as CUDA graphs give the logits of the
-// same steps run op by op, within bf16 noise: sequences with fewer rows than
-// the step's most are padded at the front, and padding sequences fill the
-// batch bucket.
+// each, every row's logits; or each sequence's last row only) recorded as
+// CUDA graphs give the logits of the same steps run op by op, within bf16
+// noise: sequences with fewer rows than the step's most are padded at the
+// front, and padding sequences fill the batch bucket.
 TEST_P(CudaModelTest, RecordedVerifyStepsEqualEager) {
   auto verify = [&](bool graphs, Transformer::GraphStats* stats) {
     Transformer t(model_.config, *model_.weights, *backend_);
@@ -194,7 +194,12 @@ TEST_P(CudaModelTest, RecordedVerifyStepsEqualEager) {
         for (size_t j = 0; j < q.size(); ++j) q[j] = tokens[(size_t(step) * 3 + i + j) % tokens.size()];
         batch.push_back({&seqs[i], q});
       }
-      auto rows = testing::logits_to_rows(*backend_, t.forward(testing::make_paged_step(batch, pool, kBlockSize), cache));
+      StepInput in = testing::make_paged_step(batch, pool, kBlockSize);
+      if (step % 2 == 1) {  // each sequence's last row only (a draft model catching up)
+        in.logit_rows.clear();
+        for (int32_t s = 1; s <= in.attn.num_seqs; ++s) in.logit_rows.push_back(in.attn.query_start[size_t(s)] - 1);
+      }
+      auto rows = testing::logits_to_rows(*backend_, t.forward(in, cache));
       for (auto& r : rows) out.push_back(std::move(r));
     }
     if (stats) *stats = t.graph_stats();
