@@ -5,7 +5,8 @@
 # lacks into third_party/ (xgrammar's C++ core, built by CMake beside loom;
 # CUTLASS's headers for the CUDA build). LOOM_THIRD_PARTY_DIR puts them
 # elsewhere (then pass -DLOOM_XGRAMMAR_DIR / -DLOOM_CUTLASS_DIR to CMake).
-# Safe to run again: installs only what is missing.
+# Safe to run again: installs only what is missing. --fetch-only: only the
+# third_party/ sources (images whose distribution names packages otherwise).
 set -euo pipefail
 
 packages=(
@@ -15,8 +16,11 @@ packages=(
   openmpi-bin libopenmpi-dev clang libclang-rt-14-dev unzip
 )
 
+fetch_only=0
+[ "${1:-}" = "--fetch-only" ] && fetch_only=1
 missing=()
 for p in "${packages[@]}"; do
+  [ "$fetch_only" = 1 ] && break
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ ${#missing[@]} -gt 0 ]; then

@@ -90,7 +90,7 @@ void add_runtime_options(CLI::App& app, RuntimeOptions& o) {
       "call's opening) for verification in one pass; outputs are the same either way");
   app.add_option("--jump-forward-tokens", o.jump_forward_tokens,
                  "structured output: the most forced tokens proposed per sequence and step")
-      ->check(CLI::Range(1, 32));
+      ->check(CLI::Range(1, 16));
   app.add_option("--engine-seed", o.seed,
                  "seed of the engine-wide generator (requests without a seed)");
   app.add_option("--tensor-parallel-size", o.tensor_parallel_size,
@@ -446,6 +446,8 @@ std::unique_ptr<ModelRuntime> build_runtime(const RuntimeOptions& o) {
       rt->draft = std::make_unique<Transformer>(rt->draft_model.config, weights, *rt->backend);
       weights.finish();
     }
+    // Its decode steps (one token per sequence) recorded too.
+    if (!o.enforce_eager) rt->draft->enable_step_graphs(std::min(o.max_num_seqs, 512));
     ec.speculative.custom =
         make_draft_proposer(*rt->draft, rt->model.config.vocab_size, o.max_num_batched_tokens);
     LOOM_LOG_INFO("loom: draft model {} ({} layers, hidden {}), {} tokens proposed a step",

@@ -33,6 +33,7 @@
 #   fp8latency  8B batch-1 decode ITL: bf16, --quantization fp8, the FP8 block checkpoint
 #   fp8fixed    8B 512 x 1000/1000: bf16 vs FP8 weights + FP8 KV cache (KV capacity too)
 #   fp8offline  8B 1,000 ShareGPT-like requests: bf16 vs FP8 weights + FP8 KV cache
+#   specprofile  0.5B shape drafting for itself vs plain at 64 requests, with the step profile
 #   spec     8B speculative decoding at batch 1, 8, 64 (bench latency): plain; the
 #            target as its own draft at k = 2, 4, 6 (acceptance ~100%: the
 #            mechanism's ceiling, every proposal verified: policy "always", no batch
@@ -294,6 +295,19 @@ for l in open('/tmp/cpu.jsonl'):
   embed)
     timeout 900 python3 scripts/gpu/embed_check.py --loom "$L" --out "$OUT/embed_check.json"
     echo "embed rc=$?"
+    ;;
+  specprofile)
+    # Where a speculative step's time goes: the 0.5B shape drafting for itself
+    # (policy always) vs plain, 64 requests of 128 in / 128 out, step profile.
+    [ -d /tmp/qwen05 ] || python3 scripts/gpu/make_random_model.py --shape 0.5b --out /tmp/qwen05 > /dev/null || exit 1
+    for v in "plain" "self2 --speculative-model /tmp/qwen05 --num-speculative-tokens 2 --speculative-max-batch 0 --speculative-config {\"policy\":\"always\"}"; do
+      set -- $v; name=$1; shift
+      timeout 200 $L bench offline --device cuda --model /tmp/qwen05 --dataset fixed --input-len 128 --output-len 128 \
+        --num-requests ${SPEC_REQUESTS:-64} --max-num-seqs 64 --profile --json "$@" > /tmp/sp_$name.json 2> /tmp/sp_$name.err ||
+        tail -5 /tmp/sp_$name.err
+      echo "-- $name"; head -1 /tmp/sp_$name.json | cut -c1-600
+      head -1 /tmp/sp_$name.json > /tmp/sp_${name}_1.json && python3 scripts/gpu/print_step_profile.py /tmp/sp_${name}_1.json
+    done
     ;;
   spec)
     model8b

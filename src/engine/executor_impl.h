@@ -129,6 +129,9 @@ struct StepExecutor::Impl {
   std::vector<SeqId> forced_drafts;  // sorted: the sequences whose draft is forced tokens
   std::vector<int32_t> verify_host_rows;
   std::vector<float> verify_host;
+  // A verify step's logit rows gathered per path (argmax, device sampling,
+  // host), kept across steps: [capacity, vocab] each.
+  Tensor verify_rows[3];
   std::unique_ptr<StepProfiler> profiler;  // ExecutorConfig::profile_steps; null: off
 };
 

@@ -27,7 +27,7 @@ bool argmax_verifiable(const Sequence& s, int32_t num_draft) {
   const SamplingParams& p = s.params();
   return p.greedy() && !p.logprobs && p.repetition_penalty == 1.0f && p.presence_penalty == 0.0f &&
          p.frequency_penalty == 0.0f && p.logit_bias.empty() &&
-         s.num_output_tokens() + num_draft >= p.min_tokens;
+         (s.num_output_tokens() + num_draft >= p.min_tokens || s.output->min_tokens_bans().empty());
 }
 
 }  // namespace
@@ -99,8 +99,13 @@ void StepExecutor::Impl::verify_drafts(Tensor& logits, const Scheduler& seqs, St
     v.first = rows.size();
     for (int32_t i = 0; i <= v.r->draft_rows; ++i) rows.push_back(v.r->sample_row + i);
   }
-  auto gather = [&](const std::vector<int32_t>& rows) {
-    Tensor dst = be.alloc(logits.dtype(), {int64_t(rows.size()), vocab});
+  auto gather = [&](Verify::Path path) {
+    const std::vector<int32_t>& rows = rows_of[int(path)];
+    Tensor& buf = verify_rows[int(path)];
+    const auto n = int64_t(rows.size());
+    if (buf.ndim() != 2 || buf.dim(0) < n || buf.dim(1) != vocab || buf.dtype() != logits.dtype())
+      buf = be.alloc(logits.dtype(), {std::max(n, 2 * (buf.ndim() == 2 ? buf.dim(0) : 0)), vocab});
+    Tensor dst = buf.slice_rows(0, n);
     be.gather_rows(logits, rows, dst);
     return dst;
   };
@@ -115,7 +120,7 @@ void StepExecutor::Impl::verify_drafts(Tensor& logits, const Scheduler& seqs, St
     return SampleContext{&p, all.first(size_t(v.s->prompt_len)), output, v.s->index, banned};
   };
   std::vector<int32_t> argmax_ids, device_ids;
-  if (!rows_of[0].empty()) be.argmax_rows(gather(rows_of[0]), argmax_ids);
+  if (!rows_of[0].empty()) be.argmax_rows(gather(Verify::Path::Argmax), argmax_ids);
   if (!rows_of[1].empty()) {
     sample_specs.clear();
     logit_edits.clear();
@@ -137,11 +142,11 @@ void StepExecutor::Impl::verify_drafts(Tensor& logits, const Scheduler& seqs, St
         sample_specs.push_back(spec);
       }
     }
-    LOOM_CHECK(be.sample_rows(gather(rows_of[1]), sample_specs, logit_edits, device_ids) &&
+    LOOM_CHECK(be.sample_rows(gather(Verify::Path::Device), sample_specs, logit_edits, device_ids) &&
                    device_ids.size() == sample_specs.size(),
                "the backend's device sampler failed");
   }
-  if (!rows_of[2].empty()) copy_to_host_f32(be, gather(rows_of[2]), verify_host);
+  if (!rows_of[2].empty()) copy_to_host_f32(be, gather(Verify::Path::Host), verify_host);
   for (const Verify& v : vs) {
     SequenceTokens t;
     t.seq = v.s->id;

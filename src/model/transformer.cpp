@@ -69,15 +69,21 @@ struct Transformer::Buffers {
   } view;
 };
 
-// Recorded decode steps, by (padded batch, padded block-table width), and the
-// padded step they were recorded with (reused to avoid allocations).
+// Recorded steps, by (padded batch, padded block-table width, rows per
+// sequence), and the padded step they were recorded with (reused to avoid
+// allocations).
 struct Transformer::Graphs {
   struct Entry {
     bool warmed = false;  // ran once eagerly at this shape (sizes every buffer)
     std::unique_ptr<StepGraph> graph;
   };
-  std::map<std::pair<int32_t, int32_t>, Entry> entries;
+  std::map<std::tuple<int32_t, int32_t, int32_t>, Entry> entries;
   StepInput padded;
+  // A padded step: the recording's row of each step row, the recording's
+  // rows of the step's logit rows, and those rows gathered after the replay.
+  std::vector<int32_t> real_rows, out_rows;
+  Tensor gathered;  // [gathered_capacity, vocab]
+  int64_t gathered_capacity = 0;
   int64_t buffer_capacity = 0;  // Buffers::capacity the recordings point into
   int64_t logit_capacity = 0;
   std::vector<const void*> cache_memory;  // the KV cache the recordings use (every layer's K and V)
@@ -97,6 +103,10 @@ int32_t batch_bucket(int32_t n) {
   const int32_t step = n <= 256 ? 8 : 32;
   return (n + step - 1) / step * step;
 }
+
+// The most rows per sequence a recorded step has (a verify step: the last
+// known token and up to this many minus one draft tokens).
+constexpr int32_t kMaxRecordedRows = 16;
 
 // Block-table widths: powers of two, at least 4.
 int32_t width_bucket(int32_t n) {
@@ -595,52 +605,84 @@ void Transformer::upload_inputs(const StepInput& step, const KvCache& cache) {
 std::optional<Tensor> Transformer::forward_recorded(const StepInput& step, KvCache& cache) {
   const AttentionMetadata& m = step.attn;
   const auto T = static_cast<int32_t>(step.tokens.size());
-  if (T > graph_max_batch_ || m.num_seqs != T || !is_identity(step.logit_rows, size_t(T)) ||
-      !step.hidden_rows.empty())
-    return std::nullopt;
-  for (int32_t s = 0; s < T; ++s)
-    if (m.query_start[size_t(s) + 1] != s + 1) return std::nullopt;
+  const int32_t N = m.num_seqs;
+  // The recording computes every row's logits, then the step's are gathered:
+  // worth it while the step asks for at least a quarter of its rows (a
+  // draft model catching up on its accepted tokens asks for each sequence's
+  // last; a prompt's chunk only for its last row).
+  const auto wanted = static_cast<int32_t>(step.logit_rows.size());
+  if (N <= 0 || N > graph_max_batch_ || wanted == 0 || int64_t(wanted) * 4 < T || !step.hidden_rows.empty() ||
+      m.query_start.size() != size_t(N) + 1 || m.context_lens.size() < size_t(N) || m.query_start[0] != 0 ||
+      m.query_start[size_t(N)] != T)
+    return std::nullopt;  // other steps, or malformed ones (the eager path reports those)
+  for (int32_t r : step.logit_rows)
+    if (r < 0 || r >= T) return std::nullopt;
+  // Q rows per sequence: 1 in a decode step; in a step verifying draft tokens,
+  // the most new tokens of any sequence. A sequence with fewer is padded at
+  // the front with rows at its earlier positions, which attend like any row
+  // but write no K/V and whose logits are dropped; so it needs Q positions.
+  int32_t Q = 1;
+  for (int32_t s = 0; s < N; ++s) {
+    const int32_t q = m.query_start[size_t(s) + 1] - m.query_start[size_t(s)];
+    if (q < 1) return std::nullopt;
+    Q = std::max(Q, q);
+  }
+  if (Q > kMaxRecordedRows) return std::nullopt;
+  for (int32_t s = 0; s < N && Q > 1; ++s)
+    if (m.context_lens[size_t(s)] < Q) return std::nullopt;
   int32_t max_blocks = 1;
-  for (int32_t s = 0; s < T; ++s)
+  for (int32_t s = 0; s < N; ++s)
     max_blocks = std::max<int32_t>(
         max_blocks, static_cast<int32_t>((m.context_lens[size_t(s)] + cache.block_size - 1) / cache.block_size));
-  if (max_blocks > m.max_blocks_per_seq || m.block_tables.size() < size_t(T) * size_t(m.max_blocks_per_seq))
+  if (max_blocks > m.max_blocks_per_seq || m.block_tables.size() < size_t(N) * size_t(m.max_blocks_per_seq))
     return std::nullopt;  // malformed: the eager path reports it
-  const int32_t B = batch_bucket(T);
-  const int32_t W = width_bucket(max_blocks);
-  if (B > graph_max_batch_ && B != T) return std::nullopt;
+  const int32_t B = batch_bucket(N);
+  // Wide enough for a padding sequence's Q keys too.
+  const int32_t W = width_bucket(std::max(max_blocks, static_cast<int32_t>(ceil_div(Q, cache.block_size))));
+  if (B > graph_max_batch_ && B != N) return std::nullopt;
   if (static_cast<int64_t>(W) * cache.block_size > INT32_MAX) return std::nullopt;
   const auto start = timing_now();
 
-  // The padded step: rows past T decode token 0 at position 0 with a context
-  // of one key (block 0), and write nothing (slot -1).
-  StepInput& p = graphs_->padded;
-  p.tokens.assign(step.tokens.begin(), step.tokens.end());
-  p.tokens.resize(size_t(B), 0);
-  p.token_source = step.token_source;
-  p.positions.assign(step.positions.begin(), step.positions.end());
-  p.positions.resize(size_t(B), 0);
-  p.logit_rows.resize(size_t(B));
-  for (int32_t r = 0; r < B; ++r) p.logit_rows[size_t(r)] = r;
+  // The padded step, sequence s in rows [s * Q, (s + 1) * Q): its q new
+  // tokens last, after Q - q front rows at the positions before them (token
+  // 0, slot -1). Sequences past N decode token 0 at positions 0..Q-1 with a
+  // context of Q keys (block 0), and write nothing.
+  Graphs& g = *graphs_;
+  StepInput& p = g.padded;
   AttentionMetadata& pm = p.attn;
+  const auto rows = static_cast<size_t>(B) * static_cast<size_t>(Q);
+  p.tokens.assign(rows, 0);
+  p.positions.resize(rows);
+  pm.slot_mapping.assign(rows, -1);
+  p.token_source = step.token_source;
+  p.logit_rows.resize(rows);
+  for (size_t r = 0; r < rows; ++r) p.logit_rows[r] = static_cast<int32_t>(r);
+  g.real_rows.clear();
   pm.num_seqs = B;
   pm.query_start.resize(size_t(B) + 1);
-  for (int32_t r = 0; r <= B; ++r) pm.query_start[size_t(r)] = r;
-  pm.context_lens.assign(m.context_lens.begin(), m.context_lens.end());
-  pm.context_lens.resize(size_t(B), 1);
+  for (int32_t s = 0; s <= B; ++s) pm.query_start[size_t(s)] = s * Q;
+  pm.context_lens.assign(m.context_lens.begin(), m.context_lens.begin() + N);
+  pm.context_lens.resize(size_t(B), Q);
   pm.max_blocks_per_seq = W;
   pm.max_context_bound = static_cast<int32_t>(static_cast<int64_t>(W) * cache.block_size);
   pm.block_tables.assign(size_t(B) * size_t(W), 0);
-  for (int32_t s = 0; s < T; ++s) {
-    const int32_t need = static_cast<int32_t>((m.context_lens[size_t(s)] + cache.block_size - 1) / cache.block_size);
+  for (int32_t s = 0; s < B; ++s) {
+    const size_t first = size_t(s) * size_t(Q);
+    const int32_t context = pm.context_lens[size_t(s)];
+    for (int32_t j = 0; j < Q; ++j) p.positions[first + size_t(j)] = context - Q + j;
+    if (s >= N) continue;
+    const int32_t from = m.query_start[size_t(s)], q = m.query_start[size_t(s) + 1] - from;
+    const size_t at = first + size_t(Q - q);
+    std::copy_n(step.tokens.begin() + from, q, p.tokens.begin() + static_cast<ptrdiff_t>(at));
+    std::copy_n(m.slot_mapping.begin() + from, q, pm.slot_mapping.begin() + static_cast<ptrdiff_t>(at));
+    std::copy_n(step.positions.begin() + from, q, p.positions.begin() + static_cast<ptrdiff_t>(at));
+    for (int32_t i = 0; i < q; ++i) g.real_rows.push_back(static_cast<int32_t>(at) + i);
+    const int32_t need = static_cast<int32_t>((context + cache.block_size - 1) / cache.block_size);
     std::copy_n(m.block_tables.begin() + static_cast<ptrdiff_t>(size_t(s) * size_t(m.max_blocks_per_seq)), need,
                 pm.block_tables.begin() + static_cast<ptrdiff_t>(size_t(s) * size_t(W)));
   }
-  pm.slot_mapping.assign(m.slot_mapping.begin(), m.slot_mapping.end());
-  pm.slot_mapping.resize(size_t(B), -1);
 
-  ensure_buffers(B, B);
-  Graphs& g = *graphs_;
+  ensure_buffers(static_cast<int64_t>(rows), static_cast<int64_t>(rows));
   std::vector<const void*>& cache_memory = g.padded_cache_memory;
   cache_memory.clear();
   for (const KvLayerCache& l : cache.layers) {
@@ -656,7 +698,7 @@ std::optional<Tensor> Transformer::forward_recorded(const StepInput& step, KvCac
   }
   upload_inputs(p, cache);
   const auto uploaded = timing_now();
-  Graphs::Entry& e = g.entries[{B, W}];
+  Graphs::Entry& e = g.entries[{B, W, Q}];
   bool replayed = false;
   if (!e.warmed) {
     run_ops(p, cache);  // sizes the backend's workspaces for this shape
@@ -677,10 +719,23 @@ std::optional<Tensor> Transformer::forward_recorded(const StepInput& step, KvCac
       LOOM_CHECK(backend_.replay(*e.graph), "a step recorded just now cannot be replayed");
     }
     graph_stats_.replayed++;
+    if (Q > 1) graph_stats_.replayed_multi_row++;
     replayed = true;
   }
   record_forward_timing(start, uploaded, replayed);
-  return buffers_->view.logits.slice_rows(0, T);
+  // The step's logit rows in the recording's rows (real_rows: step row r is
+  // recording row real_rows[r]).
+  g.out_rows.resize(size_t(wanted));
+  for (int32_t j = 0; j < wanted; ++j) g.out_rows[size_t(j)] = g.real_rows[size_t(step.logit_rows[size_t(j)])];
+  const Tensor& logits = buffers_->view.logits;
+  if (is_identity(g.out_rows, size_t(wanted))) return logits.slice_rows(0, wanted);
+  if (g.gathered_capacity < wanted) {
+    g.gathered_capacity = std::max<int64_t>(wanted, 2 * g.gathered_capacity);
+    g.gathered = backend_.alloc(logits.dtype(), {g.gathered_capacity, logits.cols()});
+  }
+  Tensor out = g.gathered.slice_rows(0, wanted);
+  backend_.gather_rows(logits, g.out_rows, out);
+  return out;
 }
 
 void Transformer::run_ops(const StepInput& step, KvCache& cache) {

@@ -119,6 +119,7 @@ class Transformer {
   void enable_step_graphs(int32_t max_batch);
   struct GraphStats {
     uint64_t replayed = 0;  // steps run from a recording
+    uint64_t replayed_multi_row = 0;  // of those, steps of several rows per sequence (draft verification)
     uint64_t recorded = 0;  // recordings made
     uint64_t eager = 0;     // steps run op by op
   };

@@ -321,7 +321,8 @@ TEST_P(CudaEngineTest, TokenConstraintMaskMatchesBans) {
 // so its bf16 GEMMs see other shapes than a decode step: greedy rows agree
 // with plain up to bf16 near-ties (as alone vs batched above); sampled rows,
 // whose accepted tokens are drawn from the same seeded stream as plain
-// sampling, agree for most requests. No KV block is left in use.
+// sampling, agree for most requests. Verify steps are replayed from CUDA
+// graphs like decode steps. No KV block is left in use.
 TEST_P(CudaEngineTest, SpeculativeMatchesPlain) {
   const auto vocab = static_cast<int32_t>(model_.config.vocab_size);
   std::mt19937_64 rng(23);
@@ -371,6 +372,8 @@ TEST_P(CudaEngineTest, SpeculativeMatchesPlain) {
   const std::string other_name = GetParam().starts_with("llama3") ? "qwen2" : "llama3";
   const LoadedModel other_model = open_model(fixture(other_name));
   Transformer other_draft(other_model.config, *other_model.weights, *backend_);
+  self_draft.enable_step_graphs(64);
+  other_draft.enable_step_graphs(64);
 
   struct Variant {
     std::string name;
@@ -404,9 +407,12 @@ TEST_P(CudaEngineTest, SpeculativeMatchesPlain) {
     variants.push_back({"n-gram k 4", sc});
   }
   for (const Variant& v : variants) {
+    const uint64_t verify_replays = transformer_->graph_stats().replayed_multi_row;
     const auto got = run(v.spec, reqs);
     const std::string what = GetParam() + ": " + v.name;
     EXPECT_GT(last.spec_draft_tokens, 0u) << what;
+    // Verify steps (several rows per sequence) replayed from recordings.
+    EXPECT_GT(transformer_->graph_stats().replayed_multi_row, verify_replays + 4) << what;
     const double acceptance =
         last.spec_draft_tokens ? double(last.spec_accepted_tokens) / double(last.spec_draft_tokens) : 0.0;
     std::printf("[%s] %llu drafted, %llu accepted (%.3f), %llu steps\n", what.c_str(),
@@ -426,7 +432,10 @@ TEST_P(CudaEngineTest, SpeculativeMatchesPlain) {
   }
   // Greedy requests alone, the target drafting for itself: every draft token
   // is the target's own argmax, so nearly all are accepted (a verify step's
-  // other GEMM shapes can flip a bf16 near-tie).
+  // other GEMM shapes can flip a near-tie of these tiny random models; with
+  // FP8 weights, whose GEMMs round activations to FP8, far more often: 0.64
+  // to 0.75 of the drafts of the static-scale fixture were accepted on the
+  // H200, every other fixture above 0.9).
   std::vector<Request> greedy;
   for (const Request& r : reqs)
     if (r.params.temperature == 0.0f) greedy.push_back(r);
@@ -434,7 +443,7 @@ TEST_P(CudaEngineTest, SpeculativeMatchesPlain) {
   const double acceptance = double(last.spec_accepted_tokens) / double(std::max<uint64_t>(1, last.spec_draft_tokens));
   std::printf("[%s: self draft k 4, greedy only] %llu drafted, %llu accepted (%.3f)\n", GetParam().c_str(),
               (unsigned long long)last.spec_draft_tokens, (unsigned long long)last.spec_accepted_tokens, acceptance);
-  EXPECT_GE(acceptance, 0.9) << GetParam();
+  EXPECT_GE(acceptance, model_.config.quantization.fp8 ? 0.5 : 0.9) << GetParam();
 }
 
 // The step profile on the GPU: device spans and gaps from CUDA events, every

@@ -167,6 +167,64 @@ TEST_P(CudaModelTest, RecordedDecodeStepsEqualEager) {
               static_cast<unsigned long long>(stats.recorded));
 }
 
+// Steps of several new tokens per sequence (verifying drafts: 1 to 4 rows
+// each, every row's logits; or each sequence's last row only) recorded as
+// CUDA graphs give the logits of the same steps run op by op, within bf16
+// noise: sequences with fewer rows than the step's most are padded at the
+// front, and padding sequences fill the batch bucket.
+TEST_P(CudaModelTest, RecordedVerifyStepsEqualEager) {
+  auto verify = [&](bool graphs, Transformer::GraphStats* stats) {
+    Transformer t(model_.config, *model_.weights, *backend_);
+    t.enable_step_graphs(graphs ? 16 : 0);
+    KvCache cache = t.allocate_kv_cache(kNumBlocks, kBlockSize, DType::BF16);
+    testing::ShuffledBlockPool pool(kNumBlocks, 5);
+    std::vector<testing::PagedSequence> seqs(5);
+    std::vector<std::vector<float>> out;
+    const auto& tokens = ref_.prompts[0];
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      std::vector<int32_t> prompt(ref_.prompts[i % ref_.prompts.size()]);
+      prompt.resize(4 + 7 * i, prompt[0]);
+      t.forward(testing::make_paged_step({{&seqs[i], prompt}}, pool, kBlockSize), cache);
+    }
+    for (int step = 0; step < 12; ++step) {
+      std::vector<std::pair<testing::PagedSequence*, std::vector<int32_t>>> batch;
+      const size_t live = step < 6 ? seqs.size() : seqs.size() - 2;
+      for (size_t i = 0; i < live; ++i) {
+        std::vector<int32_t> q(1 + (size_t(step) + i) % 4);
+        for (size_t j = 0; j < q.size(); ++j) q[j] = tokens[(size_t(step) * 3 + i + j) % tokens.size()];
+        batch.push_back({&seqs[i], q});
+      }
+      StepInput in = testing::make_paged_step(batch, pool, kBlockSize);
+      if (step % 2 == 1) {  // each sequence's last row only (a draft model catching up)
+        in.logit_rows.clear();
+        for (int32_t s = 1; s <= in.attn.num_seqs; ++s) in.logit_rows.push_back(in.attn.query_start[size_t(s)] - 1);
+      }
+      auto rows = testing::logits_to_rows(*backend_, t.forward(in, cache));
+      for (auto& r : rows) out.push_back(std::move(r));
+    }
+    if (stats) *stats = t.graph_stats();
+    return out;
+  };
+  Transformer::GraphStats stats;
+  const auto eager = verify(false, nullptr);
+  const auto recorded = verify(true, &stats);
+  EXPECT_GE(stats.replayed_multi_row, 4u);
+  ASSERT_EQ(eager.size(), recorded.size());
+  float worst = 0;
+  for (size_t r = 0; r < eager.size(); ++r) {
+    const float tol = row_tolerance(eager[r]);
+    float d = 0;
+    for (size_t j = 0; j < eager[r].size(); ++j) d = std::max(d, std::fabs(eager[r][j] - recorded[r][j]));
+    worst = std::max(worst, d / tol);
+    EXPECT_LE(d, tol) << "row " << r;
+  }
+  std::printf("%-20s recorded verify steps vs eager: worst |dlogit| / tolerance = %.3f (%llu replays, %llu of "
+              "several rows, %llu recordings)\n",
+              GetParam().c_str(), worst, static_cast<unsigned long long>(stats.replayed),
+              static_cast<unsigned long long>(stats.replayed_multi_row),
+              static_cast<unsigned long long>(stats.recorded));
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaModelTest,
                          ::testing::Values("llama3", "llama3_gguf", "llama2", "llama_linear",
                                            "llama_yarn", "mistral", "qwen2", "qwen3", "gemma3",

@@ -8,9 +8,11 @@
 // (the target itself: greedy drafts all accepted; another model: mostly
 // rejected) proposes with its own paged cache. Also under
 // preemption, with the prefix cache, and with the policy's batch cap; no KV
-// block is left in use.
+// block is left in use. And sampled outputs with speculation against
+// independent ones without it, by a chi-square test.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <map>
 #include <random>
 
@@ -285,6 +287,71 @@ TEST_P(SpeculativeTest, PolicyRestsLongerAndStepsGoAsync) {
     std::printf("[%s] %s: %llu drafted, %llu async steps of %llu\n", GetParam().c_str(), what.c_str(),
                 (unsigned long long)last_.spec_draft_tokens, (unsigned long long)last_.async_steps,
                 (unsigned long long)last_.steps);
+  }
+}
+
+// Sampling with speculation follows the target's distribution: the second
+// and third output tokens of one prompt sampled under 4,000 seeds with drafts
+// verified (the greedy continuation proposed, so drafts are accepted and
+// rejected), against 4,000 other seeds without speculation; a two-sample
+// chi-square test per position (bins with fewer than 10 expected draws
+// merged) must not reject at p = 0.001. (A temperature of 0.36 instead of
+// 0.3 on the speculative side gives chi-square values 4 to 20 times the
+// critical ones: the test sees a distortion that small.)
+TEST_P(SpeculativeTest, SampledDistributionMatchesPlainByChiSquare) {
+  Request base;
+  base.prompt_ids = {5, 9, 14, 3, 22, 7};
+  base.params.temperature = 0.0f;
+  base.params.max_tokens = 3;
+  base.params.ignore_eos = true;
+  const std::vector<int32_t> greedy = run(*cpu_, {base}, {})[0].sequences[0].output_ids;
+  constexpr int kDraws = 4000;
+  auto draws = [&](uint64_t first_seed, const SpeculativeConfig& spec) {
+    std::vector<Request> reqs(kDraws, base);
+    for (int i = 0; i < kDraws; ++i) {
+      reqs[size_t(i)].params.temperature = 0.3f;
+      reqs[size_t(i)].params.top_k = 40;
+      reqs[size_t(i)].params.seed = first_seed + uint64_t(i);
+    }
+    return run(*cpu_, reqs, spec);
+  };
+  SpeculativeConfig sc;
+  sc.num_tokens = 2;
+  sc.max_batch = 0;
+  sc.always = true;
+  sc.custom = std::make_shared<FixedProposer>(std::vector<int32_t>{greedy[1], greedy[2]});
+  const auto plain = draws(1'000'000, {});
+  const auto spec = draws(2'000'000, sc);
+  std::printf("[%s] %llu of %llu draft tokens accepted\n", GetParam().c_str(),
+              (unsigned long long)last_.spec_accepted_tokens, (unsigned long long)last_.spec_draft_tokens);
+  EXPECT_GT(last_.spec_accepted_tokens, 150u);
+  EXPECT_LT(last_.spec_accepted_tokens, last_.spec_draft_tokens);
+  for (size_t pos : {size_t(1), size_t(2)}) {
+    std::map<int32_t, std::pair<double, double>> counts;  // token: plain, speculative
+    for (int i = 0; i < kDraws; ++i) {
+      counts[plain[size_t(i)].sequences[0].output_ids.at(pos)].first += 1;
+      counts[spec[size_t(i)].sequences[0].output_ids.at(pos)].second += 1;
+    }
+    // Merge rare tokens into one bin (both samples are the same size).
+    std::vector<std::pair<double, double>> bins;
+    std::pair<double, double> rare{0, 0};
+    for (const auto& [t, c] : counts) {
+      if (c.first + c.second < 20)
+        rare.first += c.first, rare.second += c.second;
+      else
+        bins.push_back(c);
+    }
+    if (rare.first + rare.second > 0) bins.push_back(rare);
+    double chi2 = 0;
+    for (const auto& [a, b] : bins) chi2 += (a - b) * (a - b) / (a + b);
+    const double dof = double(bins.size()) - 1;
+    ASSERT_GE(dof, 3) << "too few distinct tokens to test";
+    // The chi-square quantile at 1 - 0.001 (Wilson-Hilferty).
+    const double z = 3.0902, h = 2.0 / (9.0 * dof);
+    const double critical = dof * std::pow(1.0 - h + z * std::sqrt(h), 3);
+    std::printf("[%s] output position %zu: chi-square %.1f over %.0f degrees of freedom (critical %.1f)\n",
+                GetParam().c_str(), pos, chi2, dof, critical);
+    EXPECT_LT(chi2, critical) << "position " << pos;
   }
 }
 
