@@ -207,7 +207,7 @@ std::vector<std::pair<SeqId, std::vector<int32_t>>> StepExecutor::propose(const 
     // An unverified proposal is checked against the tokens known now (an
     // async step's last token is still on its way).
     const bool known = s.tokens.back() >= 0;
-    if (free_proposals)
+    if (free_proposals || forced)
       policy.check_shadow(
           s.id, std::span<const int32_t>(s.tokens).first(s.tokens.size() - (known ? 0 : 1)));
     if (known && s.pending_forks == 0 && s.max_tokens > 0) cands.push_back({&s, forced});

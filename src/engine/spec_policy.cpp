@@ -123,13 +123,14 @@ void SpecPolicy::check_shadow(uint64_t seq, std::span<const int32_t> known) {
     ++held;
   if (held < proposed && held >= seen)
     return;  // not decided yet: its next tokens are still to come
-  st.stats.observe(proposed, held, config_.sequence_decay);
+  const bool forced = st.shadow_quality == kForced;
+  (forced ? st.forced : st.stats).observe(proposed, held, config_.sequence_decay);
   class_stats(st.shadow_quality).observe(proposed, held, config_.class_decay);
   st.shadow.clear();
   // What it would have proposed held: no more resting.
   if (held >= 2) {
-    st.rest = 0;
-    st.next_rest = 0;
+    (forced ? st.forced_rest : st.rest) = 0;
+    (forced ? st.forced_next_rest : st.next_rest) = 0;
   }
 }
 
@@ -234,6 +235,12 @@ int32_t SpecPolicy::choose(uint64_t seq, int32_t quality, std::span<const int32_
     const int32_t k = config_.always ? std::min(config_.max_forced_tokens, available)
                                      : best_k(a, available, config_.max_forced_tokens, 0.0);
     if (k == 0) {
+      // Evidence all the same: forced tokens cost nothing to propose.
+      if (!draft.empty() && st.shadow.empty()) {
+        st.shadow.assign(draft.begin(), draft.end());
+        st.shadow_base = base;
+        st.shadow_quality = kForced;
+      }
       if (step_seconds(step_tokens_) > 0.0) no_forced(seq);
       return 0;
     }

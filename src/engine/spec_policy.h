@@ -17,7 +17,8 @@
 // of their own: their evidence, per sequence and overall, and their rests are
 // kept apart from the proposer's, so a sequence's n-gram or draft-model
 // history neither hides nor inflates what its forced tokens are worth; they
-// cost next to nothing to make, so they rest like a free proposer's.
+// cost next to nothing to make, so they rest like a free proposer's and
+// those not verified are checked against the tokens that follow.
 // Pure logic fed with measurements; engine thread only.
 #pragma once
 
@@ -106,8 +107,8 @@ class SpecPolicy {
   // A verify of `proposed` draft tokens of sequence `seq` (those chosen last
   // for it, forced or not), of which the first `accepted` held.
   void observe_verify(uint64_t seq, int32_t proposed, int32_t accepted);
-  // Free proposers: checks the sequence's unverified proposal, if any,
-  // against its tokens known now.
+  // Free proposers and jump-forward: checks the sequence's unverified
+  // proposal, if any, against its tokens known now.
   void check_shadow(uint64_t seq, std::span<const int32_t> known);
 
   // The estimated acceptance chance of sequence `seq`'s next draft token.
@@ -152,7 +153,8 @@ class SpecPolicy {
     bool probing = false;          // that proposal is being made
     bool verifying_probe = false;  // the draft being verified is a probe
     int32_t quality = 0;           // of the draft chosen last
-    // Free proposers: a proposal not verified, from `shadow_base` tokens.
+    // Free proposers and jump-forward: a proposal not verified, from
+    // `shadow_base` tokens (one at a time, whichever class).
     std::vector<int32_t> shadow;
     int32_t shadow_base = 0;
     int32_t shadow_quality = 0;

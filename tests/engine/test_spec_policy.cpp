@@ -336,6 +336,28 @@ TEST(SpecPolicy, ForcedTokensAreAClassOfTheirOwn) {
   EXPECT_LE(last, 1);
 }
 
+TEST(SpecPolicy, UnverifiedForcedTokensAreEvidenceToo) {
+  // Rows so dear that the prior acceptance (0.5) does not pay for one.
+  auto cost = [](int32_t m) { return 0.010 * (1.0 + 0.5 * double(m - 1)); };
+  SpecPolicyConfig c = config(4, false, cost);
+  c.max_forced_tokens = 8;
+  SpecPolicy p(c);
+  const std::vector<int32_t> forced{5, 6, 7, 8};
+  p.begin_step(1);
+  ASSERT_EQ(p.choose(1, SpecPolicy::kForced, forced, 100), 0);
+  EXPECT_FALSE(p.forced_ready(1));  // it rests
+  std::vector<int32_t> known(100, 1);
+  known.insert(known.end(), forced.begin(), forced.begin() + 2);
+  p.check_shadow(1, known);  // not decided yet
+  EXPECT_DOUBLE_EQ(p.acceptance(1, SpecPolicy::kForced), 0.5);
+  known.insert(known.end(), forced.begin() + 2, forced.end());
+  p.check_shadow(1, known);  // the model wrote the forced tokens
+  EXPECT_GT(p.acceptance(1, SpecPolicy::kForced), 0.8);
+  EXPECT_TRUE(p.forced_ready(1));  // no more resting
+  p.begin_step(1);
+  EXPECT_GT(p.choose(1, SpecPolicy::kForced, forced, 104), 0);
+}
+
 TEST(SpecPolicy, ForgetsSequencesNoLongerRunning) {
   SpecPolicy p(config(4, true, [](int32_t) { return 0.01; }));
   p.observe_verify(1, 4, 0);
