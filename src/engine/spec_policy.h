@@ -34,7 +34,8 @@ namespace loom {
 // M, and between or beyond the measured sizes a straight line through the
 // nearest two measured ones. A size not measured in the last kStaleSteps
 // measurements counts as not measured (a spike on a shared machine must not
-// rule a size out for good; the estimate then explores it again).
+// rule a size out for long: the estimate then explores it again, at worst
+// one verify in kStaleSteps steps).
 class StepCostTable {
  public:
   void observe(int32_t tokens, double seconds);
@@ -43,7 +44,7 @@ class StepCostTable {
   // (optimistic: the first verify step measures a second size).
   double estimate(int32_t tokens) const;
   bool measured(int32_t tokens) const;
-  static constexpr uint64_t kStaleSteps = 2000;
+  static constexpr uint64_t kStaleSteps = 256;
 
  private:
   std::vector<double> seconds_;  // [tokens]: running average; 0: not measured
