@@ -10,7 +10,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake ninja-build ccache pkg-config git python3 python3-pip
+  build-essential cmake ninja-build ccache pkg-config git python3 python3-pip python3-venv
   libfmt-dev libspdlog-dev nlohmann-json3-dev libcli11-dev libpcre2-dev libre2-dev libicu-dev
   libboost-dev libgtest-dev libgmock-dev libbenchmark-dev
   openmpi-bin libopenmpi-dev clang libclang-rt-14-dev unzip
@@ -30,9 +30,20 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
+root="$(cd "$(dirname "$0")/.." && pwd)"
+# Python packages go into a virtual environment, .venv (LOOM_VENV): Debian's
+# own python3 is externally managed (PEP 668) and refuses pip installs. It
+# sees the system's packages, so what is installed already is not fetched
+# again. scripts/test.sh puts its bin/ first on PATH.
+venv="${LOOM_VENV:-$root/.venv}"
+[ -x "$venv/bin/python3" ] || python3 -m venv --system-site-packages "$venv"
+py="$venv/bin/python3"
+pip_q=("$py" -m pip -q --disable-pip-version-check)
+
 if [ "${1:-}" = "--test" ]; then
-  python3 -m pip install -q --disable-pip-version-check -r "$(dirname "$0")/requirements-test.txt" 2>&1 \
+  "${pip_q[@]}" install -r "$root/scripts/requirements-test.txt" 2>&1 \
     | grep -v "Running pip as the 'root' user" || true
+  "$py" -c 'import pytest, openai, anthropic, jsonschema' # the install above succeeded
 fi
 
 # xgrammar (Apache-2.0): the grammar engine behind structured output. Its PyPI
@@ -43,15 +54,13 @@ xgrammar_version=0.2.8
 xgrammar_sha256=8305646fd2b319d6c3003f51a1665e54cbbe9cba1fb636bc41d0b46434ccbb80
 # scripts/patches/xgrammar-<version>-*.patch fix bugs found by our tests
 # (each says what it fixes); the stamp covers them, so a new patch re-extracts.
-root="$(cd "$(dirname "$0")/.." && pwd)"
 third_party="${LOOM_THIRD_PARTY_DIR:-$root/third_party}"
 xgrammar_dir="$third_party/xgrammar"
 xgrammar_stamp="$(cat "$root"/scripts/patches/xgrammar-"$xgrammar_version"-*.patch 2>/dev/null |
   sha256sum | cut -c1-16)-$xgrammar_sha256"
 if [ "$(cat "$xgrammar_dir/.stamp" 2>/dev/null)" != "$xgrammar_stamp" ]; then
   echo "setup: fetching xgrammar $xgrammar_version (source)"
-  pip_q=(python3 -m pip -q --disable-pip-version-check)
-  python3 -c 'import scikit_build_core, nanobind, setuptools_scm' 2>/dev/null ||
+  "$py" -c 'import scikit_build_core, nanobind, setuptools_scm' 2>/dev/null ||
     "${pip_q[@]}" install "scikit-build-core>=0.10" "nanobind>=2.5" "setuptools_scm>=8" 2>&1 \
       | grep -v "Running pip as the 'root' user" || true
   work="$(mktemp -d)"
@@ -83,8 +92,7 @@ cutlass_dir="$third_party/cutlass"
 if [ "$(cat "$cutlass_dir/.stamp" 2>/dev/null)" != "$cutlass_sha256" ]; then
   echo "setup: fetching CUTLASS $cutlass_version (headers)"
   work="$(mktemp -d)"
-  python3 -m pip -q --disable-pip-version-check download --no-deps --only-binary :all: -d "$work" \
-    "nvidia-cutlass==$cutlass_version"
+  "${pip_q[@]}" download --no-deps --only-binary :all: -d "$work" "nvidia-cutlass==$cutlass_version"
   wheel="$work/nvidia_cutlass-$cutlass_version-py3-none-any.whl"
   if ! echo "$cutlass_sha256  $wheel" | sha256sum -c --status; then
     echo "setup: $wheel has the wrong SHA-256" >&2; rm -rf "$work"; exit 1

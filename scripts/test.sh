@@ -9,6 +9,8 @@ cd "$(dirname "$0")/.."
 start=$(date +%s)
 
 scripts/setup.sh --test
+# The Python test tooling setup.sh installed (.venv) before the system's.
+export PATH="$PWD/.venv/bin:$PATH"
 scripts/fetch_model.sh qwen2.5-coder-0.5b >/dev/null
 scripts/fetch_model.sh gemma3-270m >/dev/null
 

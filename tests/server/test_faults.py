@@ -166,18 +166,25 @@ def wait_heap_trim(server, timeout=60):
 # server's threads freed. Now the server gives it back.
 def test_memory_back_after_many_disconnects(fault_server):
     s = fault_server
-    # A first burst as large as the measured one: the engine's buffers reach
-    # the batch sizes this machine's load gives them (larger under load).
+    # A first burst as large as the measured ones: the engine's buffers reach
+    # the batch sizes this machine's load gives them (larger under load). A
+    # later burst may still meet a larger step once and grow a buffer (tens of
+    # MB of logits); a leak grows the heap in every burst. So: two measured
+    # bursts, and the smaller growth must stay under 2 KB a disconnect.
     count = 150
-    disconnect_burst(s.port, count)
-    wait_idle(s)
-    wait_heap_trim(s)
-    base = rss_anon_kb(s.proc.pid)
-    disconnect_burst(s.port, count)
-    wait_idle(s)
-    wait_heap_trim(s)
-    grown = rss_anon_kb(s.proc.pid) - base
-    assert grown * 1024 / count < 2048, f"heap grew {grown} KiB over {count} disconnects"
+
+    def burst():
+        disconnect_burst(s.port, count)
+        wait_idle(s)
+        wait_heap_trim(s)
+        return rss_anon_kb(s.proc.pid)
+
+    base = burst()
+    second = burst()
+    third = burst()
+    grown = min(second - base, third - second)
+    assert grown * 1024 / count < 2048, (
+        f"heap grew {second - base} then {third - second} KiB over bursts of {count} disconnects")
 
 
 def test_backend_step_that_throws(fault_server):
