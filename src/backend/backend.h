@@ -311,4 +311,10 @@ namespace loom {
 // `out` to its numel), converting as needed. Synchronises like copy_to_host.
 void copy_to_host_f32(Backend& backend, const Tensor& src, std::vector<float>& out);
 
+// Rows `rows` of the 2-D tensor x, in that order, gathered into `keep`: a
+// buffer the caller holds across calls, (re)allocated only when too small or
+// of another dtype or width (grown geometrically). Returns the view of its
+// first rows.size() rows, valid until the next call with the same `keep`.
+Tensor gather_rows_kept(Backend& backend, const Tensor& x, const std::vector<int32_t>& rows, Tensor& keep);
+
 }  // namespace loom

@@ -174,14 +174,7 @@ Tensor StepExecutor::Impl::sample_rows_only(const Tensor& logits, int64_t num_sa
     if (r.sample_row >= 0 && r.draft_rows == 0) rows.push_back(r.sample_row);
   LOOM_CHECK(int64_t(rows.size()) == num_sampled, "{} sample rows for {} sampled sequences", rows.size(),
              num_sampled);
-  Backend& be = model.backend();
-  const int64_t vocab = logits.dim(1);
-  if (compact_logits.data() == nullptr || compact_logits.dtype() != logits.dtype() || compact_logits.cols() != vocab ||
-      compact_logits.rows() < num_sampled)
-    compact_logits = be.alloc(logits.dtype(), {std::max<int64_t>(num_sampled, 2 * compact_logits.rows()), vocab});
-  Tensor dst = compact_logits.slice_rows(0, num_sampled);
-  be.gather_rows(logits, rows, dst);
-  return dst;
+  return gather_rows_kept(model.backend(), logits, rows, compact_logits);
 }
 
 std::vector<SeqId> StepExecutor::Impl::sampled_rows(const Scheduler& seqs) const {

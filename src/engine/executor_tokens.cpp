@@ -20,9 +20,7 @@ constexpr size_t kParallelMaskRows = 4;
 // Whether Sampler::sample would return the plain argmax of the (masked)
 // logits: greedy, no logprobs, no penalty, bias or ban changing any logit.
 bool plain_greedy(const Sequence& s) {
-  const SamplingParams& p = s.params();
-  return p.greedy() && !p.logprobs && p.repetition_penalty == 1.0f && p.presence_penalty == 0.0f &&
-         p.frequency_penalty == 0.0f && p.logit_bias.empty() && s.banned_now().empty();
+  return s.params().argmax_only() && s.banned_now().empty();
 }
 
 SampleContext context_of(const Sequence& s, int32_t seq_index) {
@@ -166,14 +164,7 @@ StepExecutor::Impl::Selection StepExecutor::Impl::select(const std::vector<SeqId
     return out;
   }
   // Only the rows the Sampler needs: gathered on the device, then copied.
-  const auto n = static_cast<int64_t>(slow.size());
-  if (sample_logits.data() == nullptr || sample_logits.dtype() != logits.dtype() ||
-      sample_logits.cols() != vocab || sample_logits.rows() < n)
-    sample_logits =
-        be.alloc(logits.dtype(), {std::min(logits.dim(0), std::max<int64_t>(n, 2 * sample_logits.rows())), vocab});
-  Tensor dst = sample_logits.slice_rows(0, n);
-  be.gather_rows(logits, slow, dst);
-  copy_to_host_f32(be, dst, logits_host);
+  copy_to_host_f32(be, gather_rows_kept(be, logits, slow, sample_logits), logits_host);
   return out;
 }
 

@@ -24,10 +24,8 @@ namespace {
 // Whether every draft token can be checked by argmax alone: greedy with no
 // logprobs, penalties, bias or min_tokens bans (the rows need no host work).
 bool argmax_verifiable(const Sequence& s, int32_t num_draft) {
-  const SamplingParams& p = s.params();
-  return p.greedy() && !p.logprobs && p.repetition_penalty == 1.0f && p.presence_penalty == 0.0f &&
-         p.frequency_penalty == 0.0f && p.logit_bias.empty() &&
-         (s.num_output_tokens() + num_draft >= p.min_tokens || s.output->min_tokens_bans().empty());
+  return s.params().argmax_only() &&
+         (s.num_output_tokens() + num_draft >= s.params().min_tokens || s.output->min_tokens_bans().empty());
 }
 
 }  // namespace
@@ -100,14 +98,7 @@ void StepExecutor::Impl::verify_drafts(Tensor& logits, const Scheduler& seqs, St
     for (int32_t i = 0; i <= v.r->draft_rows; ++i) rows.push_back(v.r->sample_row + i);
   }
   auto gather = [&](Verify::Path path) {
-    const std::vector<int32_t>& rows = rows_of[int(path)];
-    Tensor& buf = verify_rows[int(path)];
-    const auto n = int64_t(rows.size());
-    if (buf.ndim() != 2 || buf.dim(0) < n || buf.dim(1) != vocab || buf.dtype() != logits.dtype())
-      buf = be.alloc(logits.dtype(), {std::max(n, 2 * (buf.ndim() == 2 ? buf.dim(0) : 0)), vocab});
-    Tensor dst = buf.slice_rows(0, n);
-    be.gather_rows(logits, rows, dst);
-    return dst;
+    return gather_rows_kept(be, logits, rows_of[int(path)], verify_rows[int(path)]);
   };
   // The context row i of v sees: the draft's first i tokens as output.
   auto context = [](const Verify& v, int32_t i) {

@@ -37,6 +37,12 @@ struct SamplingParams {
   bool skip_special_tokens = true; // in the output text
 
   bool greedy() const { return temperature <= 0.0f; }
+  // Greedy, and the token is the logits' own argmax: no logprobs, penalties
+  // or bias edit them (min_tokens bans aside: they depend on the output).
+  bool argmax_only() const {
+    return greedy() && !logprobs && repetition_penalty == 1.0f && presence_penalty == 0.0f &&
+           frequency_penalty == 0.0f && logit_bias.empty();
+  }
   // Throws loom::Error (a bad request) when a field is out of range.
   void validate(int64_t vocab_size) const;
 };

@@ -82,8 +82,7 @@ struct Transformer::Graphs {
   // A padded step: the recording's row of each step row, the recording's
   // rows of the step's logit rows, and those rows gathered after the replay.
   std::vector<int32_t> real_rows, out_rows;
-  Tensor gathered;  // [gathered_capacity, vocab]
-  int64_t gathered_capacity = 0;
+  Tensor gathered;
   int64_t buffer_capacity = 0;  // Buffers::capacity the recordings point into
   int64_t logit_capacity = 0;
   std::vector<const void*> cache_memory;  // the KV cache the recordings use (every layer's K and V)
@@ -729,13 +728,7 @@ std::optional<Tensor> Transformer::forward_recorded(const StepInput& step, KvCac
   for (int32_t j = 0; j < wanted; ++j) g.out_rows[size_t(j)] = g.real_rows[size_t(step.logit_rows[size_t(j)])];
   const Tensor& logits = buffers_->view.logits;
   if (is_identity(g.out_rows, size_t(wanted))) return logits.slice_rows(0, wanted);
-  if (g.gathered_capacity < wanted) {
-    g.gathered_capacity = std::max<int64_t>(wanted, 2 * g.gathered_capacity);
-    g.gathered = backend_.alloc(logits.dtype(), {g.gathered_capacity, logits.cols()});
-  }
-  Tensor out = g.gathered.slice_rows(0, wanted);
-  backend_.gather_rows(logits, g.out_rows, out);
-  return out;
+  return gather_rows_kept(backend_, logits, g.out_rows, g.gathered);
 }
 
 void Transformer::run_ops(const StepInput& step, KvCache& cache) {

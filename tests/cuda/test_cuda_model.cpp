@@ -33,6 +33,21 @@ float row_tolerance(const std::vector<float>& ref) {
   return 0.05f + 0.03f * m;
 }
 
+// Recorded steps against the same steps run op by op: every row within
+// row_tolerance of the eager one. Returns the worst |dlogit| / tolerance.
+float worst_against_eager(const std::vector<std::vector<float>>& eager,
+                          const std::vector<std::vector<float>>& recorded) {
+  float worst = 0;
+  for (size_t r = 0; r < eager.size(); ++r) {
+    const float tol = row_tolerance(eager[r]);
+    float d = 0;
+    for (size_t j = 0; j < eager[r].size(); ++j) d = std::max(d, std::fabs(eager[r][j] - recorded[r][j]));
+    worst = std::max(worst, d / tol);
+    EXPECT_LE(d, tol) << "row " << r;
+  }
+  return worst;
+}
+
 // Against HF: the fixed bound, or 1.5x HF's own bf16 deviation of the row
 // (FP8 fixtures: or 2x its W8A8 deviation).
 constexpr float kHfBf16Factor = 1.5f;
@@ -154,14 +169,7 @@ TEST_P(CudaModelTest, RecordedDecodeStepsEqualEager) {
   EXPECT_GT(stats.replayed, 15u);
   EXPECT_GE(stats.recorded, 2u);
   ASSERT_EQ(eager.size(), recorded.size());
-  float worst = 0;
-  for (size_t r = 0; r < eager.size(); ++r) {
-    const float tol = row_tolerance(eager[r]);
-    float d = 0;
-    for (size_t j = 0; j < eager[r].size(); ++j) d = std::max(d, std::fabs(eager[r][j] - recorded[r][j]));
-    worst = std::max(worst, d / tol);
-    EXPECT_LE(d, tol) << "row " << r;
-  }
+  const float worst = worst_against_eager(eager, recorded);
   std::printf("%-20s recorded vs eager: worst |dlogit| / tolerance = %.3f (%llu replays, %llu recordings)\n",
               GetParam().c_str(), worst, static_cast<unsigned long long>(stats.replayed),
               static_cast<unsigned long long>(stats.recorded));
@@ -210,14 +218,7 @@ TEST_P(CudaModelTest, RecordedVerifyStepsEqualEager) {
   const auto recorded = verify(true, &stats);
   EXPECT_GE(stats.replayed_multi_row, 4u);
   ASSERT_EQ(eager.size(), recorded.size());
-  float worst = 0;
-  for (size_t r = 0; r < eager.size(); ++r) {
-    const float tol = row_tolerance(eager[r]);
-    float d = 0;
-    for (size_t j = 0; j < eager[r].size(); ++j) d = std::max(d, std::fabs(eager[r][j] - recorded[r][j]));
-    worst = std::max(worst, d / tol);
-    EXPECT_LE(d, tol) << "row " << r;
-  }
+  const float worst = worst_against_eager(eager, recorded);
   std::printf("%-20s recorded verify steps vs eager: worst |dlogit| / tolerance = %.3f (%llu replays, %llu of "
               "several rows, %llu recordings)\n",
               GetParam().c_str(), worst, static_cast<unsigned long long>(stats.replayed),

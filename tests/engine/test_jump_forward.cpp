@@ -18,6 +18,7 @@
 #include "model/transformer.h"
 #include "structured/grammar_compiler.h"
 #include "tokenizer/tokenizer.h"
+#include "../common/step_costs.h"
 
 namespace loom {
 namespace {
@@ -93,9 +94,7 @@ json order_schema() {
           {"additionalProperties", false}};
 }
 
-double weight_bound_seconds(int32_t tokens) {
-  return 0.010 + 0.00005 * double(tokens - 1);
-}
+using testing_util::weight_bound_seconds;
 
 class JumpForwardTest : public ::testing::TestWithParam<std::string> {
  protected:

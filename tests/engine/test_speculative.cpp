@@ -25,6 +25,7 @@
 #include "model/model.h"
 #include "model/transformer.h"
 #include "../common/device_sampling_cpu.h"
+#include "../common/step_costs.h"
 #include "../common/test_constraints.h"
 
 namespace loom {
@@ -93,16 +94,8 @@ class FixedProposer final : public Proposer {
   std::vector<int32_t> tokens_;
 };
 
-// Step costs for deterministic policy decisions: 10 ms a step plus, per
-// query token, 0.05 ms (bound by reading the weights: speculation pays even
-// with many sequences) or 1 ms (a verify of 4 draft tokens costs 1.4 plain
-// steps).
-double weight_bound_seconds(int32_t tokens) {
-  return 0.010 + 0.00005 * double(tokens - 1);
-}
-double compute_bound_seconds(int32_t tokens) {
-  return 0.010 + 0.001 * double(tokens - 1);
-}
+using testing_util::compute_bound_seconds;
+using testing_util::weight_bound_seconds;
 
 class SpeculativeTest : public ::testing::TestWithParam<std::string> {
  protected:
