@@ -46,8 +46,8 @@
 #   structured  8B-shaped random model: every structured-output schema, regex and
 #            choice at temperature 0 and 1 must validate (masks on the device), then
 #            256 concurrent json_schema requests vs the same unconstrained
-#            (loom bench serve --json-schema): tok/s, mask time, compile TTFT; then
-#            8 concurrent json_schema requests with and without jump-forward
+#            (loom bench serve --json-schema): tok/s, mask time, compile TTFT
+#   jumpfwd  8 concurrent json_schema requests with and without jump-forward
 #            (bench/jump_forward.py, two servers side by side)
 #   embed    /v1/embeddings on the GPU: a random 0.5B-shaped Qwen2 (bf16), last-token
 #            and mean (sentence-transformers modules.json) pooling, 24 prompts batched
@@ -277,14 +277,17 @@ for l in open('/tmp/cpu.jsonl'):
     kill -TERM $spid; wait $spid
     cp /tmp/structured.json "$OUT/structured_validity_8b.json"
     [ -f /tmp/structured_bench.json ] && cp /tmp/structured_bench.json "$OUT/bench_structured_8b.json"
-    # (3) jump-forward with and without, same run (bench/jump_forward.py: two
+    ;;
+  jumpfwd)
+    model8b
+    # Jump-forward with and without, same run (bench/jump_forward.py: two
     # servers side by side, 0.4 of the GPU each, the second --no-jump-forward),
     # 8 concurrent requests (jump-forward proposes while at most
     # --speculative-max-batch, 16, sequences decode): output tok/s and E2E of
     # the json_schema part, engine steps, forced tokens verified / accepted.
     # Random weights choose among a key's spellings at random, so few forced
     # tokens are accepted: this shows the mechanism's cost, not its gain.
-    timeout 900 python3 bench/jump_forward.py --loom $L --model /tmp/llama8b \
+    timeout 480 python3 bench/jump_forward.py --loom $L --model /tmp/llama8b \
       --schema bench/schemas/orders.json --schema bench/schemas/records.json \
       --server-args "--device cuda --gpu-memory-utilization 0.4 --max-num-seqs 64" \
       --bench-args "--dataset fixed --input-len 512 --output-len 256 --num-requests 64 --max-concurrency 8 --token-id-range 300,100000 --warmup 2" \
