@@ -13,7 +13,7 @@ ratios of the constrained part. Greedy outputs are the same on both servers
   python3 bench/jump_forward.py --loom build/cpu/loom --model M \\
       --schema bench/schemas/records.json --schema bench/schemas/orders.json \\
       --bench-args "--dataset fixed --input-len 64 --output-len 96 --num-requests 6 --max-concurrency 1" \\
-      [--server-args "--threads 2"] [--repeats 2] [--output out.json]
+      [--server-args "--threads 2"] [--second-server-args ...] [--repeats 2] [--output out.json]
 """
 import argparse
 import json
@@ -79,12 +79,17 @@ def main():
     ap.add_argument("--bench-args", default="--dataset fixed --input-len 64 --output-len 96 --num-requests 6 "
                                             "--max-concurrency 1")
     ap.add_argument("--server-args", default="")
+    ap.add_argument("--second-server-args", default=None,
+                    help="the --no-jump-forward server's arguments where they must differ: on a GPU, "
+                         "--gpu-memory-utilization counts the first server's memory too")
     ap.add_argument("--repeats", type=int, default=1, choices=(1, 2))
     ap.add_argument("--output")
     a = ap.parse_args()
     extra = shlex.split(a.server_args) + ["--max-grammar-compile-ms", "60000"]
+    second = extra if a.second_server_args is None else \
+        shlex.split(a.second_server_args) + ["--max-grammar-compile-ms", "60000"]
     servers = {"jump_forward": start_server(a.loom, a.model, extra),
-               "no_jump_forward": start_server(a.loom, a.model, extra + ["--no-jump-forward"])}
+               "no_jump_forward": start_server(a.loom, a.model, second + ["--no-jump-forward"])}
     result = {"what": "loom bench serve --json-schema against two servers side by side, with and without "
                       "jump-forward", "model": os.path.basename(a.model), "bench_args": a.bench_args,
               "server_args": a.server_args, "repeats": a.repeats, "machine": platform.node(),

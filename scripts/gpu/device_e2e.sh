@@ -281,7 +281,7 @@ for l in open('/tmp/cpu.jsonl'):
   jumpfwd)
     model8b
     # Jump-forward with and without, same run (bench/jump_forward.py: two
-    # servers side by side, 0.4 of the GPU each, the second --no-jump-forward),
+    # servers side by side, 0.4 of the GPU each (the second's 0.8 counts the first's), the second --no-jump-forward),
     # 8 concurrent requests (jump-forward proposes while at most
     # --speculative-max-batch, 16, sequences decode): output tok/s and E2E of
     # the json_schema part, engine steps, forced tokens verified / accepted.
@@ -290,6 +290,7 @@ for l in open('/tmp/cpu.jsonl'):
     timeout 480 python3 bench/jump_forward.py --loom $L --model /tmp/llama8b \
       --schema bench/schemas/orders.json --schema bench/schemas/records.json \
       --server-args "--device cuda --gpu-memory-utilization 0.4 --max-num-seqs 64" \
+      --second-server-args "--device cuda --gpu-memory-utilization 0.8 --max-num-seqs 64" \
       --bench-args "--dataset fixed --input-len 512 --output-len 256 --num-requests 64 --max-concurrency 8 --token-id-range 300,100000 --warmup 2" \
       --repeats 2 --output /tmp/jump_forward.json > /tmp/jump_forward.out 2>&1
     echo "jump-forward rc=$?"; grep -A6 '"ratio_jump_forward_over_without"' /tmp/jump_forward.out
