@@ -285,8 +285,9 @@ for l in open('/tmp/cpu.jsonl'):
     # 8 concurrent requests (jump-forward proposes while at most
     # --speculative-max-batch, 16, sequences decode): output tok/s and E2E of
     # the json_schema part, engine steps, forced tokens verified / accepted.
-    # Random weights choose among a key's spellings at random, so few forced
-    # tokens are accepted: this shows the mechanism's cost, not its gain.
+    # The random model's tokenizer has only byte tokens, so a forced string has
+    # one spelling and every forced token is accepted; how many are proposed is
+    # the policy's choice (it weighs a verify step's cost against the tokens won).
     timeout 480 python3 bench/jump_forward.py --loom $L --model /tmp/llama8b \
       --schema bench/schemas/orders.json --schema bench/schemas/records.json \
       --server-args "--device cuda --gpu-memory-utilization 0.4 --max-num-seqs 64" \
