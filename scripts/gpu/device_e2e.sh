@@ -49,6 +49,8 @@
 #            (loom bench serve --json-schema): tok/s, mask time, compile TTFT
 #   jumpfwd  8 concurrent json_schema requests with and without jump-forward
 #            (bench/jump_forward.py, two servers side by side)
+#   coldstart  8B shape: loom serve to /ready and to the first token, page cache
+#            warm and cold (bench/cold_start.py)
 #   embed    /v1/embeddings on the GPU: a random 0.5B-shaped Qwen2 (bf16), last-token
 #            and mean (sentence-transformers modules.json) pooling, 24 prompts batched
 #            and one by one vs HF transformers on the same weights (embed_check.py)
@@ -296,6 +298,18 @@ for l in open('/tmp/cpu.jsonl'):
       --repeats 2 --output /tmp/jump_forward.json > /tmp/jump_forward.out 2>&1
     echo "jump-forward rc=$?"; grep -A6 '"ratio_jump_forward_over_without"' /tmp/jump_forward.out
     [ -f /tmp/jump_forward.json ] && cp /tmp/jump_forward.json "$OUT/bench_jump_forward_8b.json"
+    ;;
+  coldstart)
+    # loom serve to /ready and to a first request's first token, 8B shape,
+    # page cache warm and cold (the model's files dropped from it with
+    # posix_fadvise; fincore reports what stayed: a tmpfs /tmp cannot drop).
+    model8b
+    df -h /tmp | tail -1
+    timeout 500 python3 bench/cold_start.py --loom $L --model /tmp/llama8b --server-args "--device cuda" \
+      --repeats 2 --output /tmp/cold_start.json > /tmp/cold_start.out 2>&1
+    echo "cold_start rc=$?"; tail -6 /tmp/cold_start.out
+    grep -o '"page_cached_bytes_at_start": [0-9a-z]*' /tmp/cold_start.json | sort | uniq -c
+    [ -f /tmp/cold_start.json ] && cp /tmp/cold_start.json "$OUT/cold_start_8b.json"
     ;;
   embed)
     timeout 900 python3 scripts/gpu/embed_check.py --loom "$L" --out "$OUT/embed_check.json"
