@@ -52,8 +52,9 @@ fi
 # bindings. pip needs the sdist's build backend only to read its metadata.
 xgrammar_version=0.2.8
 xgrammar_sha256=8305646fd2b319d6c3003f51a1665e54cbbe9cba1fb636bc41d0b46434ccbb80
-# scripts/patches/xgrammar-<version>-*.patch fix bugs found by our tests and
-# bound the jump-forward walk (each says what it does); the stamp covers them,
+# scripts/patches/xgrammar-<version>-*.patch fix bugs found by our tests,
+# bound the jump-forward walk and let a compile be interrupted at its deadline
+# (each says what it does); the stamp covers them,
 # so a new patch re-extracts.
 third_party="${LOOM_THIRD_PARTY_DIR:-$root/third_party}"
 xgrammar_dir="$third_party/xgrammar"

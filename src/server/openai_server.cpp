@@ -381,6 +381,8 @@ OpenAiServer::OpenAiServer(OpenAiServerConfig config, GenerationService& service
   m.declare_counter("loom_grammar_cache_hits_total", "grammar requests served from the cache");
   m.declare_counter("loom_grammar_compile_timeouts_total",
                     "grammar compiles over --max-grammar-compile-ms (400s)");
+  m.declare_counter("loom_grammar_compiles_interrupted_total",
+                    "grammar compiles stopped at --max-grammar-compile-ms, their thread freed");
   m.declare_counter("loom_engine_masked_rows_total", "logits rows restricted by a grammar");
   m.declare_counter("loom_heap_trims_total",
                     "times freed heap memory was given back to the kernel (malloc_trim)");
@@ -496,6 +498,7 @@ void OpenAiServer::refresh_engine_metrics() {
     m.set("loom_grammar_compiles_total", double(g.compiles));
     m.set("loom_grammar_cache_hits_total", double(g.cache_hits));
     m.set("loom_grammar_compile_timeouts_total", double(g.timeouts));
+    m.set("loom_grammar_compiles_interrupted_total", double(g.interrupted));
   }
   m.set("loom_engine_stalled", stalled ? 1.0 : 0.0);
 }

@@ -33,8 +33,9 @@ struct CompilerOptions {
 struct CompilerStats {
   int64_t compiles = 0;  // finished compiles (cache misses)
   int64_t cache_hits = 0;
-  int64_t timeouts = 0;
-  int64_t failures = 0;  // invalid or unsupported specs
+  int64_t timeouts = 0;     // requests refused at the compile deadline
+  int64_t interrupted = 0;  // compiles stopped at their deadline (their pool thread freed)
+  int64_t failures = 0;     // invalid or unsupported specs
   int64_t cache_bytes = 0;
 };
 

@@ -1,8 +1,12 @@
 // GrammarCompiler on a tiny vocabulary built by hand: masks allow exactly the
 // tokens that continue the grammar, eos only at the end, only bytes that keep
 // the output valid UTF-8, the cache hands out one factory per spec, and bad
-// specs are GrammarErrors.
+// specs are GrammarErrors, and a compile past its deadline is interrupted.
 #include <gtest/gtest.h>
+
+#include <chrono>
+#include <random>
+#include <thread>
 
 #include "structured/grammar_compiler.h"
 #include "structured/schema_check.h"
@@ -87,7 +91,9 @@ TEST(Utf8TokenMasks, WellFormedSequencesOnly) {
   EXPECT_EQ(M::advance(M::Start, "a\xC3\xA9\xE4\xB8\xAD\xF0\x9F\x98\x80"), M::Start);
   EXPECT_EQ(M::advance(M::Start, "\xE4\xB8"), M::Cont1);  // mid-character: allowed
   for (const char* bad :
-       {"\xED\xA0\x80", "\xC0\xAF", "\xE0\x80\xAF", "\xF4\x90\x80\x80", "\x80", "\xFF", "\xE4" "a"})
+       {"\xED\xA0\x80", "\xC0\xAF", "\xE0\x80\xAF", "\xF4\x90\x80\x80", "\x80", "\xFF",
+        "\xE4"
+        "a"})
     EXPECT_EQ(M::advance(M::Start, bad), M::kInvalid) << bad;
   // Stop tokens only between characters; tokens that write nothing anywhere.
   const M masks({"a", "\xE4", "\xB8", "", "</s>"}, 1, {4});
@@ -126,6 +132,66 @@ TEST(GrammarCompiler, BadSpecsAreGrammarErrors) {
   EXPECT_THROW(compiler.compile(ebnf_spec("root ::= missing")), GrammarError);
   EXPECT_THROW(compiler.compile(regex_spec("(a")), GrammarError);
   EXPECT_EQ(compiler.stats().failures, 2);
+}
+
+TEST(GrammarCompiler, ACompilePastItsDeadlineIsInterrupted) {
+  if (!GrammarCompiler::available()) GTEST_SKIP() << "built without xgrammar";
+  // 30,000 random lowercase tokens and an object of length-bounded strings:
+  // many grammar states, each with a token mask over the whole vocabulary.
+  std::mt19937 rng(7);
+  std::vector<std::string> vocab;
+  for (int i = 0; i < 30000; ++i) {
+    std::string t(size_t(1 + rng() % 6), 'a');
+    for (char& ch : t) ch = char('a' + rng() % 26);
+    vocab.push_back(t);
+  }
+  for (const char* t : {"{", "}", "\"", ":", ",", " "}) vocab.push_back(t);
+  TinyTokenizer tok(vocab);
+  json props = json::object();
+  for (int i = 0; i < 8; ++i)  // lengths of their own: no two fields share their states
+    props["field" + std::to_string(i)] = {
+        {"type", "string"}, {"minLength", 1}, {"maxLength", 40 + i}};
+  const json schema = {{"type", "object"}, {"properties", props}, {"additionalProperties", false}};
+  using clock = std::chrono::steady_clock;
+  const auto ms = [](clock::duration d) {
+    return std::chrono::duration<double, std::milli>(d).count();
+  };
+
+  CompilerOptions unbounded;
+  unbounded.threads = 1;
+  unbounded.max_compile_time = std::chrono::milliseconds(600000);
+  double full_ms = 0;
+  {
+    GrammarCompiler compiler(tok, tok.vocab_size(), unbounded);
+    const auto start = clock::now();
+    compiler.compile(json_schema_spec(schema));
+    full_ms = ms(clock::now() - start);
+  }
+  ASSERT_GE(full_ms, 200.0)
+      << "the compile is too quick to tell an interrupted one from a finished one: " << full_ms;
+
+  CompilerOptions bounded = unbounded;
+  bounded.max_compile_time = std::chrono::milliseconds(int64_t(full_ms / 20));
+  GrammarCompiler compiler(tok, tok.vocab_size(), bounded);
+  const auto start = clock::now();
+  try {
+    compiler.compile(json_schema_spec(schema));
+    FAIL() << "compiled within " << bounded.max_compile_time.count() << " ms";
+  } catch (const GrammarError& e) {
+    EXPECT_EQ(e.kind(), GrammarError::Kind::Timeout) << e.what();
+  }
+  // The pool's only thread is freed soon after the deadline, long before the
+  // compile would have finished.
+  while (compiler.stats().interrupted + compiler.stats().compiles == 0 &&
+         ms(clock::now() - start) < 4 * full_ms)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const double freed_ms = ms(clock::now() - start);
+  EXPECT_EQ(compiler.stats().interrupted, 1);
+  EXPECT_EQ(compiler.stats().compiles, 0);
+  EXPECT_LT(freed_ms, full_ms / 2) << "a whole compile takes " << full_ms << " ms";
+  // The interrupted grammar was not cached: asking again compiles again.
+  EXPECT_THROW(compiler.compile(json_schema_spec(schema)), GrammarError);
+  EXPECT_EQ(compiler.stats().cache_hits, 0);
 }
 
 TEST(SchemaCheck, NamesWhatCannotBeEnforced) {

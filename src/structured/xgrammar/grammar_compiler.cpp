@@ -64,12 +64,19 @@ struct GrammarCompiler::Impl {
     }
   }
 
-  // Runs on a pool thread.
+  // Runs on a pool thread. A compile still running at its deadline (its
+  // start plus --max-grammar-compile-ms: its first waiter has given up by
+  // then) is interrupted between token masks, which frees the thread for the
+  // next compile instead of finishing a grammar nobody waits for.
   void run_compile(const std::string& key, const GrammarSpec& spec,
                    std::shared_ptr<std::promise<Factory>> promise) {
     const auto start = std::chrono::steady_clock::now();
+    const auto deadline = start + options.max_compile_time;
+    xgrammar::SetCompileInterruptCheck(
+        [deadline] { return std::chrono::steady_clock::now() > deadline; });
     Factory factory;
     std::exception_ptr error;
+    bool interrupted = false;
     int64_t bytes = 0;
     try {
       const std::string tag =
@@ -80,6 +87,9 @@ struct GrammarCompiler::Impl {
                                                             utf8, tokenizer);
     } catch (const GrammarError&) {
       error = std::current_exception();
+    } catch (const xgrammar::CompileInterruptedError&) {
+      interrupted = true;
+      error = std::make_exception_ptr(timeout_error(spec));
     } catch (const std::exception& e) {
       // xgrammar reports a bad regex, grammar or schema as an exception whose
       // message says what is wrong.
@@ -93,7 +103,7 @@ struct GrammarCompiler::Impl {
       --in_flight;
       auto it = cache.find(key);
       if (error) {
-        ++stats.failures;
+        ++(interrupted ? stats.interrupted : stats.failures);
         if (it != cache.end()) {
           lru.erase(it->second.lru);
           cache.erase(it);
@@ -108,12 +118,22 @@ struct GrammarCompiler::Impl {
         }
       }
     }
+    xgrammar::SetCompileInterruptCheck({});
     spdlog::debug("grammar compile: {} in {:.1f} ms, {} bytes{}", spec.describe(), ms, bytes,
-                  error ? " (failed)" : "");
+                  interrupted ? " (interrupted at the deadline)"
+                  : error     ? " (failed)"
+                              : "");
     if (error)
       promise->set_exception(error);
     else
       promise->set_value(std::move(factory));
+  }
+
+  GrammarError timeout_error(const GrammarSpec& spec) const {
+    return GrammarError(GrammarError::Kind::Timeout,
+                        fmt::format("compiling the {} took longer than {} ms "
+                                    "(--max-grammar-compile-ms); simplify it",
+                                    spec.describe(), options.max_compile_time.count()));
   }
 
   // Drops least recently used finished entries past the byte budget.
@@ -193,10 +213,7 @@ std::shared_ptr<const TokenConstraintFactory> GrammarCompiler::compile(const Gra
       std::lock_guard<std::mutex> lk(m.mu);
       ++m.stats.timeouts;
     }
-    throw GrammarError(GrammarError::Kind::Timeout,
-                       fmt::format("compiling the {} took longer than {} ms "
-                                   "(--max-grammar-compile-ms); simplify it",
-                                   spec.describe(), m.options.max_compile_time.count()));
+    throw m.timeout_error(spec);
   }
   return result.get();
 }
