@@ -6,6 +6,8 @@
 //  rms_norm / add_rms_norm: rel 1e-2 + abs 2e-3 (rounded residual, then rounded output)
 //  rope: rel 5e-3 + abs 5e-3;  gated_activation, softcap: rel 6e-3 + abs 1e-3
 //  argmax_rows: exact (the Sampler's greedy rule: first maximum, NaNs skipped)
+#include <cstring>
+
 #include "../backend/reference.h"
 #include "backend/quant/quant.h"
 #include "cuda_test_util.h"
@@ -36,8 +38,8 @@ TEST_F(CudaOpsTest, NameAndDtype) {
 TEST_F(CudaOpsTest, PrepareWeightFloatAndQuantised) {
   const int64_t rows = 7, cols = 512;
   const auto vals = random_bf16_values(rows * cols, 1, -2, 2);
-  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q5_K,
-                  DType::Q6_K}) {
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_K,
+                  DType::Q5_K, DType::Q6_K}) {
     SCOPED_TRACE(std::string(dtype_name(t)));
     Tensor host = Tensor::cpu(t, {rows, cols});
     std::vector<float> want(vals.size());
@@ -65,6 +67,41 @@ TEST_F(CudaOpsTest, PrepareWeightFloatAndQuantised) {
   EXPECT_EQ(back, raw);
 }
 
+TEST_F(CudaOpsTest, PrepareWeightLargerThanTheStagingBuffers) {
+  // 150 MiB of bf16 (copied as it is) and 96 MiB of f32 (converted on the
+  // GPU): several of the weight stager's 64 MiB pinned buffers each, ragged
+  // ends, and a step between them (which frees the stager; the next weight
+  // makes a new one).
+  const int64_t cols = 4099, rows = (int64_t{150} << 20) / (2 * cols);
+  Tensor host = Tensor::cpu(DType::BF16, {rows, cols});
+  auto* bits = static_cast<uint16_t*>(host.data());
+  for (int64_t i = 0; i < rows * cols; ++i)
+    bits[i] = static_cast<uint16_t>(((uint64_t(i) * 2654435761u) >> 7) & 0x3fff);  // finite, varied
+  Tensor dev = gpu_->prepare_weight(host);
+  std::vector<uint16_t> back(static_cast<size_t>(rows * cols));
+  gpu_->copy_to_host(back.data(), dev, back.size() * 2);
+  EXPECT_EQ(std::memcmp(back.data(), bits, back.size() * 2), 0);
+
+  AttentionMetadata meta;  // one token of one sequence in block 0
+  meta.num_seqs = 1;
+  meta.query_start = {0, 1};
+  meta.context_lens = {1};
+  meta.block_tables = {0};
+  meta.max_blocks_per_seq = 1;
+  meta.slot_mapping = {0};
+  gpu_->prepare_attention(meta, 1, 16, 1);
+
+  const int64_t frows = 6151, fcols = 4096;  // 96 MiB of f32, 16M-value conversion chunks
+  std::vector<float> vals(static_cast<size_t>(frows * fcols));
+  for (size_t i = 0; i < vals.size(); ++i)
+    vals[i] = float(int64_t(i % 1000003) - 500000) * 1.37e-3f;
+  Tensor fdev = gpu_->prepare_weight(cpu_f32(vals, {frows, fcols}));
+  EXPECT_EQ(fdev.dtype(), DType::BF16);
+  std::vector<float> want(vals.size());
+  for (size_t i = 0; i < vals.size(); ++i) want[i] = bf16_to_f32(f32_to_bf16(vals[i]));
+  expect_close(from_gpu_bf16(*gpu_, fdev), want, 0, 0);
+}
+
 TEST_F(CudaOpsTest, Embedding) {
   for (int64_t hidden : {512, 7, 4096}) {
     SCOPED_TRACE(hidden);
@@ -88,7 +125,8 @@ TEST_F(CudaOpsTest, RmsNormAndAddRmsNorm) {
         const auto xv = random_bf16_values(rows * h, 21, -3, 3);
         const auto rv = random_bf16_values(rows * h, 22, -3, 3);
         const auto wv = random_bf16_values(h, 23, -1, 1);
-        Tensor cx = cpu_f32(xv, {rows, h}), cw = cpu_f32(wv, {h}), cout = Tensor::cpu(DType::F32, {rows, h});
+        Tensor cx = cpu_f32(xv, {rows, h}), cw = cpu_f32(wv, {h}),
+               cout = Tensor::cpu(DType::F32, {rows, h});
         cpu_->rms_norm(cx, cw, 1e-6f, offset, cout);
         // Weight as prepared (f32 on the GPU), as bf16 on the GPU, and as a host tensor.
         Tensor weights[] = {gpu_->prepare_weight(cw), gpu_bf16(*gpu_, wv, {h}), cw};
@@ -142,19 +180,20 @@ TEST_F(CudaOpsTest, Rope) {
   const std::vector<int32_t> pos = {0, 1, 7, 1000, 65000};
   const int64_t t = 5, heads = 3;
   for (int64_t hd : {16, 32, 64, 80, 96, 128, 256})
-    for (int rot : {static_cast<int>(hd), static_cast<int>(hd / 2), static_cast<int>(hd / 4 / 2 * 2)})
+    for (int rot :
+         {static_cast<int>(hd), static_cast<int>(hd / 2), static_cast<int>(hd / 4 / 2 * 2)})
       for (bool interleaved : {false, true})
         for (float mscale : {1.0f, 1.2f}) {
-          SCOPED_TRACE(::testing::Message() << "hd " << hd << " rot " << rot << " interleaved " << interleaved
-                                            << " mscale " << mscale);
+          SCOPED_TRACE(::testing::Message() << "hd " << hd << " rot " << rot << " interleaved "
+                                            << interleaved << " mscale " << mscale);
           const auto xv = random_bf16_values(t * heads * hd, 41);
           std::vector<float> freq(rot / 2);
           for (int j = 0; j < rot / 2; ++j) freq[j] = std::pow(10000.0f, -2.0f * j / rot);
           Tensor cx = cpu_f32(xv, {t, heads, hd});
           cpu_->rope(cx, cpu_i32(pos), cpu_f32(freq, {rot / 2}), rot, interleaved, mscale);
           Tensor gx = gpu_bf16(*gpu_, xv, {t, heads, hd});
-          gpu_->rope(gx, gpu_i32(*gpu_, pos), gpu_->prepare_weight(cpu_f32(freq, {rot / 2})), rot, interleaved,
-                     mscale);
+          gpu_->rope(gx, gpu_i32(*gpu_, pos), gpu_->prepare_weight(cpu_f32(freq, {rot / 2})), rot,
+                     interleaved, mscale);
           expect_close(from_gpu_bf16(*gpu_, gx), values(cx), 5e-3, 5e-3);
         }
 }
@@ -209,7 +248,8 @@ TEST_F(CudaOpsTest, GatherRows) {
 
 TEST_F(CudaOpsTest, WriteKv) {
   const int64_t blocks = 5, bs = 16, kvh = 2, hd = 64, t = 7;
-  KvLayerCache cache{gpu_->alloc(DType::BF16, {blocks, bs, kvh, hd}), gpu_->alloc(DType::BF16, {blocks, bs, kvh, hd})};
+  KvLayerCache cache{gpu_->alloc(DType::BF16, {blocks, bs, kvh, hd}),
+                     gpu_->alloc(DType::BF16, {blocks, bs, kvh, hd})};
   const auto k = random_bf16_values(t * kvh * hd, 71), v = random_bf16_values(t * kvh * hd, 72);
   AttentionMetadata meta;
   meta.slot_mapping = {0, 15, 16, -1, 79, 33, 40};
@@ -228,7 +268,8 @@ TEST_F(CudaOpsTest, WriteKv) {
   EXPECT_EQ(kc, want_k);
   EXPECT_EQ(vc, want_v);
   meta.slot_mapping[0] = blocks * bs;  // out of range
-  EXPECT_THROW(gpu_->write_kv(gpu_bf16(*gpu_, k, {t, kvh, hd}), gpu_bf16(*gpu_, v, {t, kvh, hd}), cache, meta),
+  EXPECT_THROW(gpu_->write_kv(gpu_bf16(*gpu_, k, {t, kvh, hd}), gpu_bf16(*gpu_, v, {t, kvh, hd}),
+                              cache, meta),
                Error);
 }
 
@@ -242,8 +283,8 @@ TEST_F(CudaOpsTest, FusedProjectionOpsEqualUnfused) {
     for (auto [heads, kvh] : {std::pair<int64_t, int64_t>{4, 1}, {8, 8}, {6, 2}})
       for (int rot : {static_cast<int>(hd), static_cast<int>(hd / 2)})
         for (bool interleaved : {false, true}) {
-          SCOPED_TRACE(::testing::Message() << "hd " << hd << " heads " << heads << "/" << kvh << " rot " << rot
-                                            << " interleaved " << interleaved);
+          SCOPED_TRACE(::testing::Message() << "hd " << hd << " heads " << heads << "/" << kvh
+                                            << " rot " << rot << " interleaved " << interleaved);
           const int64_t q_dim = heads * hd, kv_dim = kvh * hd;
           const auto qkv = random_bf16_values(t * (q_dim + 2 * kv_dim), 81);
           std::vector<float> qv, kv, vv;
@@ -260,15 +301,18 @@ TEST_F(CudaOpsTest, FusedProjectionOpsEqualUnfused) {
           AttentionMetadata meta;
           meta.slot_mapping = {0, 15, 16, -1, 79, 33, 40};
           // Unfused reference.
-          Tensor q_ref = gpu_bf16(*gpu_, qv, {t, heads, hd}), k_ref = gpu_bf16(*gpu_, kv, {t, kvh, hd});
+          Tensor q_ref = gpu_bf16(*gpu_, qv, {t, heads, hd}),
+                 k_ref = gpu_bf16(*gpu_, kv, {t, kvh, hd});
           gpu_->rope(q_ref, pos, inv, rot, interleaved, 1.1f);
           gpu_->rope(k_ref, pos, inv, rot, interleaved, 1.1f);
-          KvLayerCache ref{gpu_->alloc(DType::BF16, {blocks, bs, kvh, hd}), gpu_->alloc(DType::BF16, {blocks, bs, kvh, hd})};
+          KvLayerCache ref{gpu_->alloc(DType::BF16, {blocks, bs, kvh, hd}),
+                           gpu_->alloc(DType::BF16, {blocks, bs, kvh, hd})};
           gpu_->write_kv(k_ref, gpu_bf16(*gpu_, vv, {t, kvh, hd}), ref, meta);
           // Fused, into the cache.
           Tensor fused = gpu_bf16(*gpu_, qkv, {t, q_dim + 2 * kv_dim});
           Tensor q = gpu_->alloc(DType::BF16, {t, heads, hd}), none;
-          KvLayerCache got{gpu_->alloc(DType::BF16, {blocks, bs, kvh, hd}), gpu_->alloc(DType::BF16, {blocks, bs, kvh, hd})};
+          KvLayerCache got{gpu_->alloc(DType::BF16, {blocks, bs, kvh, hd}),
+                           gpu_->alloc(DType::BF16, {blocks, bs, kvh, hd})};
           Backend::QkvRope r{&pos, &inv, rot, interleaved, 1.1f};
           gpu_->split_qkv(fused, &r, q, none, none, &got, &meta);
           // One bf16 rounding apart at most (the compiler may contract the
@@ -277,7 +321,8 @@ TEST_F(CudaOpsTest, FusedProjectionOpsEqualUnfused) {
           expect_close(from_gpu_bf16(*gpu_, got.k), from_gpu_bf16(*gpu_, ref.k), 8e-3, 1e-3, "k");
           EXPECT_EQ(from_gpu_bf16(*gpu_, got.v), from_gpu_bf16(*gpu_, ref.v));
           // Fused, plain split (no rope) into k and v.
-          Tensor k = gpu_->alloc(DType::BF16, {t, kvh, hd}), v = gpu_->alloc(DType::BF16, {t, kvh, hd});
+          Tensor k = gpu_->alloc(DType::BF16, {t, kvh, hd}),
+                 v = gpu_->alloc(DType::BF16, {t, kvh, hd});
           gpu_->split_qkv(fused, nullptr, q, k, v, nullptr, nullptr);
           EXPECT_EQ(from_gpu_bf16(*gpu_, q), qv);
           EXPECT_EQ(from_gpu_bf16(*gpu_, k), kv);
@@ -292,8 +337,10 @@ TEST_F(CudaOpsTest, FusedProjectionOpsEqualUnfused) {
       u.insert(u.end(), gu.begin() + r * 2 * inter + inter, gu.begin() + (r + 1) * 2 * inter);
     }
     for (GatedActivation act : {GatedActivation::Silu, GatedActivation::GeluTanh}) {
-      Tensor want = gpu_->alloc(DType::BF16, {rows, inter}), got = gpu_->alloc(DType::BF16, {rows, inter});
-      gpu_->gated_activation(gpu_bf16(*gpu_, g, {rows, inter}), gpu_bf16(*gpu_, u, {rows, inter}), act, want);
+      Tensor want = gpu_->alloc(DType::BF16, {rows, inter}),
+             got = gpu_->alloc(DType::BF16, {rows, inter});
+      gpu_->gated_activation(gpu_bf16(*gpu_, g, {rows, inter}), gpu_bf16(*gpu_, u, {rows, inter}),
+                             act, want);
       gpu_->gated_activation_fused(gpu_bf16(*gpu_, gu, {rows, 2 * inter}), act, got);
       EXPECT_EQ(from_gpu_bf16(*gpu_, got), from_gpu_bf16(*gpu_, want)) << "inter " << inter;
     }
@@ -314,14 +361,29 @@ TEST_F(CudaOpsTest, ArgmaxRows) {
         float* row = v.data() + r * vocab;
         const auto at = [&] { return static_cast<int64_t>(rng() % static_cast<uint32_t>(vocab)); };
         switch (r % 8) {
-          case 0: row[at()] = 9.0f, row[at()] = 9.0f, row[at()] = 9.0f; break;  // ties of the max
-          case 1: row[at()] = nan, row[at()] = 20.0f, row[at()] = nan; break;
-          case 2: for (int64_t i = 0; i < vocab; ++i) row[i] = -inf; break;     // first index
-          case 3: for (int64_t i = 0; i < vocab; ++i) row[i] = nan; break;      // 0
-          case 4: for (int64_t i = 0; i < vocab; ++i) row[i] = i % 3 ? nan : -inf; break;
-          case 5: row[vocab - 1] = inf, row[at()] = inf; break;
-          case 6: for (int64_t i = 0; i < vocab; ++i) row[i] = (i % 2 ? -0.0f : 0.0f); break;
-          default: break;
+          case 0:
+            row[at()] = 9.0f, row[at()] = 9.0f, row[at()] = 9.0f;
+            break;  // ties of the max
+          case 1:
+            row[at()] = nan, row[at()] = 20.0f, row[at()] = nan;
+            break;
+          case 2:
+            for (int64_t i = 0; i < vocab; ++i) row[i] = -inf;
+            break;  // first index
+          case 3:
+            for (int64_t i = 0; i < vocab; ++i) row[i] = nan;
+            break;  // 0
+          case 4:
+            for (int64_t i = 0; i < vocab; ++i) row[i] = i % 3 ? nan : -inf;
+            break;
+          case 5:
+            row[vocab - 1] = inf, row[at()] = inf;
+            break;
+          case 6:
+            for (int64_t i = 0; i < vocab; ++i) row[i] = (i % 2 ? -0.0f : 0.0f);
+            break;
+          default:
+            break;
         }
       }
       const auto want = ref::argmax_rows(v, rows, vocab);

@@ -73,9 +73,15 @@ Tensor CudaBackend::alloc(DType dtype, std::vector<int64_t> shape) {
   return Tensor(mem.get(), dtype, t.shape(), Device::Cuda, mem);
 }
 
+cuda::WeightStager& CudaBackend::weight_stager() {
+  if (!weight_stager_)
+    weight_stager_ = std::make_unique<cuda::WeightStager>(cuda::weight_stager_threads());
+  return *weight_stager_;
+}
+
 Tensor CudaBackend::prepare_weight(const Tensor& host_weight) {
   if (host_weight.device() == Device::Cuda) return host_weight;
-  return cuda::upload_weight(host_weight, stream_);
+  return cuda::upload_weight(host_weight, stream_, &weight_stager());
 }
 
 void CudaBackend::copy_from_host(Tensor& dst, const void* src, size_t bytes) {
@@ -115,6 +121,7 @@ std::optional<Backend::DeviceMemory> CudaBackend::device_memory() const {
 void CudaBackend::prepare_attention(const AttentionMetadata& meta, int64_t num_tokens,
                                     int64_t block_size, int64_t num_blocks) {
   check_not_capturing("prepare_attention");
+  weight_stager_.reset();  // the model is loaded: its pinned buffers and threads go
   metadata_.prepare(meta, num_tokens, block_size, num_blocks, stream_);
 }
 

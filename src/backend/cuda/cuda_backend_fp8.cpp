@@ -98,10 +98,10 @@ LinearWeight CudaBackend::prepare_linear(const LinearWeight& host) {
     const auto* src = static_cast<const uint8_t*>(host.weight.data());
     for (int64_t r0 = 0; r0 < n; r0 += rows_per_chunk) {
       const int64_t rows = std::min(rows_per_chunk, n - r0);
-      // Pageable source: the copy returns once the bytes are staged.
-      LOOM_CUDA_CHECK(cudaMemcpyAsync(dev, src + r0 * row_bytes,
-                                      static_cast<size_t>(rows * row_bytes), cudaMemcpyHostToDevice,
-                                      stream_));
+      // Returns once the bytes are staged (stream-ordered after the last
+      // chunk's quantisation, which read `dev`).
+      weight_stager().copy(dev, src + r0 * row_bytes, static_cast<size_t>(rows * row_bytes),
+                           stream_);
       quantize_fp8_weight_rows(t, dev, rows, k, out.weight.data_as<uint8_t>() + r0 * k,
                                out.scale.data_as<float>() + r0, stream_);
       check_launch();

@@ -18,6 +18,7 @@
 #include "backend/backend.h"
 #include "backend/cuda/cuda_util.h"
 #include "backend/cuda/step_metadata.h"
+#include "backend/cuda/weight_stager.h"
 
 namespace loom::cuda {
 
@@ -194,6 +195,10 @@ class CudaBackend final : public Backend {
   std::unique_ptr<Gemm> gemm_;
   std::unique_ptr<Fp8Gemm> fp8_gemm_;  // made by the first FP8 weight
   PinnedUploader uploader_;
+  // Weights' host -> device copies while the model loads; made by the first
+  // weight, freed (its pinned buffers and threads) by the first step.
+  std::unique_ptr<WeightStager> weight_stager_;
+  WeightStager& weight_stager();
   StepMetadataCache metadata_;
   DeviceBuffer param_buf_[2], bias_buf_, gather_idx_, token_mask_, attn_partials_, attn_counters_,
       argmax_ids_;

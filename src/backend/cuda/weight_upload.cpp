@@ -1,6 +1,7 @@
-// upload_weight (see weight_upload.h). Float weights travel in chunks of at
-// most kChunkElems values: raw bytes to a device staging buffer, then a
-// conversion kernel into place. Quantised rows are dequantised on the host
+// upload_weight (see weight_upload.h). Weights already in their device type
+// are copied as they are; other float weights travel in chunks of at most
+// kChunkElems values: raw bytes to a device staging buffer, then a conversion
+// kernel into place. Quantised rows are dequantised on the host
 // (backend/quant's dequantize_row) into an f32 chunk first.
 #include "backend/cuda/weight_upload.h"
 
@@ -9,6 +10,7 @@
 
 #include "backend/cuda/cuda_util.h"
 #include "backend/cuda/kernels/kernels.h"
+#include "backend/cuda/weight_stager.h"
 #include "backend/quant/quant.h"
 
 namespace loom::cuda {
@@ -32,16 +34,27 @@ std::shared_ptr<void> device_alloc(size_t bytes) {
   });
 }
 
-Tensor upload_weight(const Tensor& host, cudaStream_t stream) {
+Tensor upload_weight(const Tensor& host, cudaStream_t stream, WeightStager* stager) {
   LOOM_CHECK(host.device() == Device::Cpu, "upload_weight needs a host tensor");
+  // Host bytes to the device: through the stager's pinned buffers, or a
+  // pageable copy that returns once the bytes are staged by the driver.
+  const auto to_device = [&](void* dst, const void* src, size_t bytes) {
+    if (stager)
+      stager->copy(dst, src, bytes, stream);
+    else
+      LOOM_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream));
+  };
+  const auto finish = [&] {
+    if (!stager) LOOM_CUDA_CHECK(cudaStreamSynchronize(stream));
+  };
   const DType src = host.dtype();
   const bool is_float = src == DType::F32 || src == DType::F16 || src == DType::BF16;
   const int64_t n = host.numel();
   if (!is_float && !is_quantized(src)) {  // integers: as they are
     const auto bytes = static_cast<size_t>(host.nbytes());
     auto mem = device_alloc(bytes);
-    if (bytes) LOOM_CUDA_CHECK(cudaMemcpyAsync(mem.get(), host.data(), bytes, cudaMemcpyHostToDevice, stream));
-    LOOM_CUDA_CHECK(cudaStreamSynchronize(stream));
+    if (bytes) to_device(mem.get(), host.data(), bytes);
+    finish();
     return Tensor(mem.get(), src, host.shape(), Device::Cuda, mem);
   }
   const DType dst = host.ndim() >= 2 ? DType::BF16 : DType::F32;
@@ -51,9 +64,8 @@ Tensor upload_weight(const Tensor& host, cudaStream_t stream) {
   if (n == 0) return out;
 
   if (is_float && src == dst) {
-    LOOM_CUDA_CHECK(cudaMemcpyAsync(mem.get(), host.data(), static_cast<size_t>(host.nbytes()),
-                                    cudaMemcpyHostToDevice, stream));
-    LOOM_CUDA_CHECK(cudaStreamSynchronize(stream));
+    to_device(mem.get(), host.data(), static_cast<size_t>(host.nbytes()));
+    finish();
     return out;
   }
   // Chunks are whole rows for quantised types (dequantize_row works per row).
@@ -63,7 +75,8 @@ Tensor upload_weight(const Tensor& host, cudaStream_t stream) {
   const int64_t staged_elem = dtype_info(staged).block_bytes;
   const int64_t chunk_elems = std::min(rows, rows_per_chunk) * cols;
   void* staging = nullptr;
-  LOOM_CUDA_CHECK(cudaMallocAsync(&staging, static_cast<size_t>(chunk_elems * staged_elem), stream));
+  LOOM_CUDA_CHECK(
+      cudaMallocAsync(&staging, static_cast<size_t>(chunk_elems * staged_elem), stream));
   std::vector<float> deq;
   const auto* src_bytes = static_cast<const uint8_t*>(host.data());
   const int64_t src_row_bytes = host.row_stride_bytes();
@@ -75,14 +88,15 @@ Tensor upload_weight(const Tensor& host, cudaStream_t stream) {
       if (!is_float) {
         deq.resize(static_cast<size_t>(ne));
         for (int64_t r = 0; r < nr; ++r)
-          quant::dequantize_row(src, src_bytes + (r0 + r) * src_row_bytes, deq.data() + r * cols, cols);
+          quant::dequantize_row(src, src_bytes + (r0 + r) * src_row_bytes, deq.data() + r * cols,
+                                cols);
         chunk = deq.data();
       }
-      // Pageable source: the call returns once the source was staged, so the
-      // host buffer may be refilled for the next chunk.
-      LOOM_CUDA_CHECK(cudaMemcpyAsync(staging, chunk, static_cast<size_t>(ne * staged_elem),
-                                      cudaMemcpyHostToDevice, stream));
-      convert(staged, staging, dst, static_cast<uint8_t*>(mem.get()) + r0 * cols * dst_elem, ne, stream);
+      // Returns once the source was staged, so the host buffer may be
+      // refilled for the next chunk.
+      to_device(staging, chunk, static_cast<size_t>(ne * staged_elem));
+      convert(staged, staging, dst, static_cast<uint8_t*>(mem.get()) + r0 * cols * dst_elem, ne,
+              stream);
       LOOM_CUDA_CHECK(cudaGetLastError());
     }
   } catch (...) {
@@ -91,7 +105,7 @@ Tensor upload_weight(const Tensor& host, cudaStream_t stream) {
     throw;
   }
   LOOM_CUDA_CHECK(cudaFreeAsync(staging, stream));
-  LOOM_CUDA_CHECK(cudaStreamSynchronize(stream));
+  finish();
   return out;
 }
 
