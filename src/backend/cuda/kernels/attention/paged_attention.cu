@@ -1,8 +1,8 @@
 // Paged attention entry: dispatch on head_dim to the kernels instantiated in
 // paged_attention_hd*.cu (the common sizes fixed at compile time, any other
 // multiple of 8 up to 256 on the runtime-sized path; FP8 caches: 64, 128 and
-// 256, the rest runtime-sized). Split keys are merged by the kernel itself
-// (the last partition of a token's heads to finish).
+// 256 on tensor cores, the rest runtime-sized on CUDA cores). Split keys are merged by the kernel
+// itself (the last partition of a token's heads to finish).
 #include <type_traits>
 
 #include "backend/cuda/kernels/common.cuh"
@@ -31,15 +31,22 @@ LOOM_ATTN_EXTERN(192)
 LOOM_ATTN_EXTERN(256)
 #undef LOOM_ATTN_EXTERN
 
-// FP8 caches: the common head sizes have their own kernels, the others the runtime-sized one.
+// FP8 caches: head sizes 64, 128 and 256 on the tensor-core kernel
+// (paged_attention_mma.cuh), the others on the runtime-sized CUDA-core one.
 template <int HD>
 void launch_paged_attention_fp8_hd(const PagedAttentionArgs& a, cudaStream_t stream);
 template <int HD>
 int paged_attention_blocks_per_sm_fp8_hd(int heads_per_block);
-#define LOOM_ATTN_EXTERN(HD)                                                                       \
-  extern template void launch_paged_attention_fp8_hd<HD>(const PagedAttentionArgs&, cudaStream_t); \
-  extern template int paged_attention_blocks_per_sm_fp8_hd<HD>(int);
-LOOM_ATTN_EXTERN(0)
+extern template void launch_paged_attention_fp8_hd<0>(const PagedAttentionArgs&, cudaStream_t);
+extern template int paged_attention_blocks_per_sm_fp8_hd<0>(int);
+template <int HD>
+void launch_paged_attention_mma_fp8(const PagedAttentionArgs& a, cudaStream_t stream);
+template <int HD>
+int paged_attention_blocks_per_sm_mma_fp8(int heads_per_block);
+#define LOOM_ATTN_EXTERN(HD)                                                         \
+  extern template void launch_paged_attention_mma_fp8<HD>(const PagedAttentionArgs&, \
+                                                          cudaStream_t);             \
+  extern template int paged_attention_blocks_per_sm_mma_fp8<HD>(int);
 LOOM_ATTN_EXTERN(64)
 LOOM_ATTN_EXTERN(128)
 LOOM_ATTN_EXTERN(256)
@@ -102,8 +109,11 @@ bool paged_attention_bf16(const PagedAttentionArgs& a, cudaStream_t stream) {
   if (!paged_attention_supports_head_dim(a.head_dim)) return false;
   if (a.num_tokens <= 0) return true;
   dispatch_head_dim(a.head_dim, a.k_scale != nullptr, [&](auto hd, auto fp8) {
-    if constexpr (decltype(fp8)::value)
-      launch_paged_attention_fp8_hd<decltype(hd)::value>(a, stream);
+    constexpr int kHd = decltype(hd)::value;
+    if constexpr (decltype(fp8)::value && kHd > 0)
+      launch_paged_attention_mma_fp8<kHd>(a, stream);
+    else if constexpr (decltype(fp8)::value)
+      launch_paged_attention_fp8_hd<kHd>(a, stream);
     else
       launch_paged_attention_hd<decltype(hd)::value>(a, stream);
   });
@@ -113,8 +123,11 @@ bool paged_attention_bf16(const PagedAttentionArgs& a, cudaStream_t stream) {
 int paged_attention_blocks_per_sm(int64_t head_dim, bool fp8_kv, int heads_per_block) {
   if (!paged_attention_supports_head_dim(head_dim)) return 0;
   return dispatch_head_dim(head_dim, fp8_kv, [&](auto hd, auto fp8) {
-    if constexpr (decltype(fp8)::value)
-      return paged_attention_blocks_per_sm_fp8_hd<decltype(hd)::value>(heads_per_block);
+    constexpr int kHd = decltype(hd)::value;
+    if constexpr (decltype(fp8)::value && kHd > 0)
+      return paged_attention_blocks_per_sm_mma_fp8<kHd>(heads_per_block);
+    else if constexpr (decltype(fp8)::value)
+      return paged_attention_blocks_per_sm_fp8_hd<kHd>(heads_per_block);
     else
       return paged_attention_blocks_per_sm_hd<decltype(hd)::value>(heads_per_block);
   });

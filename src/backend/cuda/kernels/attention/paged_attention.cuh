@@ -29,6 +29,7 @@
 
 #include <cfloat>
 
+#include "backend/cuda/kernels/attention/paged_attention_common.cuh"
 #include "backend/cuda/kernels/common.cuh"
 #include "backend/cuda/kernels/fp8/fp8.cuh"
 #include "backend/cuda/kernels/kernels.h"
@@ -38,7 +39,6 @@ namespace loom::cuda {
 constexpr int kAttnWarps = 4;
 constexpr int kAttnThreads = kAttnWarps * 32;
 constexpr int kAttnMaxHeadDim = 256;
-constexpr float kLog2e = 1.4426950408889634f;
 
 // Dims a block holds per head (HD, or the runtime path's maximum) and the
 // lanes per key: the power of two covering kCap / 8.
@@ -80,38 +80,6 @@ __host__ __device__ constexpr int attn_stage_keys() {
 // Bytes of the ring of tiles: 5 bf16 tiles or 5-10 FP8 ones, so a block has
 // 32-36 KB of loads in flight while it works on one tile.
 constexpr int kAttnRingBytes = 40960;
-
-// One Vec from global to shared memory, asynchronously; fill == false
-// zero-fills the destination without reading src.
-template <class Vec>
-__device__ __forceinline__ void attn_copy_async(Vec* dst, const void* src, bool fill) {
-  const auto d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
-  if constexpr (sizeof(Vec) == 16) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src),
-                 "r"(fill ? 16 : 0)
-                 : "memory");
-  } else {
-    static_assert(sizeof(Vec) == 8, "8- or 16-byte copies");
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(d), "l"(src),
-                 "r"(fill ? 8 : 0)
-                 : "memory");
-  }
-}
-__device__ __forceinline__ void attn_copy_commit() {
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-// Waits until at most N of this thread's committed groups are still in flight.
-template <int N>
-__device__ __forceinline__ void attn_copy_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-
-// 2^x (ex2.approx: -inf and huge negatives give 0).
-__device__ __forceinline__ float attn_exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
-}
 
 // Blocks per SM the kernel's registers are sized for: 4 up to 4 heads per
 // block, 3 for 8 heads where the lanes share the softmax (kOwnScores below;
@@ -430,104 +398,8 @@ __global__ void __launch_bounds__(kAttnThreads, (attn_min_blocks<HD, G, KV>()))
     }
   }
   __syncthreads();
-  bf16* out = static_cast<bf16*>(a.out);
-  for (int idx = threadIdx.x; idx < ng * hd; idx += kAttnThreads) {
-    const int g = idx / hd, d = idx % hd;
-    float mx = -FLT_MAX;
-#pragma unroll
-    for (int v = 0; v < kVirtualWarps; ++v) mx = fmaxf(mx, s_m[v][g]);
-    float sum = 0.0f, o = 0.0f;
-#pragma unroll
-    for (int v = 0; v < kVirtualWarps; ++v) {
-      const float w = attn_exp2(s_m[v][g] - mx);
-      sum = fmaf(w, s_l[v][g], sum);
-      o = fmaf(w, s_acc[v][g][d], o);
-    }
-    if (n_parts > 1) {
-      const int64_t p = (part_base + head0 + g) * a.num_partitions + blockIdx.z;
-      a.partial_acc[p * hd + d] = o;
-      if (d == 0) {
-        a.partial_ml[2 * p] = mx;
-        a.partial_ml[2 * p + 1] = sum;
-      }
-    } else {
-      out[(row_base + head0 + g) * hd + d] =
-          __float2bfloat16(sum > 0.0f ? (kFp8 ? o / sum * v_scale : o / sum) : 0.0f);
-    }
-  }
-  if (n_parts == 1) return;
-
-  // Split keys: the partition that finishes last merges the n_parts partials
-  // of its (token, heads) into the output and resets their counter to 0 for
-  // the next launch (so a recorded step needs no reset). The fences make
-  // every block's partials visible before its arrival is counted, and the
-  // last block's reads come after all arrivals (__ldcg: from L2). Merge: a
-  // warp per head turns the partitions' (max, sum) into weights in shared
-  // memory, then every thread sums 4 dims of one head over the partitions,
-  // 16 partitions' 16-byte loads in flight at once.
-  __shared__ bool s_last;
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    int32_t* counter =
-        a.partition_counters + static_cast<int64_t>(blockIdx.x) * gridDim.y + blockIdx.y;
-    s_last = atomicAdd(counter, 1) == n_parts - 1;
-    if (s_last) *counter = 0;
-  }
-  __syncthreads();
-  if (!s_last) return;
-  __threadfence();
-  float* s_w = &s_acc[0][0][0];  // [G][n_parts] weights (the virtual warps' sums are spent)
-  __shared__ float s_inv[G];
-  static_assert(kVirtualWarps * kCap >= kMaxAttnPartitions, "merge weights fit in s_acc");
-  for (int g = warp; g < ng; g += kAttnWarps) {
-    const int64_t p0 = (part_base + head0 + g) * a.num_partitions;
-    float* w = s_w + g * n_parts;  // each lane's own entries: the maxima, then the weights
-    float mx = -FLT_MAX;
-    for (int p = lane; p < n_parts; p += 32) {
-      w[p] = __ldcg(a.partial_ml + 2 * (p0 + p));
-      mx = fmaxf(mx, w[p]);
-    }
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
-    float sum = 0.0f;
-    for (int p = lane; p < n_parts; p += 32) {
-      w[p] = attn_exp2(w[p] - mx);
-      sum = fmaf(w[p], __ldcg(a.partial_ml + 2 * (p0 + p) + 1), sum);
-    }
-    sum = warp_sum(sum);
-    if (lane == 0) s_inv[g] = sum > 0.0f ? 1.0f / sum : 0.0f;
-  }
-  __syncthreads();
-  const int hd4 = hd / 4;  // float4s per partial row (hd is a multiple of 8)
-  for (int idx = threadIdx.x; idx < ng * hd4; idx += kAttnThreads) {
-    const int g = idx / hd4, d4 = idx % hd4;
-    const float4* acc_p = reinterpret_cast<const float4*>(
-                              a.partial_acc + (part_base + head0 + g) * a.num_partitions * hd) +
-                          d4;
-    const float* w = s_w + g * n_parts;
-    float o[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    constexpr int kBatch = 16;  // partitions' loads in flight per round
-    for (int p = 0; p < n_parts; p += kBatch) {
-      float4 v[kBatch];
-#pragma unroll
-      for (int i = 0; i < kBatch; ++i)
-        v[i] = p + i < n_parts ? __ldcg(acc_p + static_cast<int64_t>(p + i) * hd4)
-                               : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-#pragma unroll
-      for (int i = 0; i < kBatch; ++i) {
-        const float wi = p + i < n_parts ? w[p + i] : 0.0f;
-        o[0] = fmaf(wi, v[i].x, o[0]);
-        o[1] = fmaf(wi, v[i].y, o[1]);
-        o[2] = fmaf(wi, v[i].z, o[2]);
-        o[3] = fmaf(wi, v[i].w, o[3]);
-      }
-    }
-    const float f = kFp8 ? s_inv[g] * v_scale : s_inv[g];
-    bf16* dst = out + (row_base + head0 + g) * hd + d4 * 4;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) dst[i] = __float2bfloat16(o[i] * f);
-  }
+  paged_attention_finish<G, kVirtualWarps, kCap, kAttnThreads>(
+      a, s_m, s_l, s_acc, ng, hd, head0, n_parts, row_base, part_base, v_scale);
 }
 
 // The kernel for G heads per block (1, 2, 4, else 8).

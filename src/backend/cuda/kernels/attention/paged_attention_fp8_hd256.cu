@@ -1,7 +1,8 @@
-// Paged attention kernels over FP8 E4M3 caches for head_dim 256 (all heads-per-block variants).
-#include "backend/cuda/kernels/attention/paged_attention.cuh"
+// Decode attention over FP8 E4M3 caches for head_dim 256, on tensor cores (all heads-per-block
+// variants).
+#include "backend/cuda/kernels/attention/paged_attention_mma.cuh"
 
 namespace loom::cuda {
-template void launch_paged_attention_fp8_hd<256>(const PagedAttentionArgs& a, cudaStream_t stream);
-template int paged_attention_blocks_per_sm_fp8_hd<256>(int heads_per_block);
+template void launch_paged_attention_mma_fp8<256>(const PagedAttentionArgs& a, cudaStream_t stream);
+template int paged_attention_blocks_per_sm_mma_fp8<256>(int heads_per_block);
 }  // namespace loom::cuda

@@ -40,6 +40,14 @@ __device__ __forceinline__ float2 fp8x2_to_float2(uint16_t v) {
   return __half22float2(*reinterpret_cast<const __half2*>(&h));
 }
 
+// Two fp8 values (the low and high byte of `v`) as an f16x2 register (the
+// low byte in the low half), exactly: one cvt.rn.f16x2.e4m3x2 on sm_89 and
+// later (cuda_fp8.hpp's choice), a bit-level conversion before.
+__device__ __forceinline__ uint32_t fp8x2_to_half2_bits(uint16_t v) {
+  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(v), __NV_E4M3);
+  return static_cast<uint32_t>(h.x) | (static_cast<uint32_t>(h.y) << 16);
+}
+
 // Eight fp8 bytes (element i in byte i) as floats.
 __device__ __forceinline__ void fp8x8_to_float(const uint2& v, float (&f)[8]) {
   const uint32_t w[2] = {v.x, v.y};
