@@ -112,7 +112,8 @@ TEST_F(CudaAttentionTest, LongContextsSplitKeys) {
 
 // Long contexts split in many partitions (ragged lengths around 20k keys,
 // one sequence with a prefill chunk so the decodes go through token_index),
-// GQA 4 and 8, with and without a sliding window; then under other split
+// GQA 4 and 8, with and without a sliding window, over bf16 and FP8 caches
+// (the CUDA-core and the tensor-core kernel); then under other split
 // settings (LOOM_ATTN_*: short partitions up to the partition cap, few heads
 // per block, more blocks per SM), which must match the reference as well.
 TEST_F(CudaAttentionTest, LongContextsManyPartitions) {
@@ -134,19 +135,21 @@ TEST_F(CudaAttentionTest, LongContextsManyPartitions) {
     ::unsetenv("LOOM_ATTN_BLOCKS_PER_SM");
     ::unsetenv("LOOM_ATTN_HEADS_PER_BLOCK");
   }
-  for (auto [heads, kvh] : {std::pair{32, 8}, {64, 8}})
-    for (int window : {0, 5000}) {
-      Scenario sc{heads, kvh, 128, 16, seqs, {}, static_cast<uint32_t>(heads + window)};
-      sc.params.scale = 0.0883883f;
-      sc.params.sliding_window = window;
-      SCOPED_TRACE(describe(sc));
-      const std::vector<float> want = run_scenario(*cpu_, sc);
-      check_and_report(run_scenario(*gpu_, sc), want, 1e-2, 3e-3, sc, "long ctx");
-      for (auto& [name, be] : split) {
-        SCOPED_TRACE(name);
-        check_and_report(run_scenario(*be, sc), want, 1e-2, 3e-3, sc, name);
+  for (bool fp8 : {false, true})
+    for (auto [heads, kvh] : {std::pair{32, 8}, {64, 8}})
+      for (int window : {0, 5000}) {
+        Scenario sc{heads, kvh, 128, 16, seqs, {}, static_cast<uint32_t>(heads + window)};
+        sc.params.scale = 0.0883883f;
+        sc.params.sliding_window = window;
+        sc.fp8_kv = fp8;
+        SCOPED_TRACE(describe(sc));
+        const std::vector<float> want = run_scenario(*cpu_, sc);
+        check_and_report(run_scenario(*gpu_, sc), want, 1e-2, 3e-3, sc, "long ctx");
+        for (auto& [name, be] : split) {
+          SCOPED_TRACE(name);
+          check_and_report(run_scenario(*be, sc), want, 1e-2, 3e-3, sc, name);
+        }
       }
-    }
 }
 
 // The split itself (pure, no GPU needed): partitions cover every key, at

@@ -481,9 +481,11 @@ const std::vector<Seq> kMixed = {{1, 1},  {1, 17}, {1, 300}, {13, 40}, {33, 33},
                                  {5, 16}, {1, 16}, {7, 129}, {1, 32},  {16, 48}};
 
 TEST_F(CudaFp8Test, Fp8KvAttentionMatchesCpu) {
-  // Flash prefill (64, 128, 256) and decode kernels; runtime-sized decode (80, 96, 112, 40).
+  // Flash prefill (64, 128, 256) and the tensor-core decode kernel (1, 2, 4
+  // and 8 heads per block; 16 in two chunks of 8); the runtime-sized
+  // CUDA-core decode kernel (80, 96, 112, 40).
   for (int hd : {64, 128, 256, 80, 96, 112, 40})
-    for (int ratio : {1, 4, 8}) {
+    for (int ratio : {1, 2, 4, 8, 16}) {
       Scenario sc{2 * ratio, 2, hd, 16, kMixed, {}, static_cast<uint32_t>(hd + ratio)};
       sc.params.scale = 1.0f / std::sqrt(static_cast<float>(hd));
       run_fp8_kv(*gpu_, *cpu_, sc);

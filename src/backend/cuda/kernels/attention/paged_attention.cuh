@@ -24,7 +24,8 @@
 // sit at row x). Invariant: the loop bounds are the same for the whole block,
 // so every lane reaches every shuffle. KV is the cache's element type: bf16,
 // or uint8_t for FP8 E4M3 (exact as floats); the KV head's scales fold into q
-// (k_scale) and the output (v_scale).
+// (k_scale) and the output (v_scale). FP8 caches at head sizes 64, 128 and
+// 256 take the tensor-core kernel instead (paged_attention_mma.cuh).
 #pragma once
 
 #include <cfloat>
