@@ -21,7 +21,8 @@
 #   cpu      the host CPU as a second CPU data point: the 0.5B-shaped model (bf16
 #            weights: the GGUF cannot be carried) on --device cpu, prefill at
 #            32/128/512 prompt tokens and decode at 1/4/16/64 streams, at
-#            CPU_THREADS (default: one per physical core) and at 2 threads
+#            CPU_THREADS (default: one per physical core), and at 2 threads
+#            (32/128 tokens, up to 16 streams)
 #   faults   the server's fault-injection suite against the CUDA build (0.5B-shaped model)
 #   fp8test  FP8 op, model and engine tests (test_cuda_fp8, test_cuda_model, test_cuda_engine)
 #   fp8block the CUTLASS block-scaled FP8 GEMM: its test_cuda_fp8 cases, then
@@ -33,6 +34,9 @@
 #   fp8latency  8B batch-1 decode ITL: bf16, --quantization fp8, the FP8 block checkpoint
 #   fp8fixed    8B 512 x 1000/1000: bf16 vs FP8 weights + FP8 KV cache (KV capacity too)
 #   fp8offline  8B 1,000 ShareGPT-like requests: bf16 vs FP8 weights + FP8 KV cache
+#   offsweep 8B 1,000 ShareGPT-like requests, bf16 and FP8 (weights + KV), at each
+#            --max-num-seqs:--max-num-batched-tokens pair of OFFSWEEP (default
+#            512:16384 1024:16384 1024:32768), with the step profile
 #   specprofile  0.5B shape drafting for itself vs plain at 64 requests, with the step profile
 #   spec     8B speculative decoding at batch 1, 8, 64 (bench latency): plain; the
 #            target as its own draft at k = 2, 4, 6 (acceptance ~100%: the
@@ -214,10 +218,14 @@ for l in open('/tmp/longlat.jsonl'):
     python3 scripts/gpu/make_random_model.py --shape 0.5b --out /tmp/qwen05 > /dev/null || exit 1
     $L env --json | python3 -c "import json,sys; print(json.dumps(json.load(sys.stdin)['cpu']))"
     rm -f /tmp/cpu.jsonl
+    # At 2 threads the 512-token prompts and 64 streams (33k prompt tokens of
+    # a bf16 model) would take minutes: 32 and 128 tokens, up to 16 streams.
     for th in ${CPU_THREADS:-0} 2; do
-      for n in 32 128 512; do
+      lens="32 128 512" batches=1,4,16,64
+      [ "$th" = 2 ] && lens="32 128" batches=1,4,16
+      for n in $lens; do
         timeout 300 $L bench latency --device cpu --threads $th --model /tmp/qwen05 --input-len $n --output-len 32 \
-          --batch-sizes 1,4,16,64 --json >> /tmp/cpu.jsonl 2> /tmp/cpu.err || tail -5 /tmp/cpu.err
+          --batch-sizes $batches --json >> /tmp/cpu.jsonl 2> /tmp/cpu.err || tail -5 /tmp/cpu.err
       done
     done
     python3 -c "
@@ -493,6 +501,23 @@ for r in runs:
       echo "-- $name"; grep -v "^|" /tmp/off_$name.jsonl | cut -c1-900; cat /tmp/off_$name.jsonl >> /tmp/fp8off.jsonl
     done
     meta /tmp/fp8off.jsonl "bench offline: 1,000 ShareGPT-like requests, Llama-3-8B shape, --max-num-seqs 512 --max-num-batched-tokens 16384 (greedy): bf16, then --quantization fp8 --kv-cache-dtype fp8" > "$OUT/bench_offline_8b_fp8.json"
+    ;;
+  offsweep)
+    model8b
+    $L bench workload --model /tmp/llama8b --dataset sharegpt --num-requests 1000 --seed 0 --output /tmp/w.jsonl
+    : > /tmp/offsweep.jsonl
+    for v in "bf16" "fp8 --quantization fp8 --kv-cache-dtype fp8"; do
+      set -- $v; name=$1; shift
+      for st in ${OFFSWEEP:-512:16384 1024:16384 1024:32768}; do
+        seqs=${st%%:*}; toks=${st##*:}
+        timeout 200 $L bench offline --device cuda --model /tmp/llama8b --workload /tmp/w.jsonl --max-num-seqs "$seqs" \
+          --max-num-batched-tokens "$toks" --profile --json "$@" > /tmp/os.jsonl 2> /tmp/os.err || tail -5 /tmp/os.err
+        echo "-- $name seqs $seqs tokens $toks"; grep -v "^|" /tmp/os.jsonl | cut -c1-600
+        head -1 /tmp/os.jsonl > /tmp/os_profile.json && python3 scripts/gpu/print_step_profile.py /tmp/os_profile.json | head -40
+        grep "^{" /tmp/os.jsonl >> /tmp/offsweep.jsonl
+      done
+    done
+    meta /tmp/offsweep.jsonl "bench offline --profile: 1,000 ShareGPT-like requests, Llama-3-8B shape (greedy), bf16 then --quantization fp8 --kv-cache-dtype fp8, at --max-num-seqs:--max-num-batched-tokens ${OFFSWEEP:-512:16384 1024:16384 1024:32768}" > "$OUT/bench_offline_sweep_8b.json"
     ;;
   check)
     # Quick: the model tests, GPU metrics from NVML on /metrics, the fit check.

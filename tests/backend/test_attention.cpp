@@ -43,7 +43,10 @@ struct Case {
   AttentionParams params;
 };
 
-void run_case(Backend& be, const Case& c, const std::vector<SeqSpec>& seqs, uint32_t seed) {
+// Checks paged_attention against the reference on every ISA; `outputs`, when
+// given, receives each ISA's output in the order for_each_isa runs them.
+void run_case(Backend& be, const Case& c, const std::vector<SeqSpec>& seqs, uint32_t seed,
+              std::vector<std::vector<float>>* outputs = nullptr) {
   SCOPED_TRACE(::testing::Message()
                << "heads " << c.heads << "/" << c.kv_heads << " hd " << c.hd << " bs "
                << c.block_size << " " << dtype_name(c.cache_type) << " window "
@@ -141,6 +144,7 @@ void run_case(Backend& be, const Case& c, const std::vector<SeqSpec>& seqs, uint
     Tensor out = Tensor::cpu(DType::F32, {t_step, c.heads, c.hd});
     be.paged_attention(q, cache, step, c.params, out);
     const auto got = ref::to_vector(out);
+    if (outputs) outputs->push_back(got);
     int bad = 0;
     for (size_t i = 0; i < got.size() && bad < 5; ++i)
       if (!(std::fabs(got[i] - want[i]) <= 3e-5)) {
@@ -173,6 +177,32 @@ TEST_F(AttentionTest, MixedBatchGqaHeadSizesCacheTypes) {
         p.scale = 1.0f / std::sqrt(static_cast<float>(hd));
         run_case(*be_, {2 * ratio, 2, hd, 16, t, p}, kMixed, seed++);
       }
+}
+
+// A long decode alone on 1, 2 and 8 threads (its key chunks split over the
+// threads when it has fewer KV heads than there are threads, partials merged
+// afterwards) and unsplit in a batch of many
+// sequences: the same bits each time, with and without a sliding window.
+TEST_F(AttentionTest, SplitDecodeIsBitForBitTheUnsplitOne) {
+  for (const AttentionParams& params : {AttentionParams{0.125f, 0, 0.0f}, AttentionParams{0.125f, 300, 30.0f}})
+  for (const auto& [heads, kv_heads] : {std::pair{14, 2}, std::pair{8, 1}}) {
+    const Case c{heads, kv_heads, 64, 16, DType::F32, params};
+    std::vector<SeqSpec> batch = {{700, 1}};
+    for (int i = 0; i < 12; ++i) batch.push_back({40 + 9 * i, 1 + i % 3});
+    std::vector<std::vector<float>> alone1, alone2, alone8, batched;
+    run_case(*make_cpu_backend(1), c, {{700, 1}}, 11, &alone1);
+    run_case(*be_, c, {{700, 1}}, 11, &alone2);
+    run_case(*make_cpu_backend(8), c, {{700, 1}}, 11, &alone8);
+    run_case(*be_, c, batch, 11, &batched);
+    ASSERT_EQ(alone1.size(), batched.size());
+    const size_t n = static_cast<size_t>(c.heads * c.hd);  // the long decode's one token
+    for (size_t isa = 0; isa < alone1.size(); ++isa)
+      for (size_t i = 0; i < n; ++i) {
+        ASSERT_EQ(alone1[isa][i], alone2[isa][i]) << "isa " << isa << " value " << i;
+        ASSERT_EQ(alone1[isa][i], alone8[isa][i]) << "isa " << isa << " value " << i;
+        ASSERT_EQ(alone1[isa][i], batched[isa][i]) << "isa " << isa << " value " << i;
+      }
+  }
 }
 
 TEST_F(AttentionTest, SlidingWindowSoftcapOddBlockSize) {

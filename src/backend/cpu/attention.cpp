@@ -6,13 +6,17 @@
 // is set). Blocked like flash attention: a work item is (sequence, kv head, tile
 // of query tokens), whose query rows (the tile's tokens x the heads sharing the
 // kv head) meet the keys in chunks of kKeyChunk: one small GEMM for the scores,
-// an online softmax in f32 per row, one small GEMM for P.V. Items are balanced
-// over the threads by estimated cost.
+// exp per row against the chunk's max, one small GEMM for P.V, and the chunk's
+// partial merged into the row's running result (rescaled to the larger max).
+// Items are balanced over the threads by estimated cost; when there are fewer
+// items than threads (decode of few long sequences), an item's chunks are
+// split over threads and their partials merged afterwards in the same order.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <numeric>
+#include <utility>
 #include <vector>
 
 #include "backend/cpu/cpu_ops.h"
@@ -133,6 +137,8 @@ void paged_attention(ThreadPool& pool, const Tensor& q, const KvLayerCache& cach
 
   // Work items: query tiles small enough that the accumulators stay in cache.
   const int64_t tile = std::max<int64_t>(1, kTileRows / group);
+  const int64_t ldk = kKeyChunk;
+  const int64_t win = params.sliding_window;
   std::vector<WorkItem> items;
   for (int s = 0; s < meta.num_seqs; ++s) {
     const int64_t n_new = meta.query_start[s + 1] - meta.query_start[s];
@@ -140,26 +146,70 @@ void paged_attention(ThreadPool& pool, const Tensor& q, const KvLayerCache& cach
     for (int64_t b = 0; b < n_new; b += tile) {
       const int64_t e = std::min(n_new, b + tile);
       int64_t keys = ctx - n_new + e;
-      if (params.sliding_window > 0)
-        keys = std::min<int64_t>(keys, params.sliding_window + (e - b));
+      if (win > 0) keys = std::min<int64_t>(keys, win + (e - b));
       for (int h = 0; h < kvh; ++h)
         items.push_back({s, h, b, e, static_cast<double>(keys) * static_cast<double>(e - b + 1)});
     }
   }
+  // An item's key chunks: [chunk_begin, chunk_end) in units of ldk keys.
+  auto chunk_range = [&](const WorkItem& it) {
+    const int64_t n_new = meta.query_start[it.seq + 1] - meta.query_start[it.seq];
+    const int64_t first_pos = meta.context_lens[it.seq] - n_new;
+    const int64_t pos_lo = first_pos + it.tok_begin, pos_hi = first_pos + it.tok_end - 1;
+    const int64_t key_lo = win > 0 ? std::max<int64_t>(0, pos_lo - win + 1) : 0;
+    return std::pair<int64_t, int64_t>{key_lo / ldk, pos_hi / ldk + 1};
+  };
+  // Few items (decode of few sequences with long contexts, on many threads):
+  // an item's chunks are split into pieces that run in parallel, each
+  // chunk's partial result kept and merged afterwards. The merge is the one
+  // an unsplit item runs as it goes, in the same chunk order, so a query's
+  // output does not depend on whether (or how) its item was split.
+  const int pool_threads = std::max(1, pool.num_threads());
+  struct Piece {
+    int item;
+    int64_t chunk_begin, chunk_end;
+    double cost;
+  };
+  std::vector<Piece> pieces;
+  std::vector<int64_t> part_offset(items.size(), -1);  // split items: first partial's slot
+  int64_t part_slots = 0;
+  {
+    const int64_t want = 2 * static_cast<int64_t>(pool_threads);
+    double total = 0;
+    for (const WorkItem& it : items) total += it.cost;
+    const bool split = static_cast<int64_t>(items.size()) < pool_threads;
+    for (size_t i = 0; i < items.size(); ++i) {
+      const auto [c0, c1] = chunk_range(items[i]);
+      const int64_t chunks = c1 - c0;
+      int64_t n_pieces = 1;
+      if (split && total > 0)
+        n_pieces = std::clamp<int64_t>(
+            static_cast<int64_t>(std::lround(static_cast<double>(want) * items[i].cost / total)), 1,
+            chunks);
+      if (n_pieces > 1) {
+        part_offset[i] = part_slots;
+        part_slots += chunks;
+      }
+      for (int64_t p = 0; p < n_pieces; ++p) {
+        const int64_t b = c0 + chunks * p / n_pieces, e = c0 + chunks * (p + 1) / n_pieces;
+        pieces.push_back({static_cast<int>(i), b, e, items[i].cost * static_cast<double>(e - b) /
+                                                          static_cast<double>(chunks)});
+      }
+    }
+  }
   // Longest-first greedy assignment to threads (the pool splits work statically).
-  const int nthreads =
-      std::max(1, std::min<int>(pool.num_threads(), static_cast<int>(items.size())));
+  const int nthreads = std::max(1, std::min<int>(pool_threads, static_cast<int>(pieces.size())));
   std::vector<std::vector<int>> bins(static_cast<size_t>(nthreads));
   {
-    std::vector<int> order(items.size());
+    std::vector<int> order(pieces.size());
     std::iota(order.begin(), order.end(), 0);
     std::stable_sort(order.begin(), order.end(),
-                     [&](int a, int b) { return items[a].cost > items[b].cost; });
+                     [&](int a, int b) { return pieces[a].cost > pieces[b].cost; });
     std::vector<double> load(static_cast<size_t>(nthreads), 0.0);
     for (int i : order) {
       const auto it = std::min_element(load.begin(), load.end()) - load.begin();
       bins[it].push_back(i);
-      load[it] += items[i].cost;
+      load[it] += pieces[i].cost;
     }
   }
 
@@ -171,22 +221,68 @@ void paged_attention(ThreadPool& pool, const Tensor& q, const KvLayerCache& cach
   const auto* vbase = static_cast<const uint8_t*>(cache.v.data());
   const float cap = params.logit_softcap;
   const float scale = params.scale;
+  const float neg_inf = -std::numeric_limits<float>::infinity();
 
-  // One item: its R = nq * group query rows (token-major, pre-scaled) against
-  // chunks of up to kKeyChunk keys. Per chunk: S = Q.K^T into a tile, masks,
-  // online softmax per row, O += P.V; the chunk's K is transposed to [hd][ldk]
-  // so the score kernel runs along keys, V stays [keys][hd].
-  const int64_t ldk = kKeyChunk;
-  auto run_item = [&](const WorkItem& it, std::vector<float>& buf) {
+  // A chunk's partial result for R rows: per row the max of its visible
+  // scores (-inf: none visible), the sum of exp(score - max), and P.V with
+  // those weights. Partials of split items live in `parts`, one slot per
+  // chunk: acc [R * hd] | max [R] | sum [R].
+  auto part_floats = [&](int64_t rows) { return rows * hd + 2 * rows; };
+  std::vector<float> parts;
+  int64_t part_stride = 0;  // floats per slot: sized for the largest tile
+  if (part_slots > 0) {
+    part_stride = part_floats(tile * group);
+    parts.resize(static_cast<size_t>(part_slots * part_stride));
+  }
+  // The running result (acc, mx, sum) absorbs a chunk's partial: rescaled
+  // to the larger of the two maxima.
+  auto merge = [&](int64_t rows, float* acc, float* mx, float* sum, const float* pacc,
+                   const float* pmax, const float* psum) {
+    for (int64_t r = 0; r < rows; ++r) {
+      if (pmax[r] == neg_inf) continue;  // nothing visible in this chunk
+      const float m_new = std::max(mx[r], pmax[r]);
+      const float a = std::exp(mx[r] - m_new);  // exp(-inf) = 0 before the first chunk
+      const float b = std::exp(pmax[r] - m_new);
+      if (a != 1.0f) kern.scale(a, acc + r * hd, hd);
+      kern.axpy(b, pacc + r * hd, acc + r * hd, hd);
+      sum[r] = sum[r] * a + psum[r] * b;
+      mx[r] = m_new;
+    }
+  };
+  auto finish = [&](const WorkItem& it, const float* acc, const float* sum) {
+    for (int64_t j = 0; j < it.tok_end - it.tok_begin; ++j) {
+      const int64_t tok = meta.query_start[it.seq] + it.tok_begin + j;
+      for (int64_t g = 0; g < group; ++g) {
+        const int64_t r = j * group + g;
+        float* o = os + (tok * heads + it.kv_head * group + g) * hd;
+        const float inv = sum[r] > 0 ? 1.0f / sum[r] : 0.0f;
+        for (int64_t d = 0; d < hd; ++d) o[d] = acc[r * hd + d] * inv;
+      }
+    }
+  };
+
+  // One piece: its item's R = nq * group query rows (token-major,
+  // pre-scaled) against the piece's chunks of kKeyChunk keys. Per chunk:
+  // S = Q.K^T into a tile, masks, exp per row against the row's chunk max,
+  // P.V into a fresh accumulator; the chunk's K is transposed to [hd][ldk] so
+  // the score kernel runs along keys, V stays [keys][hd]. Chunks start at
+  // multiples of ldk whatever the tile: a key's place in its chunk (its lane
+  // in the softmax sums) and the merges are then the same for a query alone
+  // (decode) and in any tile (prefill), so its output does not depend on the
+  // tokens it is computed with. Keys before key_lo (outside every row's
+  // window) are zero and masked.
+  auto run_piece = [&](const Piece& pc, std::vector<float>& buf) {
+    const WorkItem& it = items[static_cast<size_t>(pc.item)];
     const int64_t n_new = meta.query_start[it.seq + 1] - meta.query_start[it.seq];
     const int64_t ctx = meta.context_lens[it.seq];
     const int64_t first_pos = ctx - n_new;  // position of the sequence's first new token
     const int64_t nq = it.tok_end - it.tok_begin;
     const int64_t rows = nq * group;
+    const bool split = part_offset[static_cast<size_t>(pc.item)] >= 0;
     // buf: qt[rows*hd] | acc[rows*hd] | m[rows] | l[rows] | kt[hd*ldk] | vb[ldk*hd] | s[rows*ldk] |
-    // conv[min(bs, ldk)*hd] (one paged block's keys of a chunk)
+    // conv[min(bs, ldk)*hd] (one paged block's keys of a chunk) | pacc[rows*hd] | pmax[rows] | psum[rows]
     buf.resize(static_cast<size_t>(2 * rows * hd + 2 * rows + 2 * hd * ldk + rows * ldk +
-                                   std::min(bs, ldk) * hd));
+                                   std::min(bs, ldk) * hd + part_floats(rows)));
     float* qt = buf.data();
     float* acc = qt + rows * hd;
     float* mx = acc + rows * hd;
@@ -195,6 +291,7 @@ void paged_attention(ThreadPool& pool, const Tensor& q, const KvLayerCache& cach
     float* vb = kt + hd * ldk;
     float* sc = vb + ldk * hd;
     float* conv = sc + rows * ldk;
+    float* own_part = conv + std::min(bs, ldk) * hd;
     for (int64_t j = 0; j < nq; ++j) {
       const int64_t tok = meta.query_start[it.seq] + it.tok_begin + j;
       for (int64_t g = 0; g < group; ++g) {
@@ -204,11 +301,10 @@ void paged_attention(ThreadPool& pool, const Tensor& q, const KvLayerCache& cach
       }
     }
     std::fill(acc, acc + rows * hd, 0.0f);
-    std::fill(mx, mx + rows, -std::numeric_limits<float>::infinity());
+    std::fill(mx, mx + rows, neg_inf);
     std::fill(sum, sum + rows, 0.0f);
 
     const int64_t pos_lo = first_pos + it.tok_begin, pos_hi = first_pos + it.tok_end - 1;
-    const int64_t win = params.sliding_window;
     const int64_t key_lo = win > 0 ? std::max<int64_t>(0, pos_lo - win + 1) : 0;
     const int32_t* table =
         meta.block_tables.data() + static_cast<size_t>(it.seq) * meta.max_blocks_per_seq;
@@ -250,12 +346,8 @@ void paged_attention(ThreadPool& pool, const Tensor& q, const KvLayerCache& cach
       }
       kern.transpose(conv, n, hd, hd, kt + i0, ldk);
     };
-    // Chunks start at multiples of ldk whatever the tile: a key's place in its
-    // chunk (its lane in the softmax sums) and the online softmax's steps are
-    // then the same for a query alone (decode) and in any tile (prefill), so
-    // its output does not depend on the tokens it is computed with. Keys
-    // before key_lo (outside every row's window) are zero and masked.
-    for (int64_t k0 = key_lo / ldk * ldk; k0 <= pos_hi; k0 += ldk) {
+    for (int64_t c = pc.chunk_begin; c < pc.chunk_end; ++c) {
+      const int64_t k0 = c * ldk;
       const int64_t k1 = std::min(pos_hi + 1, k0 + ldk);
       const int64_t nk = k1 - k0;
       for (int64_t key = k0; key < key_lo; ++key) {
@@ -270,6 +362,13 @@ void paged_attention(ThreadPool& pool, const Tensor& q, const KvLayerCache& cach
       if (nk < ldk)
         for (int64_t d = 0; d < hd; ++d) std::fill(kt + d * ldk + nk, kt + (d + 1) * ldk, 0.0f);
       kern.attn_scores(qt, rows, hd, kt, ldk, sc);
+      // This chunk's partial: in its slot of `parts` (split items) or in
+      // own_part, merged at once.
+      float* pacc = split ? parts.data() + (part_offset[static_cast<size_t>(pc.item)] +
+                                            c - chunk_range(it).first) * part_stride
+                          : own_part;
+      float* pmax = pacc + rows * hd;
+      float* psum = pmax + rows;
       for (int64_t j = 0; j < nq; ++j) {
         const int64_t pos = pos_lo + j;
         // Keys [lo, hi) of this chunk are visible to this token.
@@ -279,38 +378,56 @@ void paged_attention(ThreadPool& pool, const Tensor& q, const KvLayerCache& cach
           float* srow = sc + r * ldk;
           if (lo >= hi) {
             std::fill(srow, srow + nk, 0.0f);
+            pmax[r] = neg_inf;
+            psum[r] = 0.0f;
             continue;
           }
           if (cap > 0)
             for (int64_t i = lo - k0; i < hi - k0; ++i) srow[i] = cap * std::tanh(srow[i] / cap);
-          for (int64_t i = 0; i < lo - k0; ++i) srow[i] = -std::numeric_limits<float>::infinity();
-          for (int64_t i = hi - k0; i < nk; ++i) srow[i] = -std::numeric_limits<float>::infinity();
+          for (int64_t i = 0; i < lo - k0; ++i) srow[i] = neg_inf;
+          for (int64_t i = hi - k0; i < nk; ++i) srow[i] = neg_inf;
           float bmax = srow[lo - k0];
           for (int64_t i = lo - k0 + 1; i < hi - k0; ++i) bmax = std::max(bmax, srow[i]);
-          const float m_new = std::max(mx[r], bmax);
-          const float correction = std::exp(mx[r] - m_new);  // exp(-inf) = 0 on the first chunk
-          if (correction != 1.0f) kern.scale(correction, acc + r * hd, hd);
-          sum[r] = sum[r] * correction + kern.attn_exp_sum(srow, nk, m_new);
-          mx[r] = m_new;
+          pmax[r] = bmax;
+          psum[r] = kern.attn_exp_sum(srow, nk, bmax);
         }
       }
-      kern.attn_pv(sc, rows, ldk, nk, vb, hd, acc);
+      std::fill(pacc, pacc + rows * hd, 0.0f);
+      kern.attn_pv(sc, rows, ldk, nk, vb, hd, pacc);
+      if (!split) merge(rows, acc, mx, sum, pacc, pmax, psum);
     }
-    for (int64_t j = 0; j < nq; ++j) {
-      const int64_t tok = meta.query_start[it.seq] + it.tok_begin + j;
-      for (int64_t g = 0; g < group; ++g) {
-        const int64_t r = j * group + g;
-        float* o = os + (tok * heads + it.kv_head * group + g) * hd;
-        const float inv = sum[r] > 0 ? 1.0f / sum[r] : 0.0f;
-        for (int64_t d = 0; d < hd; ++d) o[d] = acc[r * hd + d] * inv;
-      }
-    }
+    if (!split) finish(it, acc, sum);
   };
 
   pool.parallel_for(nthreads, [&](int64_t b, int64_t e) {
     thread_local std::vector<float> buf;
     for (int64_t th = b; th < e; ++th)
-      for (int i : bins[th]) run_item(items[i], buf);
+      for (int i : bins[th]) run_piece(pieces[static_cast<size_t>(i)], buf);
+  });
+  if (part_slots == 0) return;
+  // Split items: their chunks' partials merged in chunk order.
+  std::vector<int> split_items;
+  for (size_t i = 0; i < items.size(); ++i)
+    if (part_offset[i] >= 0) split_items.push_back(static_cast<int>(i));
+  pool.parallel_for(static_cast<int64_t>(split_items.size()), [&](int64_t b, int64_t e) {
+    thread_local std::vector<float> state;
+    for (int64_t x = b; x < e; ++x) {
+      const WorkItem& it = items[static_cast<size_t>(split_items[static_cast<size_t>(x)])];
+      const int64_t rows = (it.tok_end - it.tok_begin) * group;
+      state.assign(static_cast<size_t>(rows * hd + 2 * rows), 0.0f);
+      float* acc = state.data();
+      float* mx = acc + rows * hd;
+      float* sum = mx + rows;
+      std::fill(mx, mx + rows, neg_inf);
+      const auto [c0, c1] = chunk_range(it);
+      const float* slot0 =
+          parts.data() + part_offset[static_cast<size_t>(split_items[static_cast<size_t>(x)])] * part_stride;
+      for (int64_t c = c0; c < c1; ++c) {
+        const float* pacc = slot0 + (c - c0) * part_stride;
+        merge(rows, acc, mx, sum, pacc, pacc + rows * hd, pacc + rows * hd + rows);
+      }
+      finish(it, acc, sum);
+    }
   });
 }
 
