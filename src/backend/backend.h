@@ -161,6 +161,17 @@ class Backend {
   // f32 (out = sum_k xq * wq * x_scale * w_scale). The default handles plain
   // weights only.
   virtual void linear(const Tensor& x, const LinearWeight& w, const Tensor* bias, Tensor& out);
+  // Several linear layers of one input (q, k and v; gate and up, where their
+  // weights do not stack into one matrix): outs[i] = linear(x, ws[i],
+  // biases[i]). The default runs linear for each; a backend may share the
+  // work (the CPU quantises x once and runs every weight's rows in one
+  // parallel pass when x has few rows). Each output is what linear gives.
+  struct LinearJob {
+    const LinearWeight* w;
+    const Tensor* bias;  // or null
+    Tensor* out;
+  };
+  virtual void linear_many(const Tensor& x, const std::vector<LinearJob>& jobs);
   // The rows of prepared weights stacked in one (fused QKV, gate/up
   // projections), or nullopt when they cannot share a matrix (different
   // dtypes or FP8 scales that do not stack). The default stacks plain

@@ -40,6 +40,10 @@ void Backend::linear(const Tensor& x, const LinearWeight& w, const Tensor* bias,
   matmul(x, w.weight, bias, out);
 }
 
+void Backend::linear_many(const Tensor& x, const std::vector<LinearJob>& jobs) {
+  for (const LinearJob& j : jobs) linear(x, *j.w, j.bias, *j.out);
+}
+
 std::optional<LinearWeight> Backend::stack_linear(const std::vector<const LinearWeight*>& parts) {
   LOOM_CHECK(!parts.empty(), "stack_linear of nothing");
   const Tensor& first = parts[0]->weight;

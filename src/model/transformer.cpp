@@ -765,9 +765,9 @@ void Transformer::run_ops(const StepInput& step, KvCache& cache) {
         be.linear(v.h, l.wqkv, l.bqkv ? &*l.bqkv : nullptr, v.qkv);
         be.split_qkv(v.qkv, nullptr, v.q_raw3, v.k_raw3, v.v3, nullptr, nullptr);
       } else {
-        be.linear(v.h, l.wq, l.bq ? &*l.bq : nullptr, q_out);
-        be.linear(v.h, l.wk, l.bk ? &*l.bk : nullptr, k_out);
-        be.linear(v.h, l.wv, l.bv ? &*l.bv : nullptr, v.v);
+        be.linear_many(v.h, {{&l.wq, l.bq ? &*l.bq : nullptr, &q_out},
+                             {&l.wk, l.bk ? &*l.bk : nullptr, &k_out},
+                             {&l.wv, l.bv ? &*l.bv : nullptr, &v.v}});
       }
       if (c.qk_norm) {
         be.rms_norm(v.q_raw_rows, l.q_norm, eps_, norm_offset_, v.q_rows);
@@ -792,8 +792,7 @@ void Transformer::run_ops(const StepInput& step, KvCache& cache) {
       be.linear(v.h, l.w_gate_up, nullptr, v.gate_up);
       be.gated_activation_fused(v.gate_up, act, v.act);
     } else {
-      be.linear(v.h, l.w_gate, nullptr, v.gate);
-      be.linear(v.h, l.w_up, nullptr, v.up);
+      be.linear_many(v.h, {{&l.w_gate, nullptr, &v.gate}, {&l.w_up, nullptr, &v.up}});
       be.gated_activation(v.gate, v.up, act, v.act);
     }
     be.linear(v.act, l.w_down, nullptr, v.down);

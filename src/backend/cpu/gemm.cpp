@@ -72,17 +72,27 @@ std::vector<ActQ8_G> quantize_activations(ThreadPool& pool, const GemmKernels& g
   return act;
 }
 
-// The row path for m < kGemmMinRows rows (gk has rows_quant / rows_float).
-void row_matmul(ThreadPool& pool, const GemmKernels& gk, const Tensor& x, const Tensor& w,
-                bool quant, const std::vector<ActQ8_G>& act, const float* bias, Tensor& out) {
-  const int64_t n = w.dim(0), k = w.dim(1), m = x.rows(), xs = k / kQK;
-  const DType wt = w.dtype();
-  const auto* wdata = static_cast<const uint8_t*>(w.data());
-  const int64_t row_bytes = w.row_stride_bytes();
+// The row path for m < kGemmMinRows rows (gk has rows_quant / rows_float),
+// for one or several weights of the same K (x quantised once by the caller):
+// the weights' column tiles, numbered one after another, in one parallel pass.
+void row_matmul(ThreadPool& pool, const GemmKernels& gk, const Tensor& x,
+                const std::vector<GemmJob>& jobs, const std::vector<ActQ8_G>& act) {
+  const int64_t k = x.cols(), m = x.rows(), xs = k / kQK;
   const float* xf = x.data_as<const float>();
-  float* o = out.data_as<float>();
-  const bool prefetch = kRowGroup * row_bytes <= kPrefetchGroupBytes;
-  pool.parallel_for((n + kColTile - 1) / kColTile, [&](int64_t t0, int64_t t1) {
+  std::vector<int64_t> first(jobs.size() + 1, 0);  // each job's first tile
+  for (size_t j = 0; j < jobs.size(); ++j)
+    first[j + 1] = first[j] + (jobs[j].w->dim(0) + kColTile - 1) / kColTile;
+  // Tiles [t0, t1) of one job.
+  auto run_tiles = [&](const GemmJob& job, int64_t t0, int64_t t1) {
+    const Tensor& w = *job.w;
+    const int64_t n = w.dim(0);
+    const DType wt = w.dtype();
+    QuantLayout layout;
+    const bool quant = gk.quant_layout(wt, layout);
+    const auto* wdata = static_cast<const uint8_t*>(w.data());
+    const int64_t row_bytes = w.row_stride_bytes();
+    const bool prefetch = kRowGroup * row_bytes <= kPrefetchGroupBytes;
+    float* o = job.out->data_as<float>();
     const int64_t end = std::min(n, t1 * kColTile);
     for (int64_t c0 = t0 * kColTile; c0 < end; c0 += kRowGroup) {
       const int rows = static_cast<int>(std::min<int64_t>(kRowGroup, n - c0));
@@ -100,11 +110,28 @@ void row_matmul(ThreadPool& pool, const GemmKernels& gk, const Tensor& x, const 
         }
         gk.rows_float(wt, wg, row_bytes, rows, k, xf, k, static_cast<int>(m), o + c0, n);
       }
-      if (bias)
+      if (job.bias)
         for (int64_t r = 0; r < m; ++r)
-          for (int j = 0; j < rows; ++j) o[r * n + c0 + j] += bias[c0 + j];
+          for (int j = 0; j < rows; ++j) o[r * n + c0 + j] += job.bias[c0 + j];
     }
+  };
+  pool.parallel_for(first.back(), [&](int64_t t0, int64_t t1) {
+    size_t j = static_cast<size_t>(std::upper_bound(first.begin(), first.end(), t0) - first.begin()) - 1;
+    for (; j < jobs.size() && first[j] < t1; ++j)
+      run_tiles(jobs[j], std::max(t0, first[j]) - first[j], std::min(t1, first[j + 1]) - first[j]);
   });
+}
+
+// Checks a weight for the GEMM and the row path; whether it is quantised.
+bool check_weight(const GemmKernels& gk, const Tensor& w, int64_t k) {
+  const DType wt = w.dtype();
+  QuantLayout layout;
+  const bool quant = gk.quant_layout(wt, layout);
+  LOOM_CHECK(quant || wt == DType::F32 || wt == DType::F16 || wt == DType::BF16,
+             "gemm does not support {}", dtype_name(wt));
+  const int64_t unit = quant ? std::max<int64_t>(32, unit_of(wt)) : 1;
+  LOOM_CHECK(k % unit == 0, "gemm: K {} is not a whole number of {} blocks", k, dtype_name(wt));
+  return quant;
 }
 
 }  // namespace
@@ -115,24 +142,32 @@ bool gemm_supports(DType w) {
          gemm_kernels_for(active_isa()).quant_layout(w, l);
 }
 
+void gemm_matmul_many(ThreadPool& pool, const Tensor& x, const std::vector<GemmJob>& jobs) {
+  const GemmKernels& gk = gemm_kernels_for(active_isa());
+  if (x.rows() >= kGemmMinRows || !gk.rows_quant) {
+    for (const GemmJob& j : jobs) gemm_matmul(pool, x, *j.w, j.bias, *j.out);
+    return;
+  }
+  bool any_quant = false;
+  for (const GemmJob& j : jobs) any_quant = check_weight(gk, *j.w, x.cols()) || any_quant;
+  row_matmul(pool, gk, x, jobs, quantize_activations(pool, gk, x, any_quant));
+}
+
 void gemm_matmul(ThreadPool& pool, const Tensor& x, const Tensor& w, const float* bias,
                  Tensor& out) {
   const GemmKernels& gk = gemm_kernels_for(active_isa());
   const int64_t n = w.dim(0), k = w.dim(1), m = x.rows();
   const int nr = gk.nr;
   const DType wt = w.dtype();
-  QuantLayout layout;
-  const bool quant = gk.quant_layout(wt, layout);
-  LOOM_CHECK(quant || wt == DType::F32 || wt == DType::F16 || wt == DType::BF16,
-             "gemm does not support {}", dtype_name(wt));
-  const int64_t unit = quant ? std::max<int64_t>(32, unit_of(wt)) : 1;
-  LOOM_CHECK(k % unit == 0, "gemm: K {} is not a whole number of {} blocks", k, dtype_name(wt));
-  const int64_t kc_max = quant ? kGemmKcQuant : kGemmKcFloat;
-  const std::vector<ActQ8_G> act = quantize_activations(pool, gk, x, quant);
   if (m < kGemmMinRows && gk.rows_quant) {
-    row_matmul(pool, gk, x, w, quant, act, bias, out);
+    gemm_matmul_many(pool, x, {GemmJob{&w, bias, &out}});
     return;
   }
+  const bool quant = check_weight(gk, w, k);
+  QuantLayout layout;
+  gk.quant_layout(wt, layout);
+  const int64_t kc_max = quant ? kGemmKcQuant : kGemmKcFloat;
+  const std::vector<ActQ8_G> act = quantize_activations(pool, gk, x, quant);
 
   const int64_t xs = k / kQK;
   const float* xf = x.data_as<const float>();

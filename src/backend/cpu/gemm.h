@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "backend/cpu/isa.h"
 #include "backend/cpu/quant_blocks.h"
@@ -117,5 +118,16 @@ bool gemm_supports(DType w);
 // by the caller (matmul), bias may be null. Runs on pool.
 void gemm_matmul(ThreadPool& pool, const Tensor& x, const Tensor& w, const float* bias,
                  Tensor& out);
+
+// Several weights of the same K against one x (q, k, v; gate, up): below
+// kGemmMinRows rows (where the ISA has a row path) x is quantised once and
+// every weight's column tiles run in one parallel pass; otherwise
+// gemm_matmul for each. Each output gets exactly gemm_matmul's bits.
+struct GemmJob {
+  const Tensor* w;
+  const float* bias;  // or null
+  Tensor* out;
+};
+void gemm_matmul_many(ThreadPool& pool, const Tensor& x, const std::vector<GemmJob>& jobs);
 
 }  // namespace loom::cpu

@@ -9,7 +9,10 @@
 
 namespace loom::cpu {
 
-void matmul(ThreadPool& pool, const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out) {
+namespace {
+
+// The shapes and types of one product; false when it is empty.
+bool check_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& out) {
   LOOM_CHECK(w.ndim() == 2, "matmul weight must be 2-D [N, K], got {}", shape_str(w.shape()));
   const int64_t n = w.dim(0), k = w.dim(1), m = x.rows();
   LOOM_CHECK(x.dtype() == DType::F32 && out.dtype() == DType::F32,
@@ -23,8 +26,22 @@ void matmul(ThreadPool& pool, const Tensor& x, const Tensor& w, const Tensor* bi
                n);
   LOOM_CHECK(x.data() != out.data(), "matmul cannot run in place");
   LOOM_CHECK(gemm_supports(w.dtype()), "matmul does not support {} weights", dtype_name(w.dtype()));
-  if (m == 0 || n == 0) return;
-  gemm_matmul(pool, x, w, bias ? bias->data_as<const float>() : nullptr, out);
+  return m > 0 && n > 0;
+}
+
+}  // namespace
+
+void matmul(ThreadPool& pool, const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out) {
+  if (check_matmul(x, w, bias, out))
+    gemm_matmul(pool, x, w, bias ? bias->data_as<const float>() : nullptr, out);
+}
+
+void matmul_many(ThreadPool& pool, const Tensor& x, const std::vector<MatmulJob>& jobs) {
+  std::vector<GemmJob> work;
+  for (const MatmulJob& j : jobs)
+    if (check_matmul(x, *j.w, j.bias, *j.out))
+      work.push_back({j.w, j.bias ? j.bias->data_as<const float>() : nullptr, j.out});
+  if (!work.empty()) gemm_matmul_many(pool, x, work);
 }
 
 }  // namespace loom::cpu
