@@ -97,18 +97,24 @@ void row_matmul(ThreadPool& pool, const GemmKernels& gk, const Tensor& x,
     for (int64_t c0 = t0 * kColTile; c0 < end; c0 += kRowGroup) {
       const int rows = static_cast<int>(std::min<int64_t>(kRowGroup, n - c0));
       const uint8_t* wg = wdata + c0 * row_bytes;
+      // Up to kRowKernelRows activation rows per call; the group's weights
+      // stay in L1 for the next rows.
       if (quant) {
         // A whole next group to prefetch (its last rows may lie past the end).
         const uint8_t* next = c0 + 2 * kRowGroup <= end ? wg + kRowGroup * row_bytes : nullptr;
-        gk.rows_quant(wt, wg, row_bytes, rows, k, act.data(), xs, static_cast<int>(m), o + c0, n,
-                      next);
+        for (int64_t r0 = 0; r0 < m; r0 += kRowKernelRowsQuant)
+          gk.rows_quant(wt, wg, row_bytes, rows, k, act.data() + r0 * xs, xs,
+                        static_cast<int>(std::min(kRowKernelRowsQuant, m - r0)), o + r0 * n + c0, n,
+                        r0 == 0 ? next : nullptr);
       } else {
         if (prefetch && c0 + kRowGroup < end) {
           const uint8_t* next = wg + kRowGroup * row_bytes;
           const int64_t bytes = std::min<int64_t>(kRowGroup, end - c0 - kRowGroup) * row_bytes;
           for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(next + b);
         }
-        gk.rows_float(wt, wg, row_bytes, rows, k, xf, k, static_cast<int>(m), o + c0, n);
+        for (int64_t r0 = 0; r0 < m; r0 += kRowKernelRows)
+          gk.rows_float(wt, wg, row_bytes, rows, k, xf + r0 * k, k,
+                        static_cast<int>(std::min(kRowKernelRows, m - r0)), o + r0 * n + c0, n);
       }
       if (job.bias)
         for (int64_t r = 0; r < m; ++r)

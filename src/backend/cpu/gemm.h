@@ -30,7 +30,11 @@ namespace loom::cpu {
 
 // From this many activation rows on, the GEMM (weight panels unpacked once and
 // reused by every row); below, the row path.
-constexpr int64_t kGemmMinRows = 4;
+constexpr int64_t kGemmMinRows = 8;
+// Activation rows per row-kernel call (rows_quant takes 1-4, rows_float
+// 1-3); more rows pass over the same weight group again, from L1.
+constexpr int64_t kRowKernelRowsQuant = 4;
+constexpr int64_t kRowKernelRows = 3;
 // K values per panel chunk: each output's f32 sum restarts at every chunk and
 // is added to the previous chunks' total (the row path chunks K alike).
 constexpr int64_t kGemmKcQuant = 1024;  // a multiple of 256 (every block size)
@@ -92,10 +96,10 @@ struct GemmKernels {
   // c[r * ldc + j] (+)= panel column j . x[r * ldx + (0..kc)].
   void (*gemm_float)(const float* panel, int64_t kc, const float* x, int64_t ldx, int64_t m,
                      float* c, int64_t ldc, int cols, bool accumulate);
-  // The row path: c[r * ldc + j] = weight row j . x row r for r < m (1..3) and
-  // j < rows (<= 8), straight from the weight as stored (rows row_bytes apart,
-  // all k values), every output computed with the same operations in the same
-  // order as gemm_quant / gemm_float give it. Null where the GEMM serves every
+  // The row path: c[r * ldc + j] = weight row j . x row r for r < m (rows_quant
+  // 1..4, rows_float 1..3) and j < rows (<= 8), straight from the weight as
+  // stored (rows row_bytes apart, all k values), every output computed with
+  // the same operations in the same order as gemm_quant / gemm_float give it. Null where the GEMM serves every
   // M (portable). rows_quant prefetches the next group's rows at next (rows
   // after w, or null) as it goes.
   void (*rows_quant)(DType type, const uint8_t* w, int64_t row_bytes, int rows, int64_t k,

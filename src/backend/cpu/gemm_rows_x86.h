@@ -200,8 +200,10 @@ void x86_rows_quant(DType type, const uint8_t* w, int64_t row_bytes, int rows, i
         return rows_quant_typed<U, 1, kVnni, kSigned>(w, row_bytes, rows, k, x, xs, c, ldc, next);
       case 2:
         return rows_quant_typed<U, 2, kVnni, kSigned>(w, row_bytes, rows, k, x, xs, c, ldc, next);
-      default:
+      case 3:
         return rows_quant_typed<U, 3, kVnni, kSigned>(w, row_bytes, rows, k, x, xs, c, ldc, next);
+      default:
+        return rows_quant_typed<U, 4, kVnni, kSigned>(w, row_bytes, rows, k, x, xs, c, ldc, next);
     }
   });
 }
