@@ -17,7 +17,7 @@ template <class V>
 void scores(const float* q, int64_t rows, int64_t hd, const float* kt, int64_t ldk, float* s) {
   using F = typename V::F;
   constexpr int L = V::kLanes;
-  constexpr int kMr = 4;
+  constexpr int kMr = V::kLanes >= 16 ? 8 : 4;  // query rows per pass (16 or 8 accumulators)
   for (int64_t j0 = 0; j0 < ldk; j0 += 2 * L) {
     const bool two = j0 + 2 * L <= ldk;
     int64_t r = 0;
@@ -75,7 +75,7 @@ void pv(const float* p, int64_t rows, int64_t ldp, int64_t nk, const float* v, i
         float* o) {
   using F = typename V::F;
   constexpr int L = V::kLanes;
-  constexpr int kMr = 4;
+  constexpr int kMr = V::kLanes >= 16 ? 8 : 4;  // query rows per pass (16 or 8 accumulators)
   for (int64_t d0 = 0; d0 < hd; d0 += 2 * L) {
     const bool two = d0 + 2 * L <= hd;
     for (int64_t r = 0; r < rows; r += kMr) {
