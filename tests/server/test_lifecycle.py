@@ -73,7 +73,8 @@ def test_concurrency_limit(tenant_server):
     results = {}
 
     def long_one():
-        results["long"] = stream_request(tenant_server.port, {"prompt": "Count:", "max_tokens": 40,
+        # Long enough to be running 0.5 s later on a fast machine (~100 tok/s).
+        results["long"] = stream_request(tenant_server.port, {"prompt": "Count:", "max_tokens": 300,
                                                               "ignore_eos": True, "stream": True},
                                          auth("sk-alice"))
 
