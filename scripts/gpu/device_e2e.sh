@@ -490,34 +490,27 @@ for r in runs:
     done
     meta /tmp/fp8fixed.jsonl "bench offline: 512 requests, 1000 in / 1000 out, Llama-3-8B shape, --max-num-seqs 512 --max-num-batched-tokens 16384: bf16, then --quantization fp8 --kv-cache-dtype fp8 (run_info: KV blocks)" > "$OUT/bench_fixed_8b_fp8.json"
     ;;
-  fp8offline)
-    model8b
-    $L bench workload --model /tmp/llama8b --dataset sharegpt --num-requests 1000 --seed 0 --output /tmp/w.jsonl
-    : > /tmp/fp8off.jsonl
-    for v in "bf16" "fp8 --quantization fp8 --kv-cache-dtype fp8"; do
-      set -- $v; name=$1; shift
-      timeout 200 $L bench offline --device cuda --model /tmp/llama8b --workload /tmp/w.jsonl --max-num-seqs 512 \
-        --max-num-batched-tokens 16384 --json "$@" > /tmp/off_$name.jsonl 2> /tmp/off_$name.err || tail -5 /tmp/off_$name.err
-      echo "-- $name"; grep -v "^|" /tmp/off_$name.jsonl | cut -c1-900; cat /tmp/off_$name.jsonl >> /tmp/fp8off.jsonl
-    done
-    meta /tmp/fp8off.jsonl "bench offline: 1,000 ShareGPT-like requests, Llama-3-8B shape, --max-num-seqs 512 --max-num-batched-tokens 16384 (greedy): bf16, then --quantization fp8 --kv-cache-dtype fp8" > "$OUT/bench_offline_8b_fp8.json"
-    ;;
-  offsweep)
+  fp8offline|offsweep)
+    # fp8offline: one pair (512:16384), no profile; offsweep: the OFFSWEEP pairs with the step profile.
+    pairs=${OFFSWEEP:-512:16384 1024:16384 1024:32768} profile=--profile out=bench_offline_sweep_8b.json
+    [ "$stage" = fp8offline ] && pairs=512:16384 profile= out=bench_offline_8b_fp8.json
     model8b
     $L bench workload --model /tmp/llama8b --dataset sharegpt --num-requests 1000 --seed 0 --output /tmp/w.jsonl
     : > /tmp/offsweep.jsonl
     for v in "bf16" "fp8 --quantization fp8 --kv-cache-dtype fp8"; do
       set -- $v; name=$1; shift
-      for st in ${OFFSWEEP:-512:16384 1024:16384 1024:32768}; do
+      for st in $pairs; do
         seqs=${st%%:*}; toks=${st##*:}
         timeout 200 $L bench offline --device cuda --model /tmp/llama8b --workload /tmp/w.jsonl --max-num-seqs "$seqs" \
-          --max-num-batched-tokens "$toks" --profile --json "$@" > /tmp/os.jsonl 2> /tmp/os.err || tail -5 /tmp/os.err
-        echo "-- $name seqs $seqs tokens $toks"; grep -v "^|" /tmp/os.jsonl | cut -c1-600
-        head -1 /tmp/os.jsonl > /tmp/os_profile.json && python3 scripts/gpu/print_step_profile.py /tmp/os_profile.json | head -40
+          --max-num-batched-tokens "$toks" $profile --json "$@" > /tmp/os.jsonl 2> /tmp/os.err || tail -5 /tmp/os.err
+        echo "-- $name seqs $seqs tokens $toks"; grep -v "^|" /tmp/os.jsonl | cut -c1-900
+        if [ -n "$profile" ]; then
+          head -1 /tmp/os.jsonl > /tmp/os_profile.json && python3 scripts/gpu/print_step_profile.py /tmp/os_profile.json | head -40
+        fi
         grep "^{" /tmp/os.jsonl >> /tmp/offsweep.jsonl
       done
     done
-    meta /tmp/offsweep.jsonl "bench offline --profile: 1,000 ShareGPT-like requests, Llama-3-8B shape (greedy), bf16 then --quantization fp8 --kv-cache-dtype fp8, at --max-num-seqs:--max-num-batched-tokens ${OFFSWEEP:-512:16384 1024:16384 1024:32768}" > "$OUT/bench_offline_sweep_8b.json"
+    meta /tmp/offsweep.jsonl "bench offline${profile:+ --profile}: 1,000 ShareGPT-like requests, Llama-3-8B shape (greedy), bf16 then --quantization fp8 --kv-cache-dtype fp8, at --max-num-seqs:--max-num-batched-tokens $pairs" > "$OUT/$out"
     ;;
   check)
     # Quick: the model tests, GPU metrics from NVML on /metrics, the fit check.
