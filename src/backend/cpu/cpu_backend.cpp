@@ -62,18 +62,15 @@ class CpuBackend final : public Backend {
     cpu::matmul(*pool_, x, w, bias, out);
   }
   void linear_many(const Tensor& x, const std::vector<LinearJob>& jobs) override {
-    std::vector<cpu::MatmulJob> plain;
-    for (const LinearJob& j : jobs) {
+    for (const LinearJob& j : jobs)
       if (j.w->fp8()) return Backend::linear_many(x, jobs);  // dequantised FP8: as linear runs it
-      plain.push_back({&j.w->weight, j.bias, j.out});
-    }
     auto t = profile_.time([&] {
       std::string what = fmt::format("matmul x{} M={}", jobs.size(), x.rows());
       for (const LinearJob& j : jobs)
         what += fmt::format(" {}[{}]", dtype_name(j.w->weight.dtype()), j.w->weight.dim(0));
       return what;
     });
-    cpu::matmul_many(*pool_, x, plain);
+    cpu::matmul_many(*pool_, x, jobs);
   }
   void rms_norm(const Tensor& x, const Tensor& w, float eps, float weight_offset,
                 Tensor& out) override {

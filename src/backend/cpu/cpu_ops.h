@@ -13,14 +13,10 @@ namespace loom::cpu {
 
 void embedding(ThreadPool& pool, const Tensor& table, const Tensor& ids, float scale, Tensor& out);
 void matmul(ThreadPool& pool, const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out);
-// Several products of one x, each exactly what matmul gives (decode: x
-// quantised once, every weight's rows in one parallel pass).
-struct MatmulJob {
-  const Tensor* w;
-  const Tensor* bias;  // or null
-  Tensor* out;
-};
-void matmul_many(ThreadPool& pool, const Tensor& x, const std::vector<MatmulJob>& jobs);
+// Several products of one x (Backend::linear_many with plain weights), each
+// exactly what matmul gives (decode: x quantised once, every weight's rows in
+// one parallel pass).
+void matmul_many(ThreadPool& pool, const Tensor& x, const std::vector<Backend::LinearJob>& jobs);
 void rms_norm(ThreadPool& pool, const Tensor& x, const Tensor& w, float eps, float weight_offset,
               Tensor& out);
 void add_rms_norm(ThreadPool& pool, const Tensor& x, Tensor& residual, const Tensor& w, float eps,

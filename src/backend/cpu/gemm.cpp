@@ -128,10 +128,10 @@ void row_matmul(ThreadPool& pool, const GemmKernels& gk, const Tensor& x,
   });
 }
 
-// Checks a weight for the GEMM and the row path; whether it is quantised.
-bool check_weight(const GemmKernels& gk, const Tensor& w, int64_t k) {
+// Checks a weight for the GEMM and the row path; whether it is quantised
+// (then with its layout).
+bool check_weight(const GemmKernels& gk, const Tensor& w, int64_t k, QuantLayout& layout) {
   const DType wt = w.dtype();
-  QuantLayout layout;
   const bool quant = gk.quant_layout(wt, layout);
   LOOM_CHECK(quant || wt == DType::F32 || wt == DType::F16 || wt == DType::BF16,
              "gemm does not support {}", dtype_name(wt));
@@ -155,7 +155,8 @@ void gemm_matmul_many(ThreadPool& pool, const Tensor& x, const std::vector<GemmJ
     return;
   }
   bool any_quant = false;
-  for (const GemmJob& j : jobs) any_quant = check_weight(gk, *j.w, x.cols()) || any_quant;
+  QuantLayout layout;
+  for (const GemmJob& j : jobs) any_quant = check_weight(gk, *j.w, x.cols(), layout) || any_quant;
   row_matmul(pool, gk, x, jobs, quantize_activations(pool, gk, x, any_quant));
 }
 
@@ -169,9 +170,8 @@ void gemm_matmul(ThreadPool& pool, const Tensor& x, const Tensor& w, const float
     gemm_matmul_many(pool, x, {GemmJob{&w, bias, &out}});
     return;
   }
-  const bool quant = check_weight(gk, w, k);
   QuantLayout layout;
-  gk.quant_layout(wt, layout);
+  const bool quant = check_weight(gk, w, k, layout);
   const int64_t kc_max = quant ? kGemmKcQuant : kGemmKcFloat;
   const std::vector<ActQ8_G> act = quantize_activations(pool, gk, x, quant);
 

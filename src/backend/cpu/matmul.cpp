@@ -36,11 +36,11 @@ void matmul(ThreadPool& pool, const Tensor& x, const Tensor& w, const Tensor* bi
     gemm_matmul(pool, x, w, bias ? bias->data_as<const float>() : nullptr, out);
 }
 
-void matmul_many(ThreadPool& pool, const Tensor& x, const std::vector<MatmulJob>& jobs) {
+void matmul_many(ThreadPool& pool, const Tensor& x, const std::vector<Backend::LinearJob>& jobs) {
   std::vector<GemmJob> work;
-  for (const MatmulJob& j : jobs)
-    if (check_matmul(x, *j.w, j.bias, *j.out))
-      work.push_back({j.w, j.bias ? j.bias->data_as<const float>() : nullptr, j.out});
+  for (const Backend::LinearJob& j : jobs)
+    if (check_matmul(x, j.w->weight, j.bias, *j.out))
+      work.push_back({&j.w->weight, j.bias ? j.bias->data_as<const float>() : nullptr, j.out});
   if (!work.empty()) gemm_matmul_many(pool, x, work);
 }
 
