@@ -279,6 +279,8 @@ void paged_attention(ThreadPool& pool, const Tensor& q, const KvLayerCache& cach
     const int64_t nq = it.tok_end - it.tok_begin;
     const int64_t rows = nq * group;
     const bool split = part_offset[static_cast<size_t>(pc.item)] >= 0;
+    // Split items: chunk c's partial in slot part0 + c of `parts`.
+    const int64_t part0 = split ? part_offset[static_cast<size_t>(pc.item)] - chunk_range(it).first : 0;
     // buf: qt[rows*hd] | acc[rows*hd] | m[rows] | l[rows] | kt[hd*ldk] | vb[ldk*hd] | s[rows*ldk] |
     // conv[min(bs, ldk)*hd] (one paged block's keys of a chunk) | pacc[rows*hd] | pmax[rows] | psum[rows]
     buf.resize(static_cast<size_t>(2 * rows * hd + 2 * rows + 2 * hd * ldk + rows * ldk +
@@ -364,9 +366,7 @@ void paged_attention(ThreadPool& pool, const Tensor& q, const KvLayerCache& cach
       kern.attn_scores(qt, rows, hd, kt, ldk, sc);
       // This chunk's partial: in its slot of `parts` (split items) or in
       // own_part, merged at once.
-      float* pacc = split ? parts.data() + (part_offset[static_cast<size_t>(pc.item)] +
-                                            c - chunk_range(it).first) * part_stride
-                          : own_part;
+      float* pacc = split ? parts.data() + (part0 + c) * part_stride : own_part;
       float* pmax = pacc + rows * hd;
       float* psum = pmax + rows;
       for (int64_t j = 0; j < nq; ++j) {
