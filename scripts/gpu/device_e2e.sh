@@ -387,11 +387,14 @@ for r in runs:
   profile)
     # Kernel-level profile (CUPTI, scripts/gpu/kernel_profile.sh) of single-stream
     # and batch-64 decode: GPU busy time per step vs wall time, top kernels.
+    # PROFILE_ARGS: extra flags (e.g. "--quantization fp8 --kv-cache-dtype fp8"),
+    # PROFILE_NAME: a tag in the output names.
     model8b
     for b in ${PROFILE_BATCHES:-1 64}; do
-      timeout 200 scripts/gpu/kernel_profile.sh --step-kernel embedding_kernel --top 30 --out "$OUT/profile_b$b" -- \
+      timeout 200 scripts/gpu/kernel_profile.sh --step-kernel embedding_kernel --top 30 \
+        --out "$OUT/profile${PROFILE_NAME:+_$PROFILE_NAME}_b$b" -- \
         $L bench latency --device cuda --model /tmp/llama8b --input-len 128 --output-len 512 --batch-sizes $b \
-        --max-num-seqs 256 --json > /tmp/prof_$b.jsonl 2> /tmp/prof_$b.err || tail -5 /tmp/prof_$b.err
+        --max-num-seqs 256 --json ${PROFILE_ARGS:-} > /tmp/prof_$b.jsonl 2> /tmp/prof_$b.err || tail -5 /tmp/prof_$b.err
       grep -A45 "kernels by" /tmp/prof_$b.err | head -60; grep -iE "step|busy|idle" /tmp/prof_$b.err | head -20
     done
     ;;

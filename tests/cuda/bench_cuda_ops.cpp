@@ -12,7 +12,8 @@
 // Long-context decode attention has its own table (contexts 8k-128k, batch
 // 1-64, GQA 4 and 8, bf16 and FP8 KV); --attn-sweep instead sweeps the decode
 // split's LOOM_ATTN_* knobs over a few of those shapes and prints only that.
-// Usage: bench_cuda_ops [iterations] | bench_cuda_ops --attn-sweep [iterations]
+// --matmul prints the bf16 and FP8 matmul tables only.
+// Usage: bench_cuda_ops [iterations] | bench_cuda_ops --attn-sweep|--matmul [iterations]
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -532,7 +533,8 @@ int main(int argc, char** argv) {
     return 0;
   }
   const bool sweep = argc > 1 && std::strcmp(argv[1], "--attn-sweep") == 0;
-  const int iters_arg = sweep ? 2 : 1;
+  const bool matmul_only = argc > 1 && std::strcmp(argv[1], "--matmul") == 0;
+  const int iters_arg = sweep || matmul_only ? 2 : 1;
   const int iters = argc > iters_arg ? std::atoi(argv[iters_arg]) : 20;
   auto be = make_cuda_backend(0);
   auto stream = static_cast<cudaStream_t>(cuda_backend_stream(*be));
@@ -552,6 +554,7 @@ int main(int argc, char** argv) {
     bench_matmul(*blas, blas_timer, blas_stream, "cuBLASLt only (LOOM_GEMV=0)", {1, 2, 4});
   }
   bench_fp8_matmul(*be, timer, stream);
+  if (matmul_only) return 0;
   bench_fp8_block_gemm(*be, timer, stream);
   std::printf("\n== paged attention (32 q / 8 kv heads, head_dim 128, block 16, bf16 KV) ==\n");
   std::printf("%6s %6s %6s %10s %8s %9s\n", "seqs", "ctx", "new", "us", "TB/s", "TFLOP/s");

@@ -16,6 +16,7 @@
 #include "backend/cuda/cuda_backend_impl.h"
 #include "backend/cuda/fp8_gemm.h"
 #include "backend/cuda/gemm.h"
+#include "backend/cuda/kernels/kernels.h"
 #include "backend/cuda/weight_upload.h"
 
 namespace loom::cuda {
@@ -49,6 +50,10 @@ CudaBackend::CudaBackend(int device)
   const char* flash = std::getenv("LOOM_FLASH_PREFILL");
   flash_prefill_ = !(flash && std::strcmp(flash, "0") == 0);
   attn_split_ = attention_split_from_env();
+  // GEMVs start loading weights while the kernel before them runs (sm_90+;
+  // LOOM_PDL=0: off, for A/B comparisons).
+  const char* pdl = std::getenv("LOOM_PDL");
+  set_programmatic_launch(props_.major >= 9 && !(pdl && std::strcmp(pdl, "0") == 0));
 }
 
 CudaBackend::~CudaBackend() {

@@ -17,6 +17,12 @@ namespace loom::cuda {
 // lookup's error (e.g. cudaErrorNoKernelImageForDevice).
 cudaError_t probe_kernel_image();
 
+// Whether GEMV kernels are launched with programmatic dependent launch
+// (kernels/launch.cuh): off by default; the backend turns it on for sm_90 and
+// later unless LOOM_PDL=0. Process-wide.
+void set_programmatic_launch(bool on);
+bool programmatic_launch();
+
 // dst[i] = src[i] converted; src F32, F16 or BF16; dst F32 or BF16.
 void convert(DType src_type, const void* src, DType dst_type, void* dst, int64_t n, cudaStream_t stream);
 

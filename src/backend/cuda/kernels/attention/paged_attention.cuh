@@ -34,6 +34,7 @@
 #include "backend/cuda/kernels/common.cuh"
 #include "backend/cuda/kernels/fp8/fp8.cuh"
 #include "backend/cuda/kernels/kernels.h"
+#include "backend/cuda/kernels/launch.cuh"
 
 namespace loom::cuda {
 
@@ -93,6 +94,7 @@ constexpr int attn_min_blocks() {
 template <int HD, int G, class KV>
 __global__ void __launch_bounds__(kAttnThreads, (attn_min_blocks<HD, G, KV>()))
     paged_attention_kernel(const PagedAttentionArgs a) {
+  pdl_trigger();  // the GEMV after this one may start loading its weights
   constexpr bool kFp8 = sizeof(KV) == 1;
   using Vec = typename KvLoad<KV>::Vec;
   constexpr int kCap = AttnShape<HD>::kCap;

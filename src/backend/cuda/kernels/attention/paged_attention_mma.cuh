@@ -54,6 +54,7 @@
 #include "backend/cuda/kernels/common.cuh"
 #include "backend/cuda/kernels/fp8/fp8.cuh"
 #include "backend/cuda/kernels/kernels.h"
+#include "backend/cuda/kernels/launch.cuh"
 
 namespace loom::cuda {
 
@@ -122,6 +123,7 @@ __device__ __forceinline__ uint32_t fp8_hi(uint32_t w) {
 template <int HD, int G>
 __global__ void __launch_bounds__(MmaAttnShape<HD>::kThreads, MmaAttnShape<HD>::kMinBlocks)
     paged_attention_mma_kernel(const PagedAttentionArgs a) {
+  pdl_trigger();  // the GEMV after this one may start loading its weights
   using Shape = MmaAttnShape<HD>;
   using Stage = MmaAttnStage<HD>;
   using VVec = typename Shape::VVec;

@@ -10,6 +10,7 @@
 #include "backend/cuda/kernels/common.cuh"
 #include "backend/cuda/kernels/fp8/fp8.cuh"
 #include "backend/cuda/kernels/kernels.h"
+#include "backend/cuda/kernels/launch.cuh"
 
 namespace loom::cuda {
 namespace {
@@ -196,6 +197,7 @@ __global__ void split_qkv_vec_kernel(const bf16* __restrict__ qkv, SplitQkvArgs 
 
 template <bool kGelu>
 __global__ void gated_fused_kernel(const bf16* gu, bf16* out, int64_t rows, int64_t inter) {
+  pdl_trigger();  // the GEMV after this one may start loading its weights
   const int64_t n = rows * inter;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {

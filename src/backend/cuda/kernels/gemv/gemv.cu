@@ -7,9 +7,11 @@
 // L1, evict-first in L2), multiplies them with the matching x values (small,
 // cached) and the warp sums its lanes. An output's accumulation order depends
 // only on k, never on M or on the other rows, so every row of a batch gets
-// the bits it would get alone.
+// the bits it would get alone. Launched with PDL (launch.cuh): a warp's
+// first weight loads overlap the kernel before it.
 #include "backend/cuda/kernels/common.cuh"
 #include "backend/cuda/kernels/kernels.h"
+#include "backend/cuda/kernels/launch.cuh"
 
 namespace loom::cuda {
 namespace {
@@ -40,11 +42,18 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
     }
   };
   constexpr int64_t kStep = 32 * 8;  // elements of a row one warp-wide load covers
-  int64_t col = lane * 8;
-  for (; col + (kLoads - 1) * kStep < k; col += kLoads * kStep) {
-    uint4 wv[kLoads];
+  const int64_t first = lane * 8;
+  uint4 wv[kLoads];
+  auto load = [&](int64_t col) {
 #pragma unroll
     for (int u = 0; u < kLoads; ++u) wv[u] = __ldcs(reinterpret_cast<const uint4*>(wr + col + u * kStep));
+  };
+  // The first loads need nothing from the kernel before this one (PDL).
+  if (first + (kLoads - 1) * kStep < k) load(first);
+  pdl_wait();
+  int64_t col = first;
+  for (; col + (kLoads - 1) * kStep < k; col += kLoads * kStep) {
+    if (col != first) load(col);
 #pragma unroll
     for (int u = 0; u < kLoads; ++u) accumulate(wv[u], col + u * kStep);
   }
@@ -73,10 +82,11 @@ void gemv_bf16(const void* x, const void* w, const void* bias, void* out, int64_
   const auto* bb = static_cast<const bf16*>(bias);
   auto* ob = static_cast<bf16*>(out);
   static_assert(kGemvMaxRows == 2, "one instantiation per row count");
+  const dim3 block(kGemvWarps * 32);
   if (m == 1)
-    gemv_kernel<1><<<grid, kGemvWarps * 32, 0, stream>>>(xb, wb, bb, ob, n, k);
+    launch_dependent(gemv_kernel<1>, dim3(grid), block, 0, stream, xb, wb, bb, ob, n, k);
   else
-    gemv_kernel<2><<<grid, kGemvWarps * 32, 0, stream>>>(xb, wb, bb, ob, n, k);
+    launch_dependent(gemv_kernel<2>, dim3(grid), block, 0, stream, xb, wb, bb, ob, n, k);
 }
 
 }  // namespace loom::cuda

@@ -4,6 +4,7 @@
 // out may alias x or residual. Sum of squares in f32.
 #include "backend/cuda/kernels/common.cuh"
 #include "backend/cuda/kernels/kernels.h"
+#include "backend/cuda/kernels/launch.cuh"
 
 namespace loom::cuda {
 namespace {
@@ -19,6 +20,7 @@ __device__ __forceinline__ float weight_at(const W* w, int64_t i) {
 template <class W, bool kResidual>
 __global__ void rms_norm_kernel(const bf16* x_all, bf16* residual_all, const W* w,
                                 float offset, float eps, bf16* out_all, int64_t h, bool vec) {
+  pdl_trigger();  // the GEMV after this one may start loading its weights
   __shared__ float scratch[33];
   const int64_t row = blockIdx.x;
   const bf16* x = x_all + row * h;

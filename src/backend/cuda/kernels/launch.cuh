@@ -1,0 +1,54 @@
+// Programmatic dependent launch (PDL, sm_90 and later): a kernel launched
+// with launch_dependent() may start while the kernel before it on the stream
+// is still running, as soon as every block of that kernel has called
+// pdl_trigger() (or exited). Such a kernel does work that needs nothing from
+// the kernels before it (a GEMV's first weight loads) and then calls
+// pdl_wait(), which returns once the kernels before it have finished and their
+// writes are visible; it must not read or write any activation before that.
+// pdl_wait() returns at once in a kernel launched the usual way, and
+// pdl_trigger() is a no-op when no dependent kernel was launched with PDL.
+// Stream capture keeps the relation as a programmatic edge of the graph.
+// Internal to backend/cuda/kernels.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <utility>
+
+#include "backend/cuda/kernels/kernels.h"
+
+namespace loom::cuda {
+
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// kernel<<<grid, block, smem_bytes, stream>>>(args...), with PDL where
+// programmatic_launch() is on. The kernel must call pdl_wait() before it
+// touches anything another kernel writes or reads.
+template <class... Params, class... Args>
+void launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem_bytes,
+                      cudaStream_t stream, Args&&... args) {
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem_bytes;
+  cfg.stream = stream;
+  cfg.attrs = &attr;
+  cfg.numAttrs = programmatic_launch() ? 1 : 0;
+  // An error stays for cudaGetLastError, as with <<<>>>.
+  (void)cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+}
+
+}  // namespace loom::cuda
