@@ -9,6 +9,7 @@
 
 #include "build_info.h"
 #include "cli.h"
+#include "core/crash_handler.h"
 
 namespace {
 
@@ -38,6 +39,7 @@ void usage(FILE* out) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  loom::install_crash_handler();  // a fatal signal prints the faulting stack
   // Logs go to stderr so stdout carries only results (JSON, text, ids).
   spdlog::set_default_logger(spdlog::stderr_color_mt("loom"));
   spdlog::set_level(spdlog::level::warn);

@@ -134,7 +134,7 @@ def test_sigterm_during_a_large_parse_exits_promptly():
         time.sleep(0.3)
         start = time.time()
         s.proc.send_signal(signal.SIGTERM)
-        assert s.proc.wait(timeout=60) == 0
+        assert s.proc.wait(timeout=60) == 0, s.logs()[-6000:]
         assert time.time() - start < 10
         t.join(timeout=30)
     finally:
@@ -248,7 +248,7 @@ def test_sigterm_timeout_cut_adapted_streams_end_with_an_error():
             t.start()
         wait_for(lambda: all(first_delta[p] in got[p] for p in bodies), 120, "both streams")
         s.proc.send_signal(signal.SIGTERM)
-        assert s.proc.wait(timeout=30) == 0
+        assert s.proc.wait(timeout=30) == 0, s.logs()[-6000:]
         for t in threads:
             t.join(timeout=30)
         for path, raw in got.items():

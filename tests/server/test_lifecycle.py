@@ -244,7 +244,7 @@ def test_sigterm_drains():
         assert events[-1] == "[DONE]"
         texts = [json.loads(e)["choices"][0]["finish_reason"] for e in events[:-1]]
         assert texts[-1] == "length"
-        assert s.proc.wait(timeout=60) == 0
+        assert s.proc.wait(timeout=60) == 0, s.logs()[-6000:]
     finally:
         s.stop(signal.SIGKILL)
 
@@ -263,7 +263,7 @@ def test_sigterm_timeout_aborts():
         time.sleep(1.0)
         start = time.time()
         s.proc.send_signal(signal.SIGTERM)
-        assert s.proc.wait(timeout=30) == 0
+        assert s.proc.wait(timeout=30) == 0, s.logs()[-6000:]
         assert time.time() - start < 15
         t.join(timeout=30)
         status, events, _ = result["r"]

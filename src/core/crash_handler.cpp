@@ -1,0 +1,97 @@
+// install_crash_handler (crash_handler.h). The handler uses only
+// async-signal-safe calls (write, backtrace_symbols_fd, signal, raise) and
+// backtrace(), whose one-time load of libgcc is done at install. It runs on
+// an alternate stack, so a stack overflow is reported too.
+#include "core/crash_handler.h"
+
+#include <execinfo.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
+namespace loom {
+namespace {
+
+constexpr int kSignals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
+constexpr int kMaxFrames = 64;
+
+std::atomic<bool> g_installed{false};
+
+void write_str(const char* s) {
+  size_t n = std::strlen(s);
+  while (n > 0) {
+    const ssize_t w = ::write(STDERR_FILENO, s, n);
+    if (w <= 0) return;
+    s += w;
+    n -= static_cast<size_t>(w);
+  }
+}
+
+void write_int(int v) {
+  char buf[16];
+  int i = sizeof(buf) - 1;
+  buf[i] = '\0';
+  const bool neg = v < 0;
+  unsigned u = neg ? 0u - static_cast<unsigned>(v) : static_cast<unsigned>(v);
+  do {
+    buf[--i] = static_cast<char>('0' + u % 10);
+    u /= 10;
+  } while (u > 0 && i > 1);
+  if (neg) buf[--i] = '-';
+  write_str(buf + i);
+}
+
+void on_fatal_signal(int sig) {
+  static std::atomic<bool> in_handler{false};
+  if (!in_handler.exchange(true)) {  // a second fault while printing: just die
+    write_str("\nloom: fatal signal ");
+    write_int(sig);
+    write_str(" (");
+    write_str(sigabbrev_np(sig) ? sigabbrev_np(sig) : "?");
+    write_str("), thread ");
+    write_int(static_cast<int>(::gettid()));
+    write_str("; stack:\n");
+    void* frames[kMaxFrames];
+    const int n = ::backtrace(frames, kMaxFrames);
+    ::backtrace_symbols_fd(frames, n, STDERR_FILENO);
+  }
+  // SA_RESETHAND restored the default action: die of the same signal.
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+
+}  // namespace
+
+bool install_crash_handler() {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  return false;
+#else
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+  return false;
+#endif
+#endif
+  if (g_installed.exchange(true)) return true;
+  void* warm[1];
+  ::backtrace(warm, 1);  // loads libgcc now, not inside the handler
+  // An alternate stack for this thread (the main thread), where most faults
+  // that overflow the stack happen in practice; other threads run the
+  // handler on their own stacks.
+  static char alt_stack[64 * 1024];
+  stack_t ss{};
+  ss.ss_sp = alt_stack;
+  ss.ss_size = sizeof(alt_stack);
+  ::sigaltstack(&ss, nullptr);
+  struct sigaction sa {};
+  sa.sa_handler = on_fatal_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESETHAND | SA_ONSTACK;
+  for (int sig : kSignals) ::sigaction(sig, &sa, nullptr);
+  return true;
+#endif
+}
+
+}  // namespace loom
