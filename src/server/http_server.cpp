@@ -108,6 +108,10 @@ struct HttpServer::Impl {
   std::optional<net::executor_work_guard<net::io_context::executor_type>> guard;
   std::atomic<size_t> connections{0};
   std::atomic<size_t> queued_bytes{0};  // unsent, over all connections
+  // Sink writes posted to a connection's strand and not yet queued there: a
+  // shutdown drain waits for them as for queued bytes (the request that made
+  // them may already have stopped counting as in flight).
+  std::atomic<size_t> posted{0};
   std::atomic<bool> stopping{false};
   std::thread drain_thread;
 
@@ -138,6 +142,16 @@ class Connection : public std::enable_shared_from_this<Connection> {
     net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->do_read(); });
   }
   net::any_io_executor executor() { return stream_.get_executor(); }
+
+  // Any thread (sinks): bytes to enqueue on the strand, counted in
+  // server_.posted until they are.
+  void post_enqueue(uint64_t exchange, std::string bytes, Piece piece) {
+    ++server_.posted;
+    net::post(executor(), [self = shared_from_this(), exchange, b = std::move(bytes), piece]() mutable {
+      self->enqueue(exchange, std::move(b), piece);
+      --self->server_.posted;
+    });
+  }
 
   // Strand only (sinks post here).
   void enqueue(uint64_t exchange, std::string bytes, Piece piece) {
@@ -520,10 +534,7 @@ class Sink : public ResponseSink {
   std::string stream_end() const { return http10_ ? std::string() : std::string("0\r\n\r\n"); }
 
   // mu_ held: posts keep the order of calls.
-  void post(std::string bytes, Piece piece) {
-    net::post(conn_->executor(), [c = conn_, ex = exchange_, b = std::move(bytes),
-                                  piece]() mutable { c->enqueue(ex, std::move(b), piece); });
-  }
+  void post(std::string bytes, Piece piece) { conn_->post_enqueue(exchange_, std::move(bytes), piece); }
 
   std::shared_ptr<Connection> conn_;
   uint64_t exchange_;
@@ -581,10 +592,12 @@ void HttpServer::Impl::begin_shutdown() {
       while (in_flight() > 0 && std::chrono::steady_clock::now() < hard)
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-    // The last bytes out (bounded: a client that does not read is dropped by
-    // the write timeout anyway).
+    // The last bytes out, those still on their way to a connection's queue
+    // too (bounded: a client that does not read is dropped by the write
+    // timeout anyway).
     const auto flushed = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-    while (queued_bytes.load() > 0 && std::chrono::steady_clock::now() < flushed)
+    while ((queued_bytes.load() > 0 || posted.load() > 0) &&
+           std::chrono::steady_clock::now() < flushed)
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     guard.reset();

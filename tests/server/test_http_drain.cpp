@@ -1,0 +1,117 @@
+// HttpServer's shutdown drain: a response a handler sends just before its
+// request stops counting as in flight still goes out, even when the I/O
+// thread that must queue it is busy at that moment.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <string>
+#include <thread>
+
+#include "server/http_server.h"
+
+namespace loom::server {
+namespace {
+
+using namespace std::chrono_literals;
+
+int connect_to(uint16_t port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  timeval tv{5, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  return fd;
+}
+
+void send_all(int fd, const std::string& s) {
+  ASSERT_EQ(::send(fd, s.data(), s.size(), 0), static_cast<ssize_t>(s.size()));
+}
+
+std::string read_until_close(int fd) {
+  std::string got;
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
+    if (n <= 0) break;
+    got.append(buf, static_cast<size_t>(n));
+  }
+  return got;
+}
+
+TEST(HttpDrain, AResponseSentAsItsRequestEndsGoesOutWhileTheIoThreadIsBusy) {
+  HttpServerConfig cfg;
+  cfg.port = 0;
+  cfg.io_threads = 1;  // one I/O thread, blocked below by an inline handler
+  cfg.shutdown_timeout = std::chrono::seconds(5);
+  cfg.run_inline = [](const HttpRequest& r) { return r.path() == "/block"; };
+  std::atomic<size_t> in_flight{0};
+  std::atomic<bool> blocking{false};
+  std::promise<std::shared_ptr<ResponseSink>> slow_sink;
+  DrainHooks hooks;
+  hooks.in_flight = [&] { return in_flight.load(); };
+  HttpServer server(
+      cfg,
+      [&](HttpRequest req, std::shared_ptr<ResponseSink> sink) {
+        if (req.path() == "/ping") {
+          sink->send({200, "text/plain", "pong", {}});
+        } else if (req.path() == "/block") {  // on the I/O thread
+          blocking = true;
+          std::this_thread::sleep_for(600ms);
+          sink->send({200, "text/plain", "unblocked", {}});
+        } else {  // answered later, from the test
+          ++in_flight;
+          slow_sink.set_value(std::move(sink));
+        }
+      },
+      std::move(hooks));
+  server.listen();
+  const uint16_t port = server.port();
+  std::thread runner([&] { server.run(false); });
+
+  const int slow = connect_to(port);
+  send_all(slow, "GET /slow HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+  auto sink = slow_sink.get_future().get();
+  // A second connection, accepted (one exchange done) before the acceptor closes.
+  const int other = connect_to(port);
+  send_all(other, "GET /ping HTTP/1.1\r\nHost: t\r\n\r\n");
+  std::string pong;
+  char buf[512];
+  while (pong.find("pong") == std::string::npos) {
+    const ssize_t n = ::recv(other, buf, sizeof(buf), 0);
+    ASSERT_GT(n, 0) << pong;
+    pong.append(buf, static_cast<size_t>(n));
+  }
+  // The exchange ends on the I/O thread once the write completes; the
+  // connection must be reading again before the drain starts, or it closes.
+  std::this_thread::sleep_for(200ms);
+
+  server.stop();                   // the drain starts, waiting for /slow
+  std::this_thread::sleep_for(100ms);
+  send_all(other, "GET /block HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+  for (int i = 0; i < 3000 && !blocking; ++i) std::this_thread::sleep_for(1ms);
+  ASSERT_TRUE(blocking) << "the /block request was not handled";
+  // The I/O thread is busy: the reply reaches the connection's strand only
+  // after it, while the request already stops counting.
+  sink->send({200, "text/plain", "slow done", {}});
+  sink.reset();
+  in_flight = 0;
+
+  const std::string got = read_until_close(slow);
+  EXPECT_NE(got.find("200"), std::string::npos) << got;
+  EXPECT_NE(got.find("slow done"), std::string::npos) << got;
+  runner.join();
+  ::close(slow);
+  ::close(other);
+}
+
+}  // namespace
+}  // namespace loom::server
