@@ -651,6 +651,10 @@ void HttpServer::run(bool handle_signals) {
   s.ioc.run();
   for (auto& t : threads) t.join();
   if (s.drain_thread.joinable()) s.drain_thread.join();
+  // Handlers still running on the pool (a request read just before the drain
+  // ended) finish before run() returns, so the application may then tear
+  // down what they use.
+  s.workers.join();
 }
 
 void HttpServer::stop() {

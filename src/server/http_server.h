@@ -64,7 +64,8 @@ class HttpServer {
   uint16_t port() const;
   // Serves until SIGTERM/SIGINT (when handle_signals) or stop(); on a signal:
   // stops accepting, drains in-flight requests up to shutdown_timeout, aborts
-  // the rest, then returns.
+  // the rest, then returns once no handler runs any more (a handler on the
+  // worker pool at that point is waited for).
   void run(bool handle_signals = true);
   void stop();  // any thread: drain as on SIGTERM, then return from run()
 

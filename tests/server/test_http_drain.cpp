@@ -1,6 +1,7 @@
 // HttpServer's shutdown drain: a response a handler sends just before its
 // request stops counting as in flight still goes out, even when the I/O
-// thread that must queue it is busy at that moment.
+// thread that must queue it is busy at that moment; and run() returns only
+// once no handler runs on the worker pool.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -111,6 +112,29 @@ TEST(HttpDrain, AResponseSentAsItsRequestEndsGoesOutWhileTheIoThreadIsBusy) {
   runner.join();
   ::close(slow);
   ::close(other);
+}
+
+TEST(HttpDrain, RunReturnsOnlyOnceNoHandlerRuns) {
+  HttpServerConfig cfg;
+  cfg.port = 0;
+  std::atomic<bool> started{false}, finished{false};
+  HttpServer server(cfg, [&](HttpRequest, std::shared_ptr<ResponseSink> sink) {
+    started = true;
+    std::this_thread::sleep_for(400ms);  // e.g. a long prompt being tokenised
+    finished = true;
+    sink->send({200, "text/plain", "late", {}});
+  });
+  server.listen();
+  std::thread runner([&] { server.run(false); });
+  const int fd = connect_to(server.port());
+  send_all(fd, "GET /x HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+  for (int i = 0; i < 3000 && !started; ++i) std::this_thread::sleep_for(1ms);
+  ASSERT_TRUE(started);
+  server.stop();  // nothing counts as in flight: the drain ends at once
+  runner.join();
+  // What the handler uses may be torn down now: it has returned.
+  EXPECT_TRUE(finished);
+  ::close(fd);
 }
 
 }  // namespace
