@@ -12,7 +12,21 @@
 #include <cstdlib>
 #include <cstring>
 
+// Sanitizer builds keep their own fault reports: no handler there (not
+// even compiled, so no unused code).
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define LOOM_CRASH_HANDLER 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define LOOM_CRASH_HANDLER 0
+#endif
+#endif
+#ifndef LOOM_CRASH_HANDLER
+#define LOOM_CRASH_HANDLER 1
+#endif
+
 namespace loom {
+#if LOOM_CRASH_HANDLER
 namespace {
 
 constexpr int kSignals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
@@ -65,41 +79,32 @@ void on_fatal_signal(int sig) {
 
 }  // namespace
 
-// Sanitizer builds keep their own fault reports.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kSanitizerBuild = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-constexpr bool kSanitizerBuild = true;
-#else
-constexpr bool kSanitizerBuild = false;
-#endif
-#else
-constexpr bool kSanitizerBuild = false;
-#endif
+bool install_crash_handler() {
+  if (g_installed.exchange(true)) return true;
+  void* warm[1];
+  ::backtrace(warm, 1);  // loads libgcc now, not inside the handler
+  // An alternate stack for this thread (the main thread), where most faults
+  // that overflow the stack happen in practice; other threads run the
+  // handler on their own stacks.
+  static char alt_stack[64 * 1024];
+  stack_t ss{};
+  ss.ss_sp = alt_stack;
+  ss.ss_size = sizeof(alt_stack);
+  ::sigaltstack(&ss, nullptr);
+  struct sigaction sa {};
+  sa.sa_handler = on_fatal_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESETHAND | SA_ONSTACK;
+  for (int sig : kSignals) ::sigaction(sig, &sa, nullptr);
+  return true;
+}
+
+#else  // a sanitizer build
 
 bool install_crash_handler() {
-  if constexpr (kSanitizerBuild) {
-    return false;
-  } else {
-    if (g_installed.exchange(true)) return true;
-    void* warm[1];
-    ::backtrace(warm, 1);  // loads libgcc now, not inside the handler
-    // An alternate stack for this thread (the main thread), where most faults
-    // that overflow the stack happen in practice; other threads run the
-    // handler on their own stacks.
-    static char alt_stack[64 * 1024];
-    stack_t ss{};
-    ss.ss_sp = alt_stack;
-    ss.ss_size = sizeof(alt_stack);
-    ::sigaltstack(&ss, nullptr);
-    struct sigaction sa {};
-    sa.sa_handler = on_fatal_signal;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESETHAND | SA_ONSTACK;
-    for (int sig : kSignals) ::sigaction(sig, &sa, nullptr);
-    return true;
-  }
+  return false;
 }
+
+#endif
 
 }  // namespace loom
