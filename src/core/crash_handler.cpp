@@ -1,5 +1,5 @@
 // install_crash_handler (crash_handler.h). The handler uses only
-// async-signal-safe calls (write, backtrace_symbols_fd, signal, raise) and
+// async-signal-safe calls (write, backtrace_symbols_fd, raise) and
 // backtrace(), whose one-time load of libgcc is done at install. It runs on
 // an alternate stack, so a stack overflow is reported too.
 #include "core/crash_handler.h"
@@ -9,7 +9,6 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <cstdlib>
 #include <cstring>
 
 // Sanitizer builds keep their own fault reports: no handler there (not
@@ -44,17 +43,14 @@ void write_str(const char* s) {
   }
 }
 
-void write_int(int v) {
-  char buf[16];
+void write_uint(unsigned v) {
+  char buf[12];
   int i = sizeof(buf) - 1;
   buf[i] = '\0';
-  const bool neg = v < 0;
-  unsigned u = neg ? 0u - static_cast<unsigned>(v) : static_cast<unsigned>(v);
   do {
-    buf[--i] = static_cast<char>('0' + u % 10);
-    u /= 10;
-  } while (u > 0 && i > 1);
-  if (neg) buf[--i] = '-';
+    buf[--i] = static_cast<char>('0' + v % 10);
+    v /= 10;
+  } while (v > 0);
   write_str(buf + i);
 }
 
@@ -62,18 +58,18 @@ void on_fatal_signal(int sig) {
   static std::atomic<bool> in_handler{false};
   if (!in_handler.exchange(true)) {  // a second fault while printing: just die
     write_str("\nloom: fatal signal ");
-    write_int(sig);
+    write_uint(static_cast<unsigned>(sig));
     write_str(" (");
     write_str(sigabbrev_np(sig) ? sigabbrev_np(sig) : "?");
     write_str("), thread ");
-    write_int(static_cast<int>(::gettid()));
+    write_uint(static_cast<unsigned>(::gettid()));
     write_str("; stack:\n");
     void* frames[kMaxFrames];
     const int n = ::backtrace(frames, kMaxFrames);
     ::backtrace_symbols_fd(frames, n, STDERR_FILENO);
   }
-  // SA_RESETHAND restored the default action: die of the same signal.
-  ::signal(sig, SIG_DFL);
+  // SA_RESETHAND restored the default action: die of the same signal (held
+  // until the handler returns; a faulting instruction faults again anyway).
   ::raise(sig);
 }
 
