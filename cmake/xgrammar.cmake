@@ -1,6 +1,6 @@
 # xgrammar's C++ core (cpp/ and the header-only picojson and dlpack it uses) as
-# the static library `xgrammar`, from the source scripts/setup.sh fetches into
-# third_party/xgrammar. Our own target rather than its CMakeLists: that one
+# the library `xgrammar` (static; shared in the sanitizer build, as ours are),
+# from the source scripts/setup.sh fetches into third_party/xgrammar. Our own target rather than its CMakeLists: that one
 # adds -flto and -Werror globally and builds Python bindings. Sets
 # LOOM_HAVE_XGRAMMAR when the source is there.
 set(LOOM_XGRAMMAR_DIR "${PROJECT_SOURCE_DIR}/third_party/xgrammar" CACHE PATH
@@ -17,7 +17,7 @@ if(EXISTS "${LOOM_XGRAMMAR_DIR}/cpp/grammar_compiler.cc")
   endif()
   file(GLOB xgrammar_srcs CONFIGURE_DEPENDS "${LOOM_XGRAMMAR_DIR}/cpp/*.cc"
        "${LOOM_XGRAMMAR_DIR}/cpp/support/*.cc" "${LOOM_XGRAMMAR_DIR}/cpp/converter_ext/*.cc")
-  add_library(xgrammar STATIC ${xgrammar_srcs})
+  add_library(xgrammar ${LOOM_LIBRARY_TYPE} ${xgrammar_srcs})
   # Its sources are C++17; -O2 rather than its -O3 (compile time on small
   # machines; the hot matcher loops are unaffected in practice). Warnings are
   # its maintainers' business: -w keeps our -Werror away from it.
