@@ -25,6 +25,11 @@ enum class DType : uint8_t {
   Q5_0,  // 32 values: f16 scale + 4 bytes of high bits + 16 bytes of nibbles
   Q5_1,  // 32 values: f16 scale, f16 min + 4 bytes of high bits + 16 bytes of nibbles
   F8_E4M3,  // 8-bit float: 1 sign, 4 exponent (bias 7), 3 mantissa bits; max 448, no inf (core/fp8.h)
+  // Q8_0 / Q5_0 with every 8 rows interleaved block by block (quant/interleave.h):
+  // the same bytes per row, in the order the CPU's decode kernels read them.
+  // Made by the CPU backend from Q8_0 / Q5_0 weights at load; never in a file.
+  Q8_0_R8,
+  Q5_0_R8,
 };
 
 struct DTypeInfo {
@@ -32,6 +37,8 @@ struct DTypeInfo {
   int64_t block_elems;  // 1 for plain types
   int64_t block_bytes;  // bytes of one block (element size for plain types)
   bool quantized;
+  // Rows stored together (interleaved types: 8); a row slice starts at a multiple.
+  int64_t row_group = 1;
 };
 
 const DTypeInfo& dtype_info(DType t);

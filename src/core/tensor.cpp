@@ -51,6 +51,9 @@ Tensor Tensor::reshape(std::vector<int64_t> shape) const {
 Tensor Tensor::slice_rows(int64_t begin, int64_t count) const {
   LOOM_CHECK(ndim() >= 1 && begin >= 0 && count >= 0 && begin + count <= shape_[0],
              "row slice [{}, {}) out of range for {}", begin, begin + count, shape_str(shape_));
+  const int64_t group = dtype_info(dtype_).row_group;
+  LOOM_CHECK(begin % group == 0, "a {} tensor's row slices start at a multiple of {}, not {}",
+             dtype_name(dtype_), group, begin);
   int64_t inner = 1;
   for (size_t i = 1; i < shape_.size(); ++i) inner = checked_mul(inner, shape_[i]);
   const int64_t row_elems = inner;

@@ -147,16 +147,20 @@ TEST(Perf, DISABLED_Matvec) {
   };
   std::printf("%s\n", be->name().c_str());
   for (const Shape& sh : shapes) {
-    Tensor w = random_weight(sh.t, sh.n, sh.k);
+    const Tensor stored = random_weight(sh.t, sh.n, sh.k);
     Tensor x = ref::f32_tensor(ref::random_floats(sh.k, 1), {1, sh.k});
     Tensor out = Tensor::cpu(DType::F32, {1, sh.n});
-    ref::for_each_isa([&](cpu::Isa isa) {
-      const double s = seconds_per_call([&] { be->matmul(x, w, nullptr, out); }, 0.3);
-      std::printf("matvec %-5s N=%-6ld K=%-5ld %-8s %8.1f us  %6.1f GB/s\n",
-                  std::string(dtype_name(sh.t)).c_str(), static_cast<long>(sh.n),
-                  static_cast<long>(sh.k), std::string(cpu::isa_name(isa)).c_str(), s * 1e6,
-                  w.nbytes() / s / 1e9);
-    });
+    // As stored and, where the backend interleaves the type, as prepared.
+    std::vector<Tensor> forms{stored};
+    if (Tensor p = be->prepare_weight(stored); p.dtype() != stored.dtype()) forms.push_back(p);
+    for (const Tensor& w : forms)
+      ref::for_each_isa([&](cpu::Isa isa) {
+        const double s = seconds_per_call([&] { be->matmul(x, w, nullptr, out); }, 0.3);
+        std::printf("matvec %-7s N=%-6ld K=%-5ld %-8s %8.1f us  %6.1f GB/s\n",
+                    std::string(dtype_name(w.dtype())).c_str(), static_cast<long>(sh.n),
+                    static_cast<long>(sh.k), std::string(cpu::isa_name(isa)).c_str(), s * 1e6,
+                    w.nbytes() / s / 1e9);
+      });
   }
 }
 
@@ -190,26 +194,31 @@ TEST(Perf, DISABLED_DecodeWeightStream) {
   Tensor x4864 = ref::f32_tensor(ref::random_floats(4864, 2), {1, 4864});
   std::vector<Tensor> outs;
   for (const Mat& m : step) outs.push_back(Tensor::cpu(DType::F32, {1, m.n}));
-  ref::for_each_isa([&](cpu::Isa isa) {
-    if (isa == cpu::Isa::Portable) return;
-    auto one_step = [&] {
-      for (size_t i = 0; i < step.size(); ++i)
-        be->matmul(step[i].k == 896 ? x896 : x4864, ws[i], nullptr, outs[i]);
-    };
-    one_step();
-    const int steps = 8;
-    const auto t0 = std::chrono::steady_clock::now();
-    const std::clock_t c0 = std::clock();
-    for (int s = 0; s < steps; ++s) one_step();
-    const double sec =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / steps;
-    const double cpu_sec = static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC / steps;
-    std::printf(
-        "decode weight stream %-8s %.0f MB: %7.2f ms per step  %5.1f GB/s  (%d threads, %.2f cores "
-        "busy)\n",
-        std::string(cpu::isa_name(isa)).c_str(), bytes / 1e6, sec * 1e3, bytes / sec / 1e9,
-        perf_threads(), cpu_sec / sec);
-  });
+  // As the backend prepares them (Q8_0 / Q5_0 interleaved by 8 rows), then as
+  // stored in the file.
+  std::vector<Tensor> prepared;
+  for (const Tensor& w : ws) prepared.push_back(be->prepare_weight(w));
+  for (const auto* weights : {&prepared, &ws})
+    ref::for_each_isa([&](cpu::Isa isa) {
+      if (isa == cpu::Isa::Portable) return;
+      auto one_step = [&] {
+        for (size_t i = 0; i < step.size(); ++i)
+          be->matmul(step[i].k == 896 ? x896 : x4864, (*weights)[i], nullptr, outs[i]);
+      };
+      one_step();
+      const int steps = 8;
+      const auto t0 = std::chrono::steady_clock::now();
+      const std::clock_t c0 = std::clock();
+      for (int s = 0; s < steps; ++s) one_step();
+      const double sec =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / steps;
+      const double cpu_sec = static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC / steps;
+      std::printf(
+          "decode weight stream %-8s %-11s %.0f MB: %7.2f ms per step  %5.1f GB/s  (%d threads, "
+          "%.2f cores busy)\n",
+          std::string(cpu::isa_name(isa)).c_str(), weights == &ws ? "as stored" : "interleaved",
+          bytes / 1e6, sec * 1e3, bytes / sec / 1e9, perf_threads(), cpu_sec / sec);
+    });
 }
 
 TEST(Perf, DISABLED_Prefill) {

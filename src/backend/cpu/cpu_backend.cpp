@@ -1,6 +1,6 @@
 // CpuBackend: the Backend interface on the host, f32 activations. Memory is
 // plain 64-byte-aligned host memory; weights are used where they lie (possibly
-// mmapped). Ops run on the process-wide ThreadPool, or on a pool of the
+// mmapped), except Q8_0 / Q5_0 matrices, copied to their interleaved types. Ops run on the process-wide ThreadPool, or on a pool of the
 // requested size when the global one already has another size.
 #include <cstring>
 #include <memory>
@@ -36,7 +36,7 @@ class CpuBackend final : public Backend {
   }
   Tensor prepare_weight(const Tensor& host_weight) override {
     LOOM_CHECK(host_weight.device() == Device::Cpu, "cpu backend weights must be in host memory");
-    return host_weight;
+    return cpu::interleave_weight(*pool_, host_weight);
   }
   void copy_from_host(Tensor& dst, const void* src, size_t bytes) override {
     LOOM_CHECK(bytes <= static_cast<size_t>(dst.nbytes()), "copy of {} bytes into a {}-byte tensor",

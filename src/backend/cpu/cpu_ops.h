@@ -32,6 +32,13 @@ void paged_attention(ThreadPool& pool, const Tensor& q, const KvLayerCache& cach
                      const AttentionMetadata& meta, const AttentionParams& params, Tensor& out);
 void gather_rows(const Tensor& x, const std::vector<int32_t>& rows, Tensor& out);
 void softcap(ThreadPool& pool, Tensor& x, float cap);
+// A weight as the CPU runs it: Q8_0 / Q5_0 matrices whose rows are a multiple
+// of 8 become a copy in their interleaved type (quant/interleave.h: decode
+// reads them several times faster; every op takes both layouts and gives the
+// same bits), anything else is returned as it is. LOOM_CPU_INTERLEAVE=0 keeps
+// every weight as stored (for A/B runs).
+Tensor interleave_weight(ThreadPool& pool, const Tensor& w);
+bool interleave_enabled();
 
 }  // namespace loom::cpu
 

@@ -1,8 +1,10 @@
-// embedding (rows of a table of any supported dtype, to f32, times a scale) and
-// gather_rows (plain row copies).
+// embedding (rows of a table of any supported dtype, interleaved ones too, to
+// f32, times a scale) and gather_rows (plain row copies).
 #include <cstring>
+#include <vector>
 
 #include "backend/cpu/cpu_ops.h"
+#include "backend/quant/interleave.h"
 #include "backend/quant/quant.h"
 #include "core/error.h"
 
@@ -20,10 +22,20 @@ void embedding(ThreadPool& pool, const Tensor& table, const Tensor& ids, float s
   const auto* base = static_cast<const uint8_t*>(table.data());
   const int64_t stride = table.row_stride_bytes();
   float* o = out.data_as<float>();
+  const DType type = table.dtype(), plain = quant::plain_type(type);
+  const bool interleaved = plain != type;
   parallel_rows(pool, t, hidden, [&](int64_t b, int64_t e) {
+    std::vector<uint8_t> plain_row(interleaved ? static_cast<size_t>(stride) : 0);
     for (int64_t i = b; i < e; ++i) {
       float* row = o + i * hidden;
-      quant::dequantize_row(table.dtype(), base + id[i] * stride, row, hidden);
+      const uint8_t* src = base + id[i] * stride;
+      if (interleaved) {  // the row's lane of its group, as the plain row
+        const int64_t lane = id[i] % quant::kInterleaveRows;
+        quant::deinterleave_row(type, src - lane * stride, static_cast<int>(lane), 0,
+                                hidden / dtype_info(type).block_elems, plain_row.data());
+        src = plain_row.data();
+      }
+      quant::dequantize_row(plain, src, row, hidden);
       if (scale != 1.0f)
         for (int64_t j = 0; j < hidden; ++j) row[j] *= scale;
     }

@@ -122,7 +122,8 @@ void row_matmul(ThreadPool& pool, const GemmKernels& gk, const Tensor& x,
     }
   };
   pool.parallel_for(first.back(), [&](int64_t t0, int64_t t1) {
-    size_t j = static_cast<size_t>(std::upper_bound(first.begin(), first.end(), t0) - first.begin()) - 1;
+    size_t j =
+        static_cast<size_t>(std::upper_bound(first.begin(), first.end(), t0) - first.begin()) - 1;
     for (; j < jobs.size() && first[j] < t1; ++j)
       run_tiles(jobs[j], std::max(t0, first[j]) - first[j], std::min(t1, first[j + 1]) - first[j]);
   });
@@ -201,9 +202,12 @@ void gemm_matmul(ThreadPool& pool, const Tensor& x, const Tensor& w, const float
       for (int64_t k0 = 0; k0 < k; k0 += kc_max) {
         const int64_t kc = std::min(kc_max, k - k0);
         if (prefetch_next) {
-          const int64_t lo = k0 / unit_of(wt) * dtype_info(wt).block_bytes;
-          const int64_t hi = (k0 + kc) / unit_of(wt) * dtype_info(wt).block_bytes;
-          for (int r = 0; r < next_rows; ++r)
+          // Bytes [lo, hi) of each row; an interleaved group keeps them for its
+          // rows together, at [lo, hi) times the group's rows.
+          const int64_t group = dtype_info(wt).row_group;
+          const int64_t lo = k0 / unit_of(wt) * dtype_info(wt).block_bytes * group;
+          const int64_t hi = (k0 + kc) / unit_of(wt) * dtype_info(wt).block_bytes * group;
+          for (int64_t r = 0; r < next_rows; r += group)
             for (int64_t b = lo; b < hi; b += 64)
               __builtin_prefetch(wdata + (next_c0 + r) * row_bytes + b);
         }

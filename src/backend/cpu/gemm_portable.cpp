@@ -2,9 +2,11 @@
 // statement of what the SIMD kernels compute on the same panels (gemm.h).
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "backend/cpu/gemm.h"
 #include "backend/cpu/gemm_unpack.h"
+#include "backend/quant/interleave.h"
 
 namespace loom::cpu {
 namespace {
@@ -49,6 +51,22 @@ void pack_typed(const uint8_t* w, int64_t row_bytes, int rows, int64_t k0, int64
 
 void pack_quant(DType type, const uint8_t* w, int64_t row_bytes, int rows, int64_t k0, int64_t kc,
                 QuantPanel& p) {
+  if (quant::is_interleaved(type)) {
+    // The panel's rows back to plain rows, then packed as such.
+    thread_local std::vector<uint8_t> plain;
+    const int64_t b0 = k0 / kQK, nb = kc / kQK;
+    const int64_t plain_bytes = nb * dtype_info(type).block_bytes;
+    plain.resize(static_cast<size_t>(rows * plain_bytes));
+    for (int j = 0; j < rows; ++j) {
+      const int lane = j % static_cast<int>(quant::kInterleaveRows);
+      quant::deinterleave_row(type, w + (j - lane) * row_bytes, lane, b0, b0 + nb,
+                              plain.data() + j * plain_bytes);
+    }
+    w = plain.data();
+    row_bytes = plain_bytes;
+    k0 = 0;
+    type = quant::plain_type(type);
+  }
   gemm::with_unpacker(type,
                       [&](auto u) { pack_typed<decltype(u)>(w, row_bytes, rows, k0, kc, p); });
 }

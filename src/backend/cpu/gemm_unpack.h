@@ -108,6 +108,7 @@ inline bool layout_of(DType type, bool q8_signed, QuantLayout& l) {
   };
   switch (type) {
     case DType::Q8_0:
+    case DType::Q8_0_R8:  // the GEMM packs its rows as Q8_0's (gemm.cpp)
       if (q8_signed) {
         l = QuantLayout{32, 0, false, true};
         return true;
@@ -118,6 +119,7 @@ inline bool layout_of(DType type, bool q8_signed, QuantLayout& l) {
     case DType::Q4_1:
       return set(32, 0, true);
     case DType::Q5_0:
+    case DType::Q5_0_R8:
       return set(32, 16, false);
     case DType::Q5_1:
       return set(32, 0, true);

@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "backend/cpu/gemm.h"
 #include "backend/cpu/gemm_unpack.h"
@@ -86,6 +87,69 @@ struct SimdValues<UnpackQ6_K> {
   }
 };
 
+// The 8 x 32 values of an interleaved group's block (Q8_0_R8 / Q5_0_R8,
+// quant/interleave.h) as the GEMM's u bytes: v[j] holds values 4j .. 4j + 3 of
+// each of the 8 rows, lane by lane, which is the panel's layout already.
+template <bool kQ8, bool kSigned>
+inline void interleaved_values(const std::conditional_t<kQ8, BlockQ8_0x8, BlockQ5_0x8>& g,
+                               __m256i* v) {
+  if constexpr (kQ8) {
+    for (int j = 0; j < 8; ++j) {
+      v[j] = load256(g.qs[j]);
+      if constexpr (!kSigned) v[j] = _mm256_xor_si256(v[j], _mm256_set1_epi8(-128));  // q + 128
+    }
+  } else {
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    for (int j = 0; j < 4; ++j) {
+      const __m256i q = load256(g.qs[j]);
+      v[j] = _mm256_or_si256(_mm256_and_si256(q, low4),
+                             simd::unpack_fifth_bits(reinterpret_cast<const uint8_t*>(&g.qh[j])));
+      v[j + 4] =
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), low4),
+                          simd::unpack_fifth_bits(reinterpret_cast<const uint8_t*>(&g.qh[j + 4])));
+    }
+  }
+}
+
+// pack_quant of an interleaved weight: each block of a group is 8 of the
+// panel's 32-byte rows as they are (with the values unpacked); columns past
+// rows are zero.
+template <bool kQ8>
+void x86_pack_interleaved_typed(const uint8_t* w, int64_t row_bytes, int rows, int64_t k0,
+                                int64_t kc, QuantPanel& p) {
+  using Group = std::conditional_t<kQ8, BlockQ8_0x8, BlockQ5_0x8>;
+  const int nr = p.nr;
+  const int64_t b0 = k0 / 32, nb = kc / 32;
+  for (int c0 = 0; c0 < nr; c0 += 8) {
+    if (c0 >= rows) {
+      for (int64_t b = 0; b < nb; ++b) {
+        for (int j = 0; j < 8; ++j)
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(p.q + ((b * 8 + j) * nr + c0) * 4),
+                              _mm256_setzero_si256());
+        _mm256_storeu_ps(p.scale + b * nr + c0, _mm256_setzero_ps());
+      }
+      continue;
+    }
+    const auto* groups = reinterpret_cast<const Group*>(w + c0 * row_bytes) + b0;
+    // A row slice may end inside a group: its lanes past rows are zeroed.
+    const __m256i live =
+        _mm256_cmpgt_epi32(_mm256_set1_epi32(rows - c0), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    for (int64_t b = 0; b < nb; ++b) {
+      __m256i v[8];
+      if (p.layout.is_signed)
+        interleaved_values<kQ8, true>(groups[b], v);
+      else
+        interleaved_values<kQ8, false>(groups[b], v);
+      for (int j = 0; j < 8; ++j)
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(p.q + ((b * 8 + j) * nr + c0) * 4),
+                            _mm256_and_si256(v[j], live));
+      const __m256 s =
+          _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(groups[b].d)));
+      _mm256_storeu_ps(p.scale + b * nr + c0, _mm256_and_ps(s, _mm256_castsi256_ps(live)));
+    }
+  }
+}
+
 // Eight weight rows at a time: each row's 32 values (8 groups of 4) become one
 // register, and the transpose turns them into 8 groups of 8 rows x 4 bytes,
 // which is the panel's layout.
@@ -118,6 +182,10 @@ void x86_pack_typed(const uint8_t* w, int64_t row_bytes, int rows, int64_t k0, i
 
 void x86_pack_quant(DType type, const uint8_t* w, int64_t row_bytes, int rows, int64_t k0,
                     int64_t kc, QuantPanel& p) {
+  if (type == DType::Q8_0_R8)
+    return x86_pack_interleaved_typed<true>(w, row_bytes, rows, k0, kc, p);
+  if (type == DType::Q5_0_R8)
+    return x86_pack_interleaved_typed<false>(w, row_bytes, rows, k0, kc, p);
   with_unpacker(type, [&](auto u) { x86_pack_typed<decltype(u)>(w, row_bytes, rows, k0, kc, p); });
 }
 

@@ -58,6 +58,23 @@ struct BlockQ6_K {
   uint16_t d;
 };
 static_assert(sizeof(BlockQ8_0) == 34 && sizeof(BlockQ4_0) == 18);
+
+// Eight rows interleaved (DType::Q8_0_R8 / Q5_0_R8, quant/interleave.h): rows
+// 8g .. 8g + 7 form group g, and group g's block b holds block b of each of
+// its rows (lane i = row 8g + i), laid out so that 32 consecutive bytes hold
+// 4 values of each of the 8 rows, lane by lane (what one 256-bit integer dot
+// with the rows as lanes reads). A group's blocks follow one another, so
+// group g starts 8 * g rows' bytes into the tensor, as in the plain layout.
+struct BlockQ8_0x8 {
+  uint16_t d[8];     // lane i's f16 scale
+  int8_t qs[8][32];  // qs[k][4i + j] = lane i's qs[4k + j]
+};
+struct BlockQ5_0x8 {
+  uint16_t d[8];
+  uint32_t qh[8];     // bit 4i + j of qh[k] = lane i's fifth bit of value 4k + j
+  uint8_t qs[4][32];  // qs[k][4i + j] = lane i's qs[4k + j] (values 4k + j and 16 + 4k + j)
+};
+static_assert(sizeof(BlockQ8_0x8) == 8 * 34 && sizeof(BlockQ5_0x8) == 8 * 22);
 static_assert(sizeof(BlockQ4_1) == 20 && sizeof(BlockQ5_0) == 22 && sizeof(BlockQ5_1) == 24);
 static_assert(sizeof(BlockQ4_K) == 144 && sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210);
 

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/file_pages.h"
 
 namespace loom {
 namespace {
@@ -46,7 +47,11 @@ MappedFile map_file(const std::string& path) {
   void* p = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd.fd, 0);
   if (p == MAP_FAILED) LOOM_THROW("{}: cannot mmap {} bytes: {}", path, size, std::strerror(errno));
   MappedFile m;
-  m.owner = std::shared_ptr<void>(p, [size](void* q) { ::munmap(q, size); });
+  register_file_mapping(p, size);
+  m.owner = std::shared_ptr<void>(p, [size](void* q) {
+    forget_file_mapping(q);
+    ::munmap(q, size);
+  });
   m.data = static_cast<const uint8_t*>(p);
   m.size = size;
   return m;

@@ -1,0 +1,36 @@
+// Eight weight rows interleaved block by block (DType::Q8_0_R8, Q5_0_R8; the
+// layouts are BlockQ8_0x8 / BlockQ5_0x8 in gguf_blocks.h): a pure permutation
+// of a Q8_0 / Q5_0 matrix's bytes, so that a kernel with the rows as the
+// lanes of a vector reads each block's values without unpacking or
+// transposing them. The CPU backend interleaves Q8_0 / Q5_0 weights at load
+// (decode reads them this way) and reads single rows back for embedding
+// lookups and the GEMM's panels.
+#pragma once
+
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace loom::quant {
+
+// The interleaved type of `type` (Q8_0 -> Q8_0_R8, Q5_0 -> Q5_0_R8), or
+// `type` itself where there is none.
+DType interleaved_type(DType type);
+// Whether `type` is interleaved, and the plain type it interleaves.
+bool is_interleaved(DType type);
+DType plain_type(DType type);  // `type` itself for a plain type
+
+// Rows of an interleaved tensor come in groups of this many (its dtype's
+// row_group); a row slice of one starts at a group and may end inside one.
+constexpr int64_t kInterleaveRows = 8;
+
+// src: 8 rows of the plain type, row_bytes apart; dst: the group they make
+// (8 * row_bytes bytes), in `type` (interleaved). row_bytes holds a whole
+// number of blocks.
+void interleave_group(DType type, const uint8_t* src, int64_t row_bytes, uint8_t* dst);
+// Lane `lane` (0..7) of the group at `group` (of `type`, interleaved), blocks
+// [b0, b1), as the plain row's bytes of those blocks at dst.
+void deinterleave_row(DType type, const uint8_t* group, int lane, int64_t b0, int64_t b1,
+                      uint8_t* dst);
+
+}  // namespace loom::quant
