@@ -25,11 +25,14 @@ enum class DType : uint8_t {
   Q5_0,  // 32 values: f16 scale + 4 bytes of high bits + 16 bytes of nibbles
   Q5_1,  // 32 values: f16 scale, f16 min + 4 bytes of high bits + 16 bytes of nibbles
   F8_E4M3,  // 8-bit float: 1 sign, 4 exponent (bias 7), 3 mantissa bits; max 448, no inf (core/fp8.h)
-  // Q8_0 / Q5_0 with every 8 rows interleaved block by block (quant/interleave.h):
-  // the same bytes per row, in the order the CPU's decode kernels read them.
-  // Made by the CPU backend from Q8_0 / Q5_0 weights at load; never in a file.
+  // Q8_0, Q5_0, Q4_K, Q5_K, Q6_K with every 8 rows interleaved block by block
+  // (quant/interleave.h): the same bytes per row, in the order the CPU's
+  // kernels read them. Made by the CPU backend at load; never in a file.
   Q8_0_R8,
   Q5_0_R8,
+  Q4_K_R8,
+  Q5_K_R8,
+  Q6_K_R8,
 };
 
 struct DTypeInfo {

@@ -1,5 +1,5 @@
-// Q8_0 / Q5_0 weights interleaved by 8 rows (quant/interleave.h), as the CPU
-// backend prepares them: the layout round-trips bit for bit, and every op that
+// Weights interleaved by 8 rows (Q8_0, Q5_0, Q4_K, Q5_K, Q6_K;
+// quant/interleave.h), as the CPU backend prepares them: the layout round-trips bit for bit, and every op that
 // reads such a weight (the row path, the GEMM for any M, embedding lookups,
 // row slices) gives exactly the bits the plain weight gives, under every
 // instruction set this CPU has.
@@ -11,20 +11,22 @@
 namespace loom {
 namespace {
 
+constexpr DType kTypes[] = {DType::Q8_0, DType::Q5_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+
 std::vector<uint8_t> bytes_of(const Tensor& t) {
   const auto* p = static_cast<const uint8_t*>(t.data());
   return {p, p + t.nbytes()};
 }
 
 TEST(Interleave, RoundTripsEveryRow) {
-  for (DType t : {DType::Q8_0, DType::Q5_0}) {
+  for (DType t : kTypes) {
     SCOPED_TRACE(std::string(dtype_name(t)));
-    const int64_t n = 16, k = 96;
+    const int64_t n = 16, k = 3 * dtype_info(t).block_elems;
     const ref::Weight w = ref::make_weight(t, ref::random_floats(n * k, 7), n, k);
     const DType r8 = quant::interleaved_type(t);
     ASSERT_TRUE(quant::is_interleaved(r8));
     EXPECT_EQ(quant::plain_type(r8), t);
-    const int64_t rb = w.tensor.row_stride_bytes(), nb = k / 32;
+    const int64_t rb = w.tensor.row_stride_bytes(), nb = k / dtype_info(t).block_elems;
     std::vector<uint8_t> packed(static_cast<size_t>(n * rb)), row(static_cast<size_t>(rb));
     const auto* src = static_cast<const uint8_t*>(w.tensor.data());
     for (int64_t g = 0; g < n / 8; ++g)
@@ -48,11 +50,16 @@ TEST(Interleave, OnlyWholeGroupsOfQ8AndQ5) {
   EXPECT_EQ(be->prepare_weight(q5.tensor).dtype(), DType::Q5_0_R8);
   const ref::Weight q8 = ref::make_weight(DType::Q8_0, ref::random_floats(24 * 64, 2), 24, 64);
   EXPECT_EQ(be->prepare_weight(q8.tensor).dtype(), DType::Q8_0_R8);
-  // Rows not a multiple of 8, other types: as they are.
+  // Rows not a multiple of 8, types with no interleaved form: as they are.
   const ref::Weight odd = ref::make_weight(DType::Q5_0, ref::random_floats(12 * 64, 3), 12, 64);
   EXPECT_EQ(be->prepare_weight(odd.tensor).data(), odd.tensor.data());
-  const ref::Weight q4 = ref::make_weight(DType::Q4_K, ref::random_floats(16 * 256, 4), 16, 256);
+  const ref::Weight q4 = ref::make_weight(DType::Q4_0, ref::random_floats(16 * 64, 4), 16, 64);
   EXPECT_EQ(be->prepare_weight(q4.tensor).data(), q4.tensor.data());
+  for (DType t : kTypes) {
+    const int64_t k = dtype_info(t).block_elems;
+    const ref::Weight w = ref::make_weight(t, ref::random_floats(8 * k, 5), 8, k);
+    EXPECT_EQ(be->prepare_weight(w.tensor).dtype(), quant::interleaved_type(t));
+  }
   // A row slice of an interleaved tensor starts at a group.
   const Tensor p = be->prepare_weight(q5.tensor);
   EXPECT_NO_THROW(p.slice_rows(8, 5));
@@ -106,11 +113,12 @@ void check_same_bits(Backend& be, DType type, int64_t n, int64_t k, int64_t rows
 TEST(Interleave, SameBitsAsThePlainWeight) {
   auto be = make_cpu_backend(2);
   uint32_t seed = 11;
-  for (DType t : {DType::Q8_0, DType::Q5_0}) {
+  for (DType t : kTypes) {
+    const int64_t unit = dtype_info(t).block_elems;
     check_same_bits(*be, t, 72, 1280, 72, seed);
     check_same_bits(*be, t, 72, 1280, 69, seed + 10);
-    check_same_bits(*be, t, 16, 96, 11, seed + 20);
-    check_same_bits(*be, t, 8, 32, 8, seed + 30);
+    check_same_bits(*be, t, 16, 3 * unit, 11, seed + 20);
+    check_same_bits(*be, t, 8, unit, 8, seed + 30);
     seed += 100;
   }
 }

@@ -54,7 +54,7 @@ void pack_quant(DType type, const uint8_t* w, int64_t row_bytes, int rows, int64
   if (quant::is_interleaved(type)) {
     // The panel's rows back to plain rows, then packed as such.
     thread_local std::vector<uint8_t> plain;
-    const int64_t b0 = k0 / kQK, nb = kc / kQK;
+    const int64_t unit = dtype_info(type).block_elems, b0 = k0 / unit, nb = kc / unit;
     const int64_t plain_bytes = nb * dtype_info(type).block_bytes;
     plain.resize(static_cast<size_t>(rows * plain_bytes));
     for (int j = 0; j < rows; ++j) {

@@ -195,56 +195,72 @@ inline __m256i dot_acc(__m256i acc, __m256i u, __m256i s) {
   return _mm256_add_epi32(acc, dot_u8s8<false>(u, s));
 }
 
-// The row path on an interleaved group (Q8_0_R8 / Q5_0_R8, quant/interleave.h):
-// 32 bytes of the group hold 4 values of each of its 8 rows, lane by lane, so
-// each dot of them with 4 activation bytes broadcast to every lane adds to the
-// 8 rows' sums at once: no unpacking of rows, no sum across lanes. The
-// integer sums and the f32 steps are those of rows_quant_typed (and of the
-// GEMM): the same bits.
-template <bool kQ8, int NX, bool kVnni, bool kSigned>
+// The row path on an interleaved group (quant/interleave.h): 32 bytes of the
+// group hold 4 values of each of its 8 rows, lane by lane, so each dot of them
+// with 4 activation bytes broadcast to every lane adds to the 8 rows' sums at
+// once: no transposing rows, no sum across lanes. The integer sums and the f32
+// steps are those of rows_quant_typed (and of the GEMM): the same bits.
+template <class T, int NX, bool kVnni, bool kSigned>
 void rows_interleaved(const uint8_t* w, int rows, int64_t k, const ActQ8_G* x, int64_t xs, float* c,
                       int64_t ldc, const uint8_t* next) {
-  using Group = std::conditional_t<kQ8, BlockQ8_0x8, BlockQ5_0x8>;
-  constexpr int kOffset = kSigned ? 0 : (kQ8 ? 128 : 16);
+  using Group = typename T::Group;
+  constexpr int kSubs = T::kUnit / T::kSub;
+  constexpr int kOffset = kSigned ? 0 : T::kOffset;
   const auto* groups = reinterpret_cast<const Group*>(w);
   const auto* next_groups = reinterpret_cast<const Group*>(next);
+  __m256 scale[kSubs], bias[kSubs];
   __m256 tot[NX];
   for (int r = 0; r < NX; ++r) tot[r] = _mm256_setzero_ps();
   for (int64_t k0 = 0; k0 < k; k0 += kGemmKcQuant) {
     __m256 acc[NX];
     for (int r = 0; r < NX; ++r) acc[r] = _mm256_setzero_ps();
-    const int64_t b1 = std::min(k, k0 + kGemmKcQuant) / 32;
-    for (int64_t b = k0 / 32; b < b1; ++b) {
-      const Group& g = groups[b];
-      if (next_groups) {
-        const auto* p = reinterpret_cast<const char*>(next_groups + b);
-        for (size_t o = 0; o < sizeof(Group); o += 64) __builtin_prefetch(p + o);
-        __builtin_prefetch(p + sizeof(Group) - 1);
+    const int64_t k1 = std::min(k, k0 + kGemmKcQuant);
+    for (int64_t kk = k0; kk < k1; kk += 32) {
+      const int64_t b = kk / T::kUnit;
+      const int j = static_cast<int>((kk % T::kUnit) / 32);
+      if (j == 0) {
+        T::scales(groups[b], scale, bias);
+        if (next_groups) {  // the next group's block b, one group ahead
+          const auto* p = reinterpret_cast<const char*>(next_groups + b);
+          for (size_t o = 0; o < sizeof(Group); o += 64) __builtin_prefetch(p + o);
+          __builtin_prefetch(p + sizeof(Group) - 1);
+        }
       }
       __m256i v[8];
-      interleaved_values<kQ8, kSigned>(g, v);
-      const __m256 scale = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g.d)));
+      T::template values<kSigned>(groups[b], j, v);
       for (int r = 0; r < NX; ++r) {
-        const ActQ8_G& a = x[r * xs + b];
+        const ActQ8_G& a = x[r * xs + kk / 32];
         int32_t xq[8];
         __builtin_memcpy(xq, a.qs, sizeof(xq));
+        // i0: values 0..15 of the chunk (v[0..3]), i1: values 16..31.
         __m256i i0 = _mm256_setzero_si256(), i1 = _mm256_setzero_si256();
-        for (int j = 0; j < 8; j += 2) {
-          const __m256i x0 = _mm256_set1_epi32(xq[j]), x1 = _mm256_set1_epi32(xq[j + 1]);
+        for (int q = 0; q < 4; ++q) {
+          const __m256i x0 = _mm256_set1_epi32(xq[q]), x1 = _mm256_set1_epi32(xq[q + 4]);
           if constexpr (kSigned) {
-            i0 = dot_acc<kVnni>(i0, _mm256_sign_epi8(v[j], v[j]), _mm256_sign_epi8(x0, v[j]));
-            i1 = dot_acc<kVnni>(i1, _mm256_sign_epi8(v[j + 1], v[j + 1]),
-                                _mm256_sign_epi8(x1, v[j + 1]));
+            i0 = dot_acc<kVnni>(i0, _mm256_sign_epi8(v[q], v[q]), _mm256_sign_epi8(x0, v[q]));
+            i1 = dot_acc<kVnni>(i1, _mm256_sign_epi8(v[q + 4], v[q + 4]),
+                                _mm256_sign_epi8(x1, v[q + 4]));
           } else {
-            i0 = dot_acc<kVnni>(i0, v[j], x0);
-            i1 = dot_acc<kVnni>(i1, v[j + 1], x1);
+            i0 = dot_acc<kVnni>(i0, v[q], x0);
+            i1 = dot_acc<kVnni>(i1, v[q + 4], x1);
           }
         }
-        const int sum = a.sum16[0] + a.sum16[1];
-        const __m256i isum =
-            _mm256_add_epi32(_mm256_add_epi32(i0, i1), _mm256_set1_epi32(-kOffset * sum));
-        acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum),
-                                 _mm256_mul_ps(scale, _mm256_set1_ps(a.d)), acc[r]);
+        const __m256 dx = _mm256_set1_ps(a.d);
+        if constexpr (T::kSub == 16) {
+          i0 = _mm256_add_epi32(i0, _mm256_set1_epi32(-kOffset * a.sum16[0]));
+          i1 = _mm256_add_epi32(i1, _mm256_set1_epi32(-kOffset * a.sum16[1]));
+          acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i0), _mm256_mul_ps(scale[2 * j], dx), acc[r]);
+          acc[r] =
+              _mm256_fmadd_ps(_mm256_cvtepi32_ps(i1), _mm256_mul_ps(scale[2 * j + 1], dx), acc[r]);
+        } else {
+          const int sum = a.sum16[0] + a.sum16[1];
+          const __m256i isum =
+              _mm256_add_epi32(_mm256_add_epi32(i0, i1), _mm256_set1_epi32(-kOffset * sum));
+          acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(scale[j], dx), acc[r]);
+          if constexpr (T::kBias)
+            acc[r] =
+                _mm256_fmadd_ps(bias[j], _mm256_set1_ps(a.d * static_cast<float>(sum)), acc[r]);
+        }
       }
     }
     for (int r = 0; r < NX; ++r) tot[r] = k0 == 0 ? acc[r] : _mm256_add_ps(acc[r], tot[r]);
@@ -252,18 +268,18 @@ void rows_interleaved(const uint8_t* w, int rows, int64_t k, const ActQ8_G* x, i
   for (int r = 0; r < NX; ++r) store_lanes(tot[r], c + r * ldc, rows);
 }
 
-template <bool kQ8, bool kVnni, bool kSigned>
+template <class T, bool kVnni, bool kSigned>
 void rows_interleaved_m(const uint8_t* w, int rows, int64_t k, const ActQ8_G* x, int64_t xs, int m,
                         float* c, int64_t ldc, const uint8_t* next) {
   switch (m) {
     case 1:
-      return rows_interleaved<kQ8, 1, kVnni, kSigned>(w, rows, k, x, xs, c, ldc, next);
+      return rows_interleaved<T, 1, kVnni, kSigned>(w, rows, k, x, xs, c, ldc, next);
     case 2:
-      return rows_interleaved<kQ8, 2, kVnni, kSigned>(w, rows, k, x, xs, c, ldc, next);
+      return rows_interleaved<T, 2, kVnni, kSigned>(w, rows, k, x, xs, c, ldc, next);
     case 3:
-      return rows_interleaved<kQ8, 3, kVnni, kSigned>(w, rows, k, x, xs, c, ldc, next);
+      return rows_interleaved<T, 3, kVnni, kSigned>(w, rows, k, x, xs, c, ldc, next);
     default:
-      return rows_interleaved<kQ8, 4, kVnni, kSigned>(w, rows, k, x, xs, c, ldc, next);
+      return rows_interleaved<T, 4, kVnni, kSigned>(w, rows, k, x, xs, c, ldc, next);
   }
 }
 
@@ -271,10 +287,12 @@ template <bool kVnni, bool kQ8Signed>
 void x86_rows_quant(DType type, const uint8_t* w, int64_t row_bytes, int rows, int64_t k,
                     const ActQ8_G* x, int64_t xs, int m, float* c, int64_t ldc,
                     const uint8_t* next) {
-  if (type == DType::Q8_0_R8)
-    return rows_interleaved_m<true, kVnni, kQ8Signed>(w, rows, k, x, xs, m, c, ldc, next);
-  if (type == DType::Q5_0_R8)
-    return rows_interleaved_m<false, kVnni, false>(w, rows, k, x, xs, m, c, ldc, next);
+  if (with_interleaved(type, [&](auto t) {
+        using T = decltype(t);
+        constexpr bool kSigned = kQ8Signed && std::is_same_v<T, Interleaved<DType::Q8_0_R8>>;
+        rows_interleaved_m<T, kVnni, kSigned>(w, rows, k, x, xs, m, c, ldc, next);
+      }))
+    return;
   with_unpacker(type, [&](auto u) {
     using U = decltype(u);
     constexpr bool kSigned = kQ8Signed && std::is_same_v<U, UnpackQ8_0>;

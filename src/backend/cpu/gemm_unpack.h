@@ -124,10 +124,13 @@ inline bool layout_of(DType type, bool q8_signed, QuantLayout& l) {
     case DType::Q5_1:
       return set(32, 0, true);
     case DType::Q4_K:
+    case DType::Q4_K_R8:
       return set(32, 0, true);
     case DType::Q5_K:
+    case DType::Q5_K_R8:
       return set(32, 0, true);
     case DType::Q6_K:
+    case DType::Q6_K_R8:
       return set(16, 32, false);
     default:
       return false;

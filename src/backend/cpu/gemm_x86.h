@@ -87,65 +87,182 @@ struct SimdValues<UnpackQ6_K> {
   }
 };
 
-// The 8 x 32 values of an interleaved group's block (Q8_0_R8 / Q5_0_R8,
-// quant/interleave.h) as the GEMM's u bytes: v[j] holds values 4j .. 4j + 3 of
-// each of the 8 rows, lane by lane, which is the panel's layout already.
-template <bool kQ8, bool kSigned>
-inline void interleaved_values(const std::conditional_t<kQ8, BlockQ8_0x8, BlockQ5_0x8>& g,
-                               __m256i* v) {
-  if constexpr (kQ8) {
-    for (int j = 0; j < 8; ++j) {
-      v[j] = load256(g.qs[j]);
-      if constexpr (!kSigned) v[j] = _mm256_xor_si256(v[j], _mm256_set1_epi8(-128));  // q + 128
+// ---- interleaved weights (quant/interleave.h) ---------------------------
+// Per interleaved type: its group, the GEMM layout's numbers (kUnit values
+// per block, kSub per scale, kOffset, kBias), the values of chunk j of a
+// block (values 32j .. 32j + 31) as u bytes, v[k] holding values 4k .. 4k + 3
+// of each of the 8 rows lane by lane (the panel's layout already), and the
+// block's scales and biases with the rows as lanes: the values U::values /
+// U::scales give (gemm_unpack.h), made with the same f32 operations.
+template <DType T>
+struct Interleaved;
+
+template <>
+struct Interleaved<DType::Q8_0_R8> {
+  using Group = BlockQ8_0x8;
+  static constexpr int kUnit = 32, kSub = 32, kOffset = 128;
+  static constexpr bool kBias = false;
+  template <bool kSigned>
+  static void values(const Group& g, int, __m256i* v) {
+    for (int k = 0; k < 8; ++k) {
+      v[k] = load256(g.qs[k]);
+      if constexpr (!kSigned) v[k] = _mm256_xor_si256(v[k], _mm256_set1_epi8(-128));  // q + 128
     }
-  } else {
+  }
+  static void scales(const Group& g, __m256* s, __m256*) {
+    s[0] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g.d)));
+  }
+};
+
+template <>
+struct Interleaved<DType::Q5_0_R8> {
+  using Group = BlockQ5_0x8;
+  static constexpr int kUnit = 32, kSub = 32, kOffset = 16;
+  static constexpr bool kBias = false;
+  template <bool>
+  static void values(const Group& g, int, __m256i* v) {
     const __m256i low4 = _mm256_set1_epi8(0x0F);
-    for (int j = 0; j < 4; ++j) {
-      const __m256i q = load256(g.qs[j]);
-      v[j] = _mm256_or_si256(_mm256_and_si256(q, low4),
-                             simd::unpack_fifth_bits(reinterpret_cast<const uint8_t*>(&g.qh[j])));
-      v[j + 4] =
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), low4),
-                          simd::unpack_fifth_bits(reinterpret_cast<const uint8_t*>(&g.qh[j + 4])));
+    for (int k = 0; k < 4; ++k) {
+      const __m256i q = load256(g.qs[k]);
+      v[k] = _mm256_or_si256(_mm256_and_si256(q, low4),
+                             simd::unpack_fifth_bits(reinterpret_cast<const uint8_t*>(&g.qh[k])));
+      v[k + 4] = _mm256_or_si256(
+          _mm256_and_si256(_mm256_srli_epi16(q, 4), low4),
+          simd::unpack_fifth_bits(reinterpret_cast<const uint8_t*>(&g.qh[k + 4])));
     }
+  }
+  static void scales(const Group& g, __m256* s, __m256*) {
+    s[0] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g.d)));
+  }
+};
+
+// Q4_K / Q5_K: s_j = d * sc_j, b_j = -dmin * m_j.
+template <class G, bool kFive>
+struct InterleavedK45 {
+  using Group = G;
+  static constexpr int kUnit = kQKK, kSub = 32, kOffset = 0;
+  static constexpr bool kBias = true;
+  template <bool>
+  static void values(const Group& g, int j, __m256i* v) {
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    for (int k = 0; k < 8; ++k) {
+      const __m256i q = load256(g.qs[8 * (j / 2) + k]);
+      v[k] = _mm256_and_si256((j & 1) ? _mm256_srli_epi16(q, 4) : q, low4);
+      if constexpr (kFive) {
+        const __m256i bit =
+            _mm256_and_si256(_mm256_srli_epi16(load256(g.qh[k]), j), _mm256_set1_epi8(1));
+        v[k] = _mm256_or_si256(v[k], _mm256_slli_epi16(bit, 4));
+      }
+    }
+  }
+  static void scales(const Group& g, __m256* s, __m256* bias) {
+    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g.d)));
+    const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g.dmin)));
+    __m256i sc[8], m[8];
+    for (int i = 0; i < 8; ++i) {
+      const __m128i v = simd::unpack_k_scales(g.scales[i]);
+      sc[i] = _mm256_cvtepu8_epi32(v);
+      m[i] = _mm256_cvtepu8_epi32(_mm_srli_si128(v, 8));
+    }
+    simd::transpose8x8(sc);
+    simd::transpose8x8(m);
+    const __m256 neg_dmin = _mm256_xor_ps(dmin, _mm256_set1_ps(-0.0f));  // exact -dmin
+    for (int j = 0; j < 8; ++j) {
+      s[j] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(sc[j]));
+      bias[j] = _mm256_mul_ps(neg_dmin, _mm256_cvtepi32_ps(m[j]));
+    }
+  }
+};
+template <>
+struct Interleaved<DType::Q4_K_R8> : InterleavedK45<BlockQ4_Kx8, false> {};
+template <>
+struct Interleaved<DType::Q5_K_R8> : InterleavedK45<BlockQ5_Kx8, true> {};
+
+// Q6_K: 16 sub-blocks of 16, s_j = d * sc_j, u in [0, 63], offset 32.
+template <>
+struct Interleaved<DType::Q6_K_R8> {
+  using Group = BlockQ6_Kx8;
+  static constexpr int kUnit = kQKK, kSub = 16, kOffset = 32;
+  static constexpr bool kBias = false;
+  // Chunk j: half h = j / 4 of the block, quarter t = j % 4 (UnpackQ6_K::values).
+  template <bool>
+  static void values(const Group& g, int j, __m256i* v) {
+    const int h = j / 4, t = j % 4;
+    for (int k = 0; k < 8; ++k) {
+      const __m256i ql = load256(g.ql[16 * h + 8 * (t & 1) + k]);
+      const __m256i lo =
+          _mm256_and_si256((t >> 1) ? _mm256_srli_epi16(ql, 4) : ql, _mm256_set1_epi8(0x0F));
+      const __m256i qh = _mm256_srli_epi16(load256(g.qh[8 * h + k]), 2 * t);
+      v[k] = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8(3)), 4));
+    }
+  }
+  static void scales(const Group& g, __m256* s, __m256*) {
+    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g.d)));
+    for (int j = 0; j < 16; ++j)
+      s[j] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
+                                  _mm_loadl_epi64(reinterpret_cast<const __m128i*>(g.scales[j])))));
+  }
+};
+
+// fn(Interleaved<type>{}) for an interleaved type (true); false for any other.
+template <class Fn>
+bool with_interleaved(DType type, Fn&& fn) {
+  switch (type) {
+    case DType::Q8_0_R8:
+      return fn(Interleaved<DType::Q8_0_R8>{}), true;
+    case DType::Q5_0_R8:
+      return fn(Interleaved<DType::Q5_0_R8>{}), true;
+    case DType::Q4_K_R8:
+      return fn(Interleaved<DType::Q4_K_R8>{}), true;
+    case DType::Q5_K_R8:
+      return fn(Interleaved<DType::Q5_K_R8>{}), true;
+    case DType::Q6_K_R8:
+      return fn(Interleaved<DType::Q6_K_R8>{}), true;
+    default:
+      return false;
   }
 }
 
-// pack_quant of an interleaved weight: each block of a group is 8 of the
-// panel's 32-byte rows as they are (with the values unpacked); columns past
+// pack_quant of an interleaved weight: each 32-value chunk of a group's block
+// is 8 of the panel's 32-byte rows as they are (values unpacked); columns past
 // rows are zero.
-template <bool kQ8>
-void x86_pack_interleaved_typed(const uint8_t* w, int64_t row_bytes, int rows, int64_t k0,
-                                int64_t kc, QuantPanel& p) {
-  using Group = std::conditional_t<kQ8, BlockQ8_0x8, BlockQ5_0x8>;
+template <class T>
+void x86_pack_interleaved(const uint8_t* w, int64_t row_bytes, int rows, int64_t k0, int64_t kc,
+                          QuantPanel& p) {
+  using Group = typename T::Group;
+  constexpr int kSubs = T::kUnit / T::kSub;
   const int nr = p.nr;
-  const int64_t b0 = k0 / 32, nb = kc / 32;
   for (int c0 = 0; c0 < nr; c0 += 8) {
-    if (c0 >= rows) {
-      for (int64_t b = 0; b < nb; ++b) {
-        for (int j = 0; j < 8; ++j)
-          _mm256_storeu_si256(reinterpret_cast<__m256i*>(p.q + ((b * 8 + j) * nr + c0) * 4),
-                              _mm256_setzero_si256());
-        _mm256_storeu_ps(p.scale + b * nr + c0, _mm256_setzero_ps());
-      }
-      continue;
-    }
-    const auto* groups = reinterpret_cast<const Group*>(w + c0 * row_bytes) + b0;
-    // A row slice may end inside a group: its lanes past rows are zeroed.
-    const __m256i live =
-        _mm256_cmpgt_epi32(_mm256_set1_epi32(rows - c0), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-    for (int64_t b = 0; b < nb; ++b) {
+    // A row slice may end inside a group (its lanes past rows are zeroed), or
+    // before this group.
+    const __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32(rows - c0),
+                                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    const __m256 live_ps = _mm256_castsi256_ps(live);
+    const auto* groups = c0 < rows ? reinterpret_cast<const Group*>(w + c0 * row_bytes) : nullptr;
+    __m256 s[kSubs], bias[kSubs];
+    for (int64_t kk = 0; kk < kc; kk += 32) {
+      const int64_t b = (k0 + kk) / T::kUnit;
+      const int j = static_cast<int>(((k0 + kk) % T::kUnit) / 32);
       __m256i v[8];
-      if (p.layout.is_signed)
-        interleaved_values<kQ8, true>(groups[b], v);
-      else
-        interleaved_values<kQ8, false>(groups[b], v);
-      for (int j = 0; j < 8; ++j)
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(p.q + ((b * 8 + j) * nr + c0) * 4),
-                            _mm256_and_si256(v[j], live));
-      const __m256 s =
-          _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(groups[b].d)));
-      _mm256_storeu_ps(p.scale + b * nr + c0, _mm256_and_ps(s, _mm256_castsi256_ps(live)));
+      if (!groups) {
+        for (int q = 0; q < 8; ++q) v[q] = _mm256_setzero_si256();
+      } else if (p.layout.is_signed) {
+        T::template values<true>(groups[b], j, v);
+      } else {
+        T::template values<false>(groups[b], j, v);
+      }
+      for (int q = 0; q < 8; ++q)
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(p.q + ((kk / 4 + q) * nr + c0) * 4),
+                            _mm256_and_si256(v[q], live));
+      if (j != 0) continue;
+      for (int q = 0; q < kSubs; ++q) s[q] = bias[q] = _mm256_setzero_ps();
+      if (groups) T::scales(groups[b], s, bias);
+      const int64_t first = kk / T::kSub;  // the block's first sub-block in the panel
+      for (int q = 0; q < kSubs; ++q) {
+        _mm256_storeu_ps(p.scale + (first + q) * nr + c0, _mm256_and_ps(s[q], live_ps));
+        if constexpr (T::kBias)
+          _mm256_storeu_ps(p.bias + (first + q) * nr + c0, _mm256_and_ps(bias[q], live_ps));
+      }
     }
   }
 }
@@ -182,10 +299,10 @@ void x86_pack_typed(const uint8_t* w, int64_t row_bytes, int rows, int64_t k0, i
 
 void x86_pack_quant(DType type, const uint8_t* w, int64_t row_bytes, int rows, int64_t k0,
                     int64_t kc, QuantPanel& p) {
-  if (type == DType::Q8_0_R8)
-    return x86_pack_interleaved_typed<true>(w, row_bytes, rows, k0, kc, p);
-  if (type == DType::Q5_0_R8)
-    return x86_pack_interleaved_typed<false>(w, row_bytes, rows, k0, kc, p);
+  if (with_interleaved(type, [&](auto t) {
+        x86_pack_interleaved<decltype(t)>(w, row_bytes, rows, k0, kc, p);
+      }))
+    return;
   with_unpacker(type, [&](auto u) { x86_pack_typed<decltype(u)>(w, row_bytes, rows, k0, kc, p); });
 }
 

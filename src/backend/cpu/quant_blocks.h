@@ -12,11 +12,14 @@ namespace loom::cpu {
 using quant::BlockQ4_0;
 using quant::BlockQ4_1;
 using quant::BlockQ4_K;
+using quant::BlockQ4_Kx8;
 using quant::BlockQ5_0;
 using quant::BlockQ5_0x8;
 using quant::BlockQ5_1;
 using quant::BlockQ5_K;
+using quant::BlockQ5_Kx8;
 using quant::BlockQ6_K;
+using quant::BlockQ6_Kx8;
 using quant::BlockQ8_0;
 using quant::BlockQ8_0x8;
 using quant::k_scale_min;

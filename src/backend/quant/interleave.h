@@ -1,10 +1,10 @@
-// Eight weight rows interleaved block by block (DType::Q8_0_R8, Q5_0_R8; the
-// layouts are BlockQ8_0x8 / BlockQ5_0x8 in gguf_blocks.h): a pure permutation
-// of a Q8_0 / Q5_0 matrix's bytes, so that a kernel with the rows as the
-// lanes of a vector reads each block's values without unpacking or
-// transposing them. The CPU backend interleaves Q8_0 / Q5_0 weights at load
-// (decode reads them this way) and reads single rows back for embedding
-// lookups and the GEMM's panels.
+// Eight weight rows interleaved block by block (DType::Q8_0_R8, Q5_0_R8,
+// Q4_K_R8, Q5_K_R8, Q6_K_R8; the layouts are the Block*x8 structs of
+// gguf_blocks.h): a pure permutation of a matrix's bytes, so that a kernel
+// with the rows as the lanes of a vector reads each block's values without
+// transposing them. The CPU backend interleaves such weights at load (its
+// kernels read them this way) and reads single rows back for embedding
+// lookups.
 #pragma once
 
 #include <cstdint>
@@ -13,7 +13,7 @@
 
 namespace loom::quant {
 
-// The interleaved type of `type` (Q8_0 -> Q8_0_R8, Q5_0 -> Q5_0_R8), or
+// The interleaved type of `type` (Q8_0 -> Q8_0_R8, ..., Q6_K -> Q6_K_R8), or
 // `type` itself where there is none.
 DType interleaved_type(DType type);
 // Whether `type` is interleaved, and the plain type it interleaves.
