@@ -88,6 +88,21 @@ struct SimdValues<UnpackQ6_K> {
 };
 
 // ---- interleaved weights (quant/interleave.h) ---------------------------
+// lo | (hi & mask) per byte (one vpternlogd where AVX-512 VL is on).
+inline __m256i or_masked(__m256i lo, __m256i hi, __m256i mask) {
+#if defined(__AVX512VL__)
+  return _mm256_ternarylogic_epi32(lo, hi, mask, 0xF8);
+#else
+  return _mm256_or_si256(lo, _mm256_and_si256(hi, mask));
+#endif
+}
+
+// v shifted so that its bit `from` of every byte lands on bit `to` (other
+// bits are not cleared: callers mask them).
+inline __m256i move_bits(__m256i v, int from, int to) {
+  return from <= to ? _mm256_slli_epi16(v, to - from) : _mm256_srli_epi16(v, from - to);
+}
+
 // Per interleaved type: its group, the GEMM layout's numbers (kUnit values
 // per block, kSub per scale, kOffset, kBias), the values of chunk j of a
 // block (values 32j .. 32j + 31) as u bytes, v[k] holding values 4k .. 4k + 3
@@ -126,9 +141,9 @@ struct Interleaved<DType::Q5_0_R8> {
       const __m256i q = load256(g.qs[k]);
       v[k] = _mm256_or_si256(_mm256_and_si256(q, low4),
                              simd::unpack_fifth_bits(reinterpret_cast<const uint8_t*>(&g.qh[k])));
-      v[k + 4] = _mm256_or_si256(
-          _mm256_and_si256(_mm256_srli_epi16(q, 4), low4),
-          simd::unpack_fifth_bits(reinterpret_cast<const uint8_t*>(&g.qh[k + 4])));
+      v[k + 4] =
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), low4),
+                          simd::unpack_fifth_bits(reinterpret_cast<const uint8_t*>(&g.qh[k + 4])));
     }
   }
   static void scales(const Group& g, __m256* s, __m256*) {
@@ -148,28 +163,33 @@ struct InterleavedK45 {
     for (int k = 0; k < 8; ++k) {
       const __m256i q = load256(g.qs[8 * (j / 2) + k]);
       v[k] = _mm256_and_si256((j & 1) ? _mm256_srli_epi16(q, 4) : q, low4);
-      if constexpr (kFive) {
-        const __m256i bit =
-            _mm256_and_si256(_mm256_srli_epi16(load256(g.qh[k]), j), _mm256_set1_epi8(1));
-        v[k] = _mm256_or_si256(v[k], _mm256_slli_epi16(bit, 4));
-      }
+      if constexpr (kFive)  // bit j of qh is bit 4 of u
+        v[k] = or_masked(v[k], move_bits(load256(g.qh[k]), j, 4), _mm256_set1_epi8(0x10));
     }
   }
   static void scales(const Group& g, __m256* s, __m256* bias) {
     const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g.d)));
     const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g.dmin)));
-    __m256i sc[8], m[8];
-    for (int i = 0; i < 8; ++i) {
-      const __m128i v = simd::unpack_k_scales(g.scales[i]);
-      sc[i] = _mm256_cvtepu8_epi32(v);
-      m[i] = _mm256_cvtepu8_epi32(_mm_srli_si128(v, 8));
-    }
-    simd::transpose8x8(sc);
-    simd::transpose8x8(m);
+    // Byte b of the 8 lanes' packed scales as int32 lanes; then k_scale_min
+    // (gguf_blocks.h) on all 8 lanes at once.
+    __m256i sb[12];
+    for (int b = 0; b < 12; ++b)
+      sb[b] = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(g.scales[b])));
+    const __m256i m6 = _mm256_set1_epi32(63), m4 = _mm256_set1_epi32(15);
     const __m256 neg_dmin = _mm256_xor_ps(dmin, _mm256_set1_ps(-0.0f));  // exact -dmin
     for (int j = 0; j < 8; ++j) {
-      s[j] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(sc[j]));
-      bias[j] = _mm256_mul_ps(neg_dmin, _mm256_cvtepi32_ps(m[j]));
+      __m256i sc, m;
+      if (j < 4) {
+        sc = _mm256_and_si256(sb[j], m6);
+        m = _mm256_and_si256(sb[j + 4], m6);
+      } else {
+        sc = _mm256_or_si256(_mm256_and_si256(sb[j + 4], m4),
+                             _mm256_slli_epi32(_mm256_srli_epi32(sb[j - 4], 6), 4));
+        m = _mm256_or_si256(_mm256_srli_epi32(sb[j + 4], 4),
+                            _mm256_slli_epi32(_mm256_srli_epi32(sb[j], 6), 4));
+      }
+      s[j] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(sc));
+      bias[j] = _mm256_mul_ps(neg_dmin, _mm256_cvtepi32_ps(m));
     }
   }
 };
@@ -192,8 +212,8 @@ struct Interleaved<DType::Q6_K_R8> {
       const __m256i ql = load256(g.ql[16 * h + 8 * (t & 1) + k]);
       const __m256i lo =
           _mm256_and_si256((t >> 1) ? _mm256_srli_epi16(ql, 4) : ql, _mm256_set1_epi8(0x0F));
-      const __m256i qh = _mm256_srli_epi16(load256(g.qh[8 * h + k]), 2 * t);
-      v[k] = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8(3)), 4));
+      // Bits 2t, 2t + 1 of qh are bits 4, 5 of u.
+      v[k] = or_masked(lo, move_bits(load256(g.qh[8 * h + k]), 2 * t, 4), _mm256_set1_epi8(0x30));
     }
   }
   static void scales(const Group& g, __m256* s, __m256*) {
@@ -235,8 +255,8 @@ void x86_pack_interleaved(const uint8_t* w, int64_t row_bytes, int rows, int64_t
   for (int c0 = 0; c0 < nr; c0 += 8) {
     // A row slice may end inside a group (its lanes past rows are zeroed), or
     // before this group.
-    const __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32(rows - c0),
-                                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    const __m256i live =
+        _mm256_cmpgt_epi32(_mm256_set1_epi32(rows - c0), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
     const __m256 live_ps = _mm256_castsi256_ps(live);
     const auto* groups = c0 < rows ? reinterpret_cast<const Group*>(w + c0 * row_bytes) : nullptr;
     __m256 s[kSubs], bias[kSubs];
@@ -299,9 +319,8 @@ void x86_pack_typed(const uint8_t* w, int64_t row_bytes, int rows, int64_t k0, i
 
 void x86_pack_quant(DType type, const uint8_t* w, int64_t row_bytes, int rows, int64_t k0,
                     int64_t kc, QuantPanel& p) {
-  if (with_interleaved(type, [&](auto t) {
-        x86_pack_interleaved<decltype(t)>(w, row_bytes, rows, k0, kc, p);
-      }))
+  if (with_interleaved(
+          type, [&](auto t) { x86_pack_interleaved<decltype(t)>(w, row_bytes, rows, k0, kc, p); }))
     return;
   with_unpacker(type, [&](auto u) { x86_pack_typed<decltype(u)>(w, row_bytes, rows, k0, kc, p); });
 }

@@ -92,12 +92,12 @@ struct BlockQ5_0x8 {
 };
 struct BlockQ4_Kx8 {
   uint16_t d[8], dmin[8];
-  uint8_t scales[8][12];  // lane i's packed scales and mins
+  uint8_t scales[12][8];  // scales[b][i] = lane i's packed scale / min byte b
   uint8_t qs[32][32];     // chunks of qs
 };
 struct BlockQ5_Kx8 {
   uint16_t d[8], dmin[8];
-  uint8_t scales[8][12];
+  uint8_t scales[12][8];
   uint8_t qh[8][32];  // chunks of qh
   uint8_t qs[32][32];
 };

@@ -48,18 +48,22 @@ template <class B, class G>
 void k45_in(const B& s, int i, G& o) {
   o.d[i] = s.d;
   o.dmin[i] = s.dmin;
-  std::memcpy(o.scales[i], s.scales, 12);
+  for (int b = 0; b < 12; ++b) o.scales[b][i] = s.scales[b];
   chunks_in(s.qs, 32, i, o.qs);
 }
 template <class B, class G>
 void k45_out(const G& g, int i, B& o) {
   o.d = g.d[i];
   o.dmin = g.dmin[i];
-  std::memcpy(o.scales, g.scales[i], 12);
+  for (int b = 0; b < 12; ++b) o.scales[b] = g.scales[b][i];
   chunks_out(g.qs, 32, i, o.qs);
 }
-void to_x8(const BlockQ4_K& s, int i, BlockQ4_Kx8& o) { k45_in(s, i, o); }
-void from_x8(const BlockQ4_Kx8& g, int i, BlockQ4_K& o) { k45_out(g, i, o); }
+void to_x8(const BlockQ4_K& s, int i, BlockQ4_Kx8& o) {
+  k45_in(s, i, o);
+}
+void from_x8(const BlockQ4_Kx8& g, int i, BlockQ4_K& o) {
+  k45_out(g, i, o);
+}
 void to_x8(const BlockQ5_K& s, int i, BlockQ5_Kx8& o) {
   k45_in(s, i, o);
   chunks_in(s.qh, 8, i, o.qh);
@@ -138,7 +142,9 @@ DType plain_type(DType type) {
   return type;
 }
 
-bool is_interleaved(DType type) { return plain_type(type) != type; }
+bool is_interleaved(DType type) {
+  return plain_type(type) != type;
+}
 
 void interleave_group(DType type, const uint8_t* src, int64_t row_bytes, uint8_t* dst) {
   with_group(type, "interleave_group", [&](auto block, auto group) {
