@@ -14,15 +14,20 @@ Tensor::Tensor(void* data, DType dtype, std::vector<int64_t> shape, Device devic
   for (int64_t d : shape_) LOOM_CHECK(d >= 0, "negative dimension in {}", shape_str(shape_));
 }
 
-Tensor Tensor::cpu(DType dtype, std::vector<int64_t> shape) {
+Tensor Tensor::cpu_uninitialized(DType dtype, std::vector<int64_t> shape) {
   Tensor t(nullptr, dtype, std::move(shape));
   const int64_t bytes = t.nbytes();
   const size_t alloc = static_cast<size_t>((bytes + 63) / 64 * 64);
   void* p = alloc ? std::aligned_alloc(64, alloc) : nullptr;
   LOOM_CHECK(alloc == 0 || p, "out of memory allocating {} bytes", bytes);
-  if (p) std::memset(p, 0, alloc);
   t.data_ = p;
   t.owner_ = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+  return t;
+}
+
+Tensor Tensor::cpu(DType dtype, std::vector<int64_t> shape) {
+  Tensor t = cpu_uninitialized(dtype, std::move(shape));
+  if (t.data_) std::memset(t.data_, 0, static_cast<size_t>((t.nbytes() + 63) / 64 * 64));
   return t;
 }
 

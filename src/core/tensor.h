@@ -21,6 +21,9 @@ class Tensor {
 
   // A new zero-initialised CPU tensor that owns its memory (64-byte aligned).
   static Tensor cpu(DType dtype, std::vector<int64_t> shape);
+  // The same, its bytes left as they come: for a buffer the caller fills
+  // whole right away (its pages are first touched by whoever writes them).
+  static Tensor cpu_uninitialized(DType dtype, std::vector<int64_t> shape);
 
   bool defined() const { return data_ != nullptr || numel() == 0; }
   DType dtype() const { return dtype_; }

@@ -25,7 +25,7 @@ Tensor interleave_weight(ThreadPool& pool, const Tensor& w) {
       w.dim(0) % quant::kInterleaveRows != 0 || w.dim(0) == 0)
     return w;
   const int64_t groups = w.dim(0) / quant::kInterleaveRows, row_bytes = w.row_stride_bytes();
-  Tensor out = Tensor::cpu(to, w.shape());
+  Tensor out = Tensor::cpu_uninitialized(to, w.shape());  // every byte written below
   const auto* src = static_cast<const uint8_t*>(w.data());
   auto* dst = static_cast<uint8_t*>(out.data());
   const int64_t group_bytes = quant::kInterleaveRows * row_bytes;
