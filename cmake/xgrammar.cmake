@@ -1,8 +1,8 @@
 # xgrammar's C++ core (cpp/ and the header-only picojson and dlpack it uses) as
 # the library `xgrammar` (static; shared in the sanitizer build, as ours are),
-# from the source scripts/setup.sh fetches into third_party/xgrammar. Our own target rather than its CMakeLists: that one
-# adds -flto and -Werror globally and builds Python bindings. Sets
-# LOOM_HAVE_XGRAMMAR when the source is there.
+# from the source scripts/setup.sh fetches into third_party/xgrammar. Our own
+# target rather than its CMakeLists: that one adds -flto and -Werror globally
+# and builds Python bindings. Sets LOOM_HAVE_XGRAMMAR when the source is there.
 set(LOOM_XGRAMMAR_DIR "${PROJECT_SOURCE_DIR}/third_party/xgrammar" CACHE PATH
     "xgrammar source (scripts/setup.sh fetches it)")
 set(LOOM_HAVE_XGRAMMAR OFF)

@@ -82,7 +82,10 @@ struct GemmKernels {
   void (*quantize)(const float* x, ActQ8_G* dst, int64_t k);
   // Unpacks rows [0, rows) (rows <= nr) of the weight at w (row_bytes apart),
   // values [k0, k0 + kc) (k0 and kc whole blocks of the type), into panel,
-  // whose buffers hold nr * kc bytes and nr * kc / 16 floats each.
+  // whose buffers hold nr * kc bytes and nr * kc / 16 floats each. For an
+  // interleaved type (quant/interleave.h) w is the start of a group of 8 rows
+  // (so are the row path's w and next), and the last group may hold rows past
+  // `rows`, which are read but never used.
   void (*pack_quant)(DType type, const uint8_t* w, int64_t row_bytes, int rows, int64_t k0,
                      int64_t kc, QuantPanel& panel);
   // c[r * ldc + j] (+)= panel row j . x row r for r < m, j < cols (<= nr);
