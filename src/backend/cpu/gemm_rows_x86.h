@@ -122,6 +122,44 @@ struct RowScales<UnpackQ6_K> {  // s_j = d * sc_j (16 int8 scales)
   }
 };
 
+// One 32-value chunk j of a row's chain (the GEMM's f32 steps, in its order):
+// lo / hi are the exact integer dots of its values 0..15 / 16..31 with the
+// activation block a, one weight row per lane.
+template <int kSub, bool kBias, int kOffset>
+inline __m256 add_chunk(__m256i lo, __m256i hi, const ActQ8_G& a, const __m256* scale,
+                        const __m256* bias, int j, __m256 acc) {
+  const __m256 dx = _mm256_set1_ps(a.d);
+  if constexpr (kSub == 16) {
+    lo = _mm256_add_epi32(lo, _mm256_set1_epi32(-kOffset * a.sum16[0]));
+    hi = _mm256_add_epi32(hi, _mm256_set1_epi32(-kOffset * a.sum16[1]));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lo), _mm256_mul_ps(scale[2 * j], dx), acc);
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(hi), _mm256_mul_ps(scale[2 * j + 1], dx), acc);
+  } else {
+    const int sum = a.sum16[0] + a.sum16[1];
+    const __m256i isum =
+        _mm256_add_epi32(_mm256_add_epi32(lo, hi), _mm256_set1_epi32(-kOffset * sum));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(scale[j], dx), acc);
+    if constexpr (kBias)
+      acc = _mm256_fmadd_ps(bias[j], _mm256_set1_ps(a.d * static_cast<float>(sum)), acc);
+    return acc;
+  }
+}
+
+// fn(std::integral_constant<int, NX>{}) for m activation rows (1..4; more: 4).
+template <class Fn>
+void with_row_count(int m, Fn&& fn) {
+  switch (m) {
+    case 1:
+      return fn(std::integral_constant<int, 1>{});
+    case 2:
+      return fn(std::integral_constant<int, 2>{});
+    case 3:
+      return fn(std::integral_constant<int, 3>{});
+    default:
+      return fn(std::integral_constant<int, 4>{});
+  }
+}
+
 template <class U, int NX, bool kVnni, bool kSigned>
 void rows_quant_typed(const uint8_t* w, int64_t row_bytes, int rows, int64_t k, const ActQ8_G* x,
                       int64_t xs, float* c, int64_t ldc, const uint8_t* next) {
@@ -165,22 +203,7 @@ void rows_quant_typed(const uint8_t* w, int64_t row_bytes, int rows, int64_t k, 
                          : dot_u8s8<kVnni>(v[i], xq);
         __m256i lo, hi;
         sum_lanes8(p, lo, hi);
-        const __m256 dx = _mm256_set1_ps(a.d);
-        if constexpr (U::kSub == 16) {
-          lo = _mm256_add_epi32(lo, _mm256_set1_epi32(-kOffset * a.sum16[0]));
-          hi = _mm256_add_epi32(hi, _mm256_set1_epi32(-kOffset * a.sum16[1]));
-          acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lo), _mm256_mul_ps(scale[2 * j], dx), acc[r]);
-          acc[r] =
-              _mm256_fmadd_ps(_mm256_cvtepi32_ps(hi), _mm256_mul_ps(scale[2 * j + 1], dx), acc[r]);
-        } else {
-          const int sum = a.sum16[0] + a.sum16[1];
-          const __m256i isum =
-              _mm256_add_epi32(_mm256_add_epi32(lo, hi), _mm256_set1_epi32(-kOffset * sum));
-          acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(scale[j], dx), acc[r]);
-          if constexpr (U::kBias)
-            acc[r] =
-                _mm256_fmadd_ps(bias[j], _mm256_set1_ps(a.d * static_cast<float>(sum)), acc[r]);
-        }
+        acc[r] = add_chunk<U::kSub, U::kBias, kOffset>(lo, hi, a, scale, bias, j, acc[r]);
       }
     }
     for (int r = 0; r < NX; ++r) tot[r] = k0 == 0 ? acc[r] : _mm256_add_ps(acc[r], tot[r]);
@@ -245,42 +268,12 @@ void rows_interleaved(const uint8_t* w, int rows, int64_t k, const ActQ8_G* x, i
             i1 = dot_acc<kVnni>(i1, v[q + 4], x1);
           }
         }
-        const __m256 dx = _mm256_set1_ps(a.d);
-        if constexpr (T::kSub == 16) {
-          i0 = _mm256_add_epi32(i0, _mm256_set1_epi32(-kOffset * a.sum16[0]));
-          i1 = _mm256_add_epi32(i1, _mm256_set1_epi32(-kOffset * a.sum16[1]));
-          acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i0), _mm256_mul_ps(scale[2 * j], dx), acc[r]);
-          acc[r] =
-              _mm256_fmadd_ps(_mm256_cvtepi32_ps(i1), _mm256_mul_ps(scale[2 * j + 1], dx), acc[r]);
-        } else {
-          const int sum = a.sum16[0] + a.sum16[1];
-          const __m256i isum =
-              _mm256_add_epi32(_mm256_add_epi32(i0, i1), _mm256_set1_epi32(-kOffset * sum));
-          acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(scale[j], dx), acc[r]);
-          if constexpr (T::kBias)
-            acc[r] =
-                _mm256_fmadd_ps(bias[j], _mm256_set1_ps(a.d * static_cast<float>(sum)), acc[r]);
-        }
+        acc[r] = add_chunk<T::kSub, T::kBias, kOffset>(i0, i1, a, scale, bias, j, acc[r]);
       }
     }
     for (int r = 0; r < NX; ++r) tot[r] = k0 == 0 ? acc[r] : _mm256_add_ps(acc[r], tot[r]);
   }
   for (int r = 0; r < NX; ++r) store_lanes(tot[r], c + r * ldc, rows);
-}
-
-template <class T, bool kVnni, bool kSigned>
-void rows_interleaved_m(const uint8_t* w, int rows, int64_t k, const ActQ8_G* x, int64_t xs, int m,
-                        float* c, int64_t ldc, const uint8_t* next) {
-  switch (m) {
-    case 1:
-      return rows_interleaved<T, 1, kVnni, kSigned>(w, rows, k, x, xs, c, ldc, next);
-    case 2:
-      return rows_interleaved<T, 2, kVnni, kSigned>(w, rows, k, x, xs, c, ldc, next);
-    case 3:
-      return rows_interleaved<T, 3, kVnni, kSigned>(w, rows, k, x, xs, c, ldc, next);
-    default:
-      return rows_interleaved<T, 4, kVnni, kSigned>(w, rows, k, x, xs, c, ldc, next);
-  }
 }
 
 template <bool kVnni, bool kQ8Signed>
@@ -290,22 +283,18 @@ void x86_rows_quant(DType type, const uint8_t* w, int64_t row_bytes, int rows, i
   if (with_interleaved(type, [&](auto t) {
         using T = decltype(t);
         constexpr bool kSigned = kQ8Signed && std::is_same_v<T, Interleaved<DType::Q8_0_R8>>;
-        rows_interleaved_m<T, kVnni, kSigned>(w, rows, k, x, xs, m, c, ldc, next);
+        with_row_count(m, [&](auto nx) {
+          rows_interleaved<T, decltype(nx)::value, kVnni, kSigned>(w, rows, k, x, xs, c, ldc, next);
+        });
       }))
     return;
   with_unpacker(type, [&](auto u) {
     using U = decltype(u);
     constexpr bool kSigned = kQ8Signed && std::is_same_v<U, UnpackQ8_0>;
-    switch (m) {
-      case 1:
-        return rows_quant_typed<U, 1, kVnni, kSigned>(w, row_bytes, rows, k, x, xs, c, ldc, next);
-      case 2:
-        return rows_quant_typed<U, 2, kVnni, kSigned>(w, row_bytes, rows, k, x, xs, c, ldc, next);
-      case 3:
-        return rows_quant_typed<U, 3, kVnni, kSigned>(w, row_bytes, rows, k, x, xs, c, ldc, next);
-      default:
-        return rows_quant_typed<U, 4, kVnni, kSigned>(w, row_bytes, rows, k, x, xs, c, ldc, next);
-    }
+    with_row_count(m, [&](auto nx) {
+      rows_quant_typed<U, decltype(nx)::value, kVnni, kSigned>(w, row_bytes, rows, k, x, xs, c, ldc,
+                                                               next);
+    });
   });
 }
 
