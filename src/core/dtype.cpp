@@ -12,9 +12,9 @@ const DTypeInfo& dtype_info(DType t) {
       {"q8_0", 32, 34, true},   {"q4_0", 32, 18, true},   {"q4_K", 256, 144, true},
       {"q5_K", 256, 176, true}, {"q6_K", 256, 210, true},   {"q4_1", 32, 20, true},
       {"q5_0", 32, 22, true},   {"q5_1", 32, 24, true},     {"f8_e4m3", 1, 1, false},
-      {"q8_0_r8", 32, 34, true, 8},   {"q5_0_r8", 32, 22, true, 8},
-      {"q4_K_r8", 256, 144, true, 8}, {"q5_K_r8", 256, 176, true, 8},
-      {"q6_K_r8", 256, 210, true, 8},
+      {"q8_0_r16", 32, 34, true, 16},   {"q5_0_r16", 32, 22, true, 16},
+      {"q4_K_r16", 256, 144, true, 16}, {"q5_K_r16", 256, 176, true, 16},
+      {"q6_K_r16", 256, 210, true, 16},
   };
   const auto i = static_cast<size_t>(t);
   LOOM_CHECK(i < std::size(kInfo), "unknown dtype {}", i);

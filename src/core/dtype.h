@@ -25,14 +25,14 @@ enum class DType : uint8_t {
   Q5_0,  // 32 values: f16 scale + 4 bytes of high bits + 16 bytes of nibbles
   Q5_1,  // 32 values: f16 scale, f16 min + 4 bytes of high bits + 16 bytes of nibbles
   F8_E4M3,  // 8-bit float: 1 sign, 4 exponent (bias 7), 3 mantissa bits; max 448, no inf (core/fp8.h)
-  // Q8_0, Q5_0, Q4_K, Q5_K, Q6_K with every 8 rows interleaved block by block
+  // Q8_0, Q5_0, Q4_K, Q5_K, Q6_K with every 16 rows interleaved block by block
   // (quant/interleave.h): the same bytes per row, in the order the CPU's
   // kernels read them. Made by the CPU backend at load; never in a file.
-  Q8_0_R8,
-  Q5_0_R8,
-  Q4_K_R8,
-  Q5_K_R8,
-  Q6_K_R8,
+  Q8_0_R16,
+  Q5_0_R16,
+  Q4_K_R16,
+  Q5_K_R16,
+  Q6_K_R16,
 };
 
 struct DTypeInfo {
@@ -40,7 +40,7 @@ struct DTypeInfo {
   int64_t block_elems;  // 1 for plain types
   int64_t block_bytes;  // bytes of one block (element size for plain types)
   bool quantized;
-  // Rows stored together (interleaved types: 8); a row slice starts at a multiple.
+  // Rows stored together (interleaved types: 16); a row slice starts at a multiple.
   int64_t row_group = 1;
 };
 

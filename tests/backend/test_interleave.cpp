@@ -21,7 +21,7 @@ std::vector<uint8_t> bytes_of(const Tensor& t) {
 TEST(Interleave, RoundTripsEveryRow) {
   for (DType t : kTypes) {
     SCOPED_TRACE(std::string(dtype_name(t)));
-    const int64_t n = 16, k = 3 * dtype_info(t).block_elems;
+    const int64_t g = quant::kInterleaveRows, n = 2 * g, k = 3 * dtype_info(t).block_elems;
     const ref::Weight w = ref::make_weight(t, ref::random_floats(n * k, 7), n, k);
     const DType r8 = quant::interleaved_type(t);
     ASSERT_TRUE(quant::is_interleaved(r8));
@@ -29,15 +29,15 @@ TEST(Interleave, RoundTripsEveryRow) {
     const int64_t rb = w.tensor.row_stride_bytes(), nb = k / dtype_info(t).block_elems;
     std::vector<uint8_t> packed(static_cast<size_t>(n * rb)), row(static_cast<size_t>(rb));
     const auto* src = static_cast<const uint8_t*>(w.tensor.data());
-    for (int64_t g = 0; g < n / 8; ++g)
-      quant::interleave_group(r8, src + g * 8 * rb, rb, packed.data() + g * 8 * rb);
+    for (int64_t i = 0; i < n / g; ++i)
+      quant::interleave_group(r8, src + i * g * rb, rb, packed.data() + i * g * rb);
     EXPECT_NE(std::memcmp(packed.data(), src, packed.size()), 0);  // really reordered
     for (int64_t r = 0; r < n; ++r) {
-      quant::deinterleave_row(r8, packed.data() + r / 8 * 8 * rb, static_cast<int>(r % 8), 0, nb,
+      quant::deinterleave_row(r8, packed.data() + r / g * g * rb, static_cast<int>(r % g), 0, nb,
                               row.data());
       EXPECT_EQ(std::memcmp(row.data(), src + r * rb, static_cast<size_t>(rb)), 0) << "row " << r;
       // A range of blocks alone.
-      quant::deinterleave_row(r8, packed.data() + r / 8 * 8 * rb, static_cast<int>(r % 8), 1, 2,
+      quant::deinterleave_row(r8, packed.data() + r / g * g * rb, static_cast<int>(r % g), 1, 2,
                               row.data());
       EXPECT_EQ(std::memcmp(row.data(), src + r * rb + rb / nb, static_cast<size_t>(rb / nb)), 0);
     }
@@ -46,24 +46,24 @@ TEST(Interleave, RoundTripsEveryRow) {
 
 TEST(Interleave, OnlyWholeGroupsOfQ8AndQ5) {
   auto be = make_cpu_backend(2);
-  const ref::Weight q5 = ref::make_weight(DType::Q5_0, ref::random_floats(16 * 64, 1), 16, 64);
-  EXPECT_EQ(be->prepare_weight(q5.tensor).dtype(), DType::Q5_0_R8);
-  const ref::Weight q8 = ref::make_weight(DType::Q8_0, ref::random_floats(24 * 64, 2), 24, 64);
-  EXPECT_EQ(be->prepare_weight(q8.tensor).dtype(), DType::Q8_0_R8);
-  // Rows not a multiple of 8, types with no interleaved form: as they are.
-  const ref::Weight odd = ref::make_weight(DType::Q5_0, ref::random_floats(12 * 64, 3), 12, 64);
+  const ref::Weight q5 = ref::make_weight(DType::Q5_0, ref::random_floats(32 * 64, 1), 32, 64);
+  EXPECT_EQ(be->prepare_weight(q5.tensor).dtype(), DType::Q5_0_R16);
+  const ref::Weight q8 = ref::make_weight(DType::Q8_0, ref::random_floats(48 * 64, 2), 48, 64);
+  EXPECT_EQ(be->prepare_weight(q8.tensor).dtype(), DType::Q8_0_R16);
+  // Rows not a multiple of 16, types with no interleaved form: as they are.
+  const ref::Weight odd = ref::make_weight(DType::Q5_0, ref::random_floats(24 * 64, 3), 24, 64);
   EXPECT_EQ(be->prepare_weight(odd.tensor).data(), odd.tensor.data());
   const ref::Weight q4 = ref::make_weight(DType::Q4_0, ref::random_floats(16 * 64, 4), 16, 64);
   EXPECT_EQ(be->prepare_weight(q4.tensor).data(), q4.tensor.data());
   for (DType t : kTypes) {
     const int64_t k = dtype_info(t).block_elems;
-    const ref::Weight w = ref::make_weight(t, ref::random_floats(8 * k, 5), 8, k);
+    const ref::Weight w = ref::make_weight(t, ref::random_floats(16 * k, 5), 16, k);
     EXPECT_EQ(be->prepare_weight(w.tensor).dtype(), quant::interleaved_type(t));
   }
   // A row slice of an interleaved tensor starts at a group.
   const Tensor p = be->prepare_weight(q5.tensor);
-  EXPECT_NO_THROW(p.slice_rows(8, 5));
-  EXPECT_THROW(p.slice_rows(3, 5), Error);
+  EXPECT_NO_THROW(p.slice_rows(16, 5));
+  EXPECT_THROW(p.slice_rows(8, 5), Error);
 }
 
 // out = x . w^T for the plain weight and for its interleaved copy (and the
@@ -115,10 +115,11 @@ TEST(Interleave, SameBitsAsThePlainWeight) {
   uint32_t seed = 11;
   for (DType t : kTypes) {
     const int64_t unit = dtype_info(t).block_elems;
-    check_same_bits(*be, t, 72, 1280, 72, seed);
-    check_same_bits(*be, t, 72, 1280, 69, seed + 10);
+    check_same_bits(*be, t, 80, 1280, 80, seed);
+    check_same_bits(*be, t, 80, 1280, 69, seed + 10);
     check_same_bits(*be, t, 16, 3 * unit, 11, seed + 20);
-    check_same_bits(*be, t, 8, unit, 8, seed + 30);
+    check_same_bits(*be, t, 16, unit, 16, seed + 30);
+    check_same_bits(*be, t, 32, 2 * unit, 7, seed + 40);  // ends in the first half of a group
     seed += 100;
   }
 }

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "backend/quant/interleave.h"
 #include "core/error.h"
 
 namespace loom::cpu {
@@ -15,7 +16,8 @@ namespace {
 
 constexpr int64_t kMinRowBlock = 16;  // rows per item when rows are split over threads
 constexpr int64_t kColTile = 16;      // row path: output columns per work item
-constexpr int64_t kRowGroup = 8;      // row path: weight rows per kernel call
+constexpr int64_t kRowGroup = 8;  // row path: weight rows per kernel call (interleaved: a group)
+static_assert(kColTile % quant::kInterleaveRows == 0, "a tile holds whole interleaved groups");
 // Row path: the next group's weight rows are prefetched while one computes
 // when they are this short (longer rows stream well on their own).
 constexpr int64_t kPrefetchGroupBytes = 16384;
@@ -92,16 +94,17 @@ void row_matmul(ThreadPool& pool, const GemmKernels& gk, const Tensor& x,
     const auto* wdata = static_cast<const uint8_t*>(w.data());
     const int64_t row_bytes = w.row_stride_bytes();
     const bool prefetch = kRowGroup * row_bytes <= kPrefetchGroupBytes;
+    const int64_t step = std::max(kRowGroup, dtype_info(wt).row_group);
     float* o = job.out->data_as<float>();
     const int64_t end = std::min(n, t1 * kColTile);
-    for (int64_t c0 = t0 * kColTile; c0 < end; c0 += kRowGroup) {
-      const int rows = static_cast<int>(std::min<int64_t>(kRowGroup, n - c0));
+    for (int64_t c0 = t0 * kColTile; c0 < end; c0 += step) {
+      const int rows = static_cast<int>(std::min<int64_t>(step, n - c0));
       const uint8_t* wg = wdata + c0 * row_bytes;
       // Up to kRowKernelRows activation rows per call; the group's weights
       // stay in L1 for the next rows.
       if (quant) {
-        // A whole next group to prefetch (its last rows may lie past the end).
-        const uint8_t* next = c0 + 2 * kRowGroup <= end ? wg + kRowGroup * row_bytes : nullptr;
+        // A whole next call's rows to prefetch (its last rows may lie past the end).
+        const uint8_t* next = c0 + 2 * step <= end ? wg + step * row_bytes : nullptr;
         for (int64_t r0 = 0; r0 < m; r0 += kRowKernelRowsQuant)
           gk.rows_quant(wt, wg, row_bytes, rows, k, act.data() + r0 * xs, xs,
                         static_cast<int>(std::min(kRowKernelRowsQuant, m - r0)), o + r0 * n + c0, n,

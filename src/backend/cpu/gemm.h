@@ -72,7 +72,7 @@ struct QuantPanel {
 };
 
 // The GEMM kernels of one instruction set. nr is the panel width the kernels
-// are built for (a multiple of 8).
+// are built for (a multiple of an interleaved group, 16 rows).
 struct GemmKernels {
   Isa isa;
   int nr;
@@ -83,7 +83,7 @@ struct GemmKernels {
   // Unpacks rows [0, rows) (rows <= nr) of the weight at w (row_bytes apart),
   // values [k0, k0 + kc) (k0 and kc whole blocks of the type), into panel,
   // whose buffers hold nr * kc bytes and nr * kc / 16 floats each. For an
-  // interleaved type (quant/interleave.h) w is the start of a group of 8 rows
+  // interleaved type (quant/interleave.h) w is the start of a group of rows
   // (so are the row path's w and next), and the last group may hold rows past
   // `rows`, which are read but never used.
   void (*pack_quant)(DType type, const uint8_t* w, int64_t row_bytes, int rows, int64_t k0,
@@ -100,11 +100,13 @@ struct GemmKernels {
   void (*gemm_float)(const float* panel, int64_t kc, const float* x, int64_t ldx, int64_t m,
                      float* c, int64_t ldc, int cols, bool accumulate);
   // The row path: c[r * ldc + j] = weight row j . x row r for r < m (rows_quant
-  // 1..4, rows_float 1..3) and j < rows (<= 8), straight from the weight as
+  // 1..4, rows_float 1..3) and j < rows (<= 8; for an interleaved type <= its
+  // row group, one group), straight from the weight as
   // stored (rows row_bytes apart, all k values), every output computed with
   // the same operations in the same order as gemm_quant / gemm_float give it. Null where the GEMM serves every
-  // M (portable). rows_quant prefetches the next group's rows at next (rows
-  // after w, or null) as it goes.
+  // M (portable). Unless next (the rows after w's) is null, rows_quant
+  // prefetches ahead as it goes: the next rows, or for an interleaved weight
+  // its one stream of bytes a fixed distance ahead.
   void (*rows_quant)(DType type, const uint8_t* w, int64_t row_bytes, int rows, int64_t k,
                      const ActQ8_G* x, int64_t xs, int m, float* c, int64_t ldc,
                      const uint8_t* next);

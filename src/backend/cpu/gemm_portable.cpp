@@ -11,7 +11,7 @@
 namespace loom::cpu {
 namespace {
 
-constexpr int kNr = 8;
+constexpr int kNr = 16;  // one interleaved group per panel
 
 void quantize(const float* x, ActQ8_G* dst, int64_t k) {
   for (int64_t b = 0; b < k / kQK; ++b, x += kQK) {

@@ -1,5 +1,6 @@
 // The x86 row path (gemm.h: rows_quant / rows_float) for M < kGemmMinRows
-// activation rows (decode): eight weight rows at a time, read as stored, with
+// activation rows (decode): eight weight rows at a time (an interleaved
+// weight: its group of sixteen, rows_interleaved), read as stored, with
 // no panel. Each output takes exactly the operations the GEMM micro-kernels of
 // gemm_x86.h give it, in the same order, so a row's result does not depend on
 // how many rows it is multiplied with:
@@ -26,19 +27,17 @@
 #include "backend/cpu/gemm_unpack.h"
 #include "backend/cpu/gemm_x86.h"
 #include "backend/cpu/simd_x86.h"
+#include "backend/quant/interleave.h"
 
 namespace loom::cpu::gemm {
 namespace {
 
 constexpr int kRowLanes = 8;
-
-// int32 x 8: sums of 4 products of unsigned bytes u and signed bytes s (exact:
-// u <= 63 keeps maddubs' int16 pairs in range without VNNI).
-template <bool kVnni>
-inline __m256i dot_u8s8(__m256i u, __m256i s) {
-  if constexpr (kVnni) return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
-  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
-}
+// How far ahead of its reads the interleaved row path prefetches: about what
+// DRAM latency times one core's share of the bandwidth needs in flight. One
+// whole next group instead (64 KB for a Q6_K row of 4,864 values) overruns L1;
+// 4-8 KB measured best on a 2-core AVX-512 VM.
+constexpr int64_t kInterleavedPrefetchBytes = 6144;
 
 // Lane i of lo / hi: the sum of lanes 0..3 / 4..7 of p[i] (bytes 0..15 / 16..31
 // of the 32 the dots covered).
@@ -48,13 +47,6 @@ inline void sum_lanes8(const __m256i* p, __m256i& lo, __m256i& hi) {
   const __m256i ab = _mm256_hadd_epi32(a, b), cd = _mm256_hadd_epi32(c, d);
   lo = _mm256_permute2x128_si256(ab, cd, 0x20);
   hi = _mm256_permute2x128_si256(ab, cd, 0x31);
-}
-
-// Lanes [0, cols) of v to c (+ previous chunks' sum in tot).
-inline void store_lanes(__m256 v, float* c, int cols) {
-  alignas(32) float t[kRowLanes];
-  _mm256_store_ps(t, v);
-  std::copy(t, t + cols, c);
 }
 
 // The f16 field `get(block)` of the 8 rows' blocks as f32 lanes (the same
@@ -124,23 +116,22 @@ struct RowScales<UnpackQ6_K> {  // s_j = d * sc_j (16 int8 scales)
 
 // One 32-value chunk j of a row's chain (the GEMM's f32 steps, in its order):
 // lo / hi are the exact integer dots of its values 0..15 / 16..31 with the
-// activation block a, one weight row per lane.
-template <int kSub, bool kBias, int kOffset>
-inline __m256 add_chunk(__m256i lo, __m256i hi, const ActQ8_G& a, const __m256* scale,
-                        const __m256* bias, int j, __m256 acc) {
-  const __m256 dx = _mm256_set1_ps(a.d);
+// activation block a, one weight row per lane (L: Lanes8 or Lanes16).
+template <class L, int kSub, bool kBias, int kOffset>
+inline typename L::F add_chunk(typename L::I lo, typename L::I hi, const ActQ8_G& a,
+                               const typename L::F* scale, const typename L::F* bias, int j,
+                               typename L::F acc) {
+  const auto dx = L::set1f(a.d);
   if constexpr (kSub == 16) {
-    lo = _mm256_add_epi32(lo, _mm256_set1_epi32(-kOffset * a.sum16[0]));
-    hi = _mm256_add_epi32(hi, _mm256_set1_epi32(-kOffset * a.sum16[1]));
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lo), _mm256_mul_ps(scale[2 * j], dx), acc);
-    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(hi), _mm256_mul_ps(scale[2 * j + 1], dx), acc);
+    lo = L::add32(lo, L::set1(-kOffset * a.sum16[0]));
+    hi = L::add32(hi, L::set1(-kOffset * a.sum16[1]));
+    acc = L::fmadd(L::cvt(lo), L::mul(scale[2 * j], dx), acc);
+    return L::fmadd(L::cvt(hi), L::mul(scale[2 * j + 1], dx), acc);
   } else {
     const int sum = a.sum16[0] + a.sum16[1];
-    const __m256i isum =
-        _mm256_add_epi32(_mm256_add_epi32(lo, hi), _mm256_set1_epi32(-kOffset * sum));
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(scale[j], dx), acc);
-    if constexpr (kBias)
-      acc = _mm256_fmadd_ps(bias[j], _mm256_set1_ps(a.d * static_cast<float>(sum)), acc);
+    const auto isum = L::add32(L::add32(lo, hi), L::set1(-kOffset * sum));
+    acc = L::fmadd(L::cvt(isum), L::mul(scale[j], dx), acc);
+    if constexpr (kBias) acc = L::fmadd(bias[j], L::set1f(a.d * static_cast<float>(sum)), acc);
     return acc;
   }
 }
@@ -164,6 +155,7 @@ template <class U, int NX, bool kVnni, bool kSigned>
 void rows_quant_typed(const uint8_t* w, int64_t row_bytes, int rows, int64_t k, const ActQ8_G* x,
                       int64_t xs, float* c, int64_t ldc, const uint8_t* next) {
   using Block = typename U::Block;
+  using L = Lanes8;
   constexpr int kSubs = U::kUnit / U::kSub;
   constexpr int kOffset = kSigned ? 0 : U::kOffset;
   // Lanes past the weight's rows repeat its last row and are never stored.
@@ -199,81 +191,89 @@ void rows_quant_typed(const uint8_t* w, int64_t row_bytes, int rows, int64_t k, 
         const __m256i xq = simd::load256(a.qs);
         __m256i p[kRowLanes];
         for (int i = 0; i < kRowLanes; ++i)
-          p[i] = kSigned ? dot_u8s8<kVnni>(_mm256_sign_epi8(v[i], v[i]), _mm256_sign_epi8(xq, v[i]))
-                         : dot_u8s8<kVnni>(v[i], xq);
+          p[i] = kSigned ? L::dot_signed<kVnni>(L::zero(), v[i], xq)
+                         : L::dot<kVnni>(L::zero(), v[i], xq);
         __m256i lo, hi;
         sum_lanes8(p, lo, hi);
-        acc[r] = add_chunk<U::kSub, U::kBias, kOffset>(lo, hi, a, scale, bias, j, acc[r]);
+        acc[r] = add_chunk<L, U::kSub, U::kBias, kOffset>(lo, hi, a, scale, bias, j, acc[r]);
       }
     }
     for (int r = 0; r < NX; ++r) tot[r] = k0 == 0 ? acc[r] : _mm256_add_ps(acc[r], tot[r]);
   }
-  for (int r = 0; r < NX; ++r) store_lanes(tot[r], c + r * ldc, rows);
+  for (int r = 0; r < NX; ++r) L::store(c + r * ldc, tot[r], rows);
 }
 
-// acc + the int32 x 8 sums of 4 products of unsigned bytes u and signed bytes s.
-template <bool kVnni>
-inline __m256i dot_acc(__m256i acc, __m256i u, __m256i s) {
-  if constexpr (kVnni) return _mm256_dpbusd_epi32(acc, u, s);
-  return _mm256_add_epi32(acc, dot_u8s8<false>(u, s));
-}
-
-// The row path on an interleaved group (quant/interleave.h): 32 bytes of the
-// group hold 4 values of each of its 8 rows, lane by lane, so each dot of them
-// with 4 activation bytes broadcast to every lane adds to the 8 rows' sums at
-// once: no transposing rows, no sum across lanes. The integer sums and the f32
-// steps are those of rows_quant_typed (and of the GEMM): the same bits.
-template <class T, int NX, bool kVnni, bool kSigned>
+// The row path on an interleaved group (quant/interleave.h): 64 bytes of the
+// group hold 4 values of each of its 16 rows, lane by lane, so each dot of them
+// with 4 activation bytes broadcast to every lane adds to the rows' sums at
+// once: no transposing rows, no sum across lanes. With Lanes16 the group's
+// rows are the lanes of one vector; with Lanes8 its two halves (rows 8 * h ..)
+// go side by side in one pass, so the group streams in once either way. The
+// integer sums and the f32 steps are those of rows_quant_typed (and of the
+// GEMM): the same bits.
+template <class T, class L, int kParts, int NX, bool kVnni, bool kSigned>
 void rows_interleaved(const uint8_t* w, int rows, int64_t k, const ActQ8_G* x, int64_t xs, float* c,
                       int64_t ldc, const uint8_t* next) {
   using Group = typename T::Group;
+  using I = typename L::I;
+  using F = typename L::F;
   constexpr int kSubs = T::kUnit / T::kSub;
   constexpr int kOffset = kSigned ? 0 : T::kOffset;
+  L lanes[kParts];
+  if constexpr (kParts > 1)
+    for (int h = 0; h < kParts; ++h) lanes[h].half = h;
   const auto* groups = reinterpret_cast<const Group*>(w);
-  const auto* next_groups = reinterpret_cast<const Group*>(next);
-  __m256 scale[kSubs], bias[kSubs];
-  __m256 tot[NX];
-  for (int r = 0; r < NX; ++r) tot[r] = _mm256_setzero_ps();
+  F scale[kParts][kSubs], bias[kParts][kSubs];
+  F tot[kParts][NX];
+  for (int h = 0; h < kParts; ++h)
+    for (int r = 0; r < NX; ++r) tot[h][r] = L::zerof();
   for (int64_t k0 = 0; k0 < k; k0 += kGemmKcQuant) {
-    __m256 acc[NX];
-    for (int r = 0; r < NX; ++r) acc[r] = _mm256_setzero_ps();
+    F acc[kParts][NX];
+    for (int h = 0; h < kParts; ++h)
+      for (int r = 0; r < NX; ++r) acc[h][r] = L::zerof();
     const int64_t k1 = std::min(k, k0 + kGemmKcQuant);
     for (int64_t kk = k0; kk < k1; kk += 32) {
       const int64_t b = kk / T::kUnit;
       const int j = static_cast<int>((kk % T::kUnit) / 32);
       if (j == 0) {
-        T::scales(groups[b], scale, bias);
-        if (next_groups) {  // the next group's block b, one group ahead
-          const auto* p = reinterpret_cast<const char*>(next_groups + b);
+        for (int h = 0; h < kParts; ++h) T::scales(lanes[h], groups[b], scale[h], bias[h]);
+        // A group's blocks, and the next group's after them, are one stream
+        // of bytes: fetch a block's worth kInterleavedPrefetchBytes ahead.
+        if (next) {
+          const char* p = reinterpret_cast<const char*>(groups + b) + kInterleavedPrefetchBytes;
           for (size_t o = 0; o < sizeof(Group); o += 64) __builtin_prefetch(p + o);
-          __builtin_prefetch(p + sizeof(Group) - 1);
         }
       }
-      __m256i v[8];
-      T::template values<kSigned>(groups[b], j, v);
-      for (int r = 0; r < NX; ++r) {
-        const ActQ8_G& a = x[r * xs + kk / 32];
-        int32_t xq[8];
-        __builtin_memcpy(xq, a.qs, sizeof(xq));
-        // i0: values 0..15 of the chunk (v[0..3]), i1: values 16..31.
-        __m256i i0 = _mm256_setzero_si256(), i1 = _mm256_setzero_si256();
-        for (int q = 0; q < 4; ++q) {
-          const __m256i x0 = _mm256_set1_epi32(xq[q]), x1 = _mm256_set1_epi32(xq[q + 4]);
-          if constexpr (kSigned) {
-            i0 = dot_acc<kVnni>(i0, _mm256_sign_epi8(v[q], v[q]), _mm256_sign_epi8(x0, v[q]));
-            i1 = dot_acc<kVnni>(i1, _mm256_sign_epi8(v[q + 4], v[q + 4]),
-                                _mm256_sign_epi8(x1, v[q + 4]));
-          } else {
-            i0 = dot_acc<kVnni>(i0, v[q], x0);
-            i1 = dot_acc<kVnni>(i1, v[q + 4], x1);
+      for (int h = 0; h < kParts; ++h) {
+        I v[8];
+        T::template values<kSigned>(lanes[h], groups[b], j, v);
+        for (int r = 0; r < NX; ++r) {
+          const ActQ8_G& a = x[r * xs + kk / 32];
+          int32_t xq[8];
+          __builtin_memcpy(xq, a.qs, sizeof(xq));
+          // i0: values 0..15 of the chunk (v[0..3]), i1: values 16..31.
+          I i0 = L::zero(), i1 = L::zero();
+          for (int q = 0; q < 4; ++q) {
+            const I x0 = L::set1(xq[q]), x1 = L::set1(xq[q + 4]);
+            if constexpr (kSigned) {
+              i0 = L::template dot_signed<kVnni>(i0, v[q], x0);
+              i1 = L::template dot_signed<kVnni>(i1, v[q + 4], x1);
+            } else {
+              i0 = L::template dot<kVnni>(i0, v[q], x0);
+              i1 = L::template dot<kVnni>(i1, v[q + 4], x1);
+            }
           }
+          acc[h][r] =
+              add_chunk<L, T::kSub, T::kBias, kOffset>(i0, i1, a, scale[h], bias[h], j, acc[h][r]);
         }
-        acc[r] = add_chunk<T::kSub, T::kBias, kOffset>(i0, i1, a, scale, bias, j, acc[r]);
       }
     }
-    for (int r = 0; r < NX; ++r) tot[r] = k0 == 0 ? acc[r] : _mm256_add_ps(acc[r], tot[r]);
+    for (int h = 0; h < kParts; ++h)
+      for (int r = 0; r < NX; ++r) tot[h][r] = k0 == 0 ? acc[h][r] : L::add(acc[h][r], tot[h][r]);
   }
-  for (int r = 0; r < NX; ++r) store_lanes(tot[r], c + r * ldc, rows);
+  for (int h = 0; h < kParts; ++h)
+    for (int r = 0; r < NX; ++r)
+      L::store(c + r * ldc + h * L::kLanes, tot[h][r], std::min(rows - h * L::kLanes, L::kLanes));
 }
 
 template <bool kVnni, bool kQ8Signed>
@@ -282,9 +282,17 @@ void x86_rows_quant(DType type, const uint8_t* w, int64_t row_bytes, int rows, i
                     const uint8_t* next) {
   if (with_interleaved(type, [&](auto t) {
         using T = decltype(t);
-        constexpr bool kSigned = kQ8Signed && std::is_same_v<T, Interleaved<DType::Q8_0_R8>>;
+        constexpr bool kSigned = kQ8Signed && std::is_same_v<T, Interleaved<DType::Q8_0_R16>>;
         with_row_count(m, [&](auto nx) {
-          rows_interleaved<T, decltype(nx)::value, kVnni, kSigned>(w, rows, k, x, xs, c, ldc, next);
+          constexpr int NX = decltype(nx)::value;
+#if defined(__AVX512BW__) && defined(__AVX512VL__)
+          rows_interleaved<T, Lanes16, 1, NX, kVnni, kSigned>(w, rows, k, x, xs, c, ldc, next);
+#else
+          if (rows > 8)
+            rows_interleaved<T, Lanes8, 2, NX, kVnni, kSigned>(w, rows, k, x, xs, c, ldc, next);
+          else
+            rows_interleaved<T, Lanes8, 1, NX, kVnni, kSigned>(w, rows, k, x, xs, c, ldc, next);
+#endif
         });
       }))
     return;
@@ -328,7 +336,7 @@ void rows_float_typed(DType type, const uint8_t* w, int64_t row_bytes, int rows,
     }
     for (int r = 0; r < NX; ++r) tot[r] = k0 == 0 ? acc[r] : _mm256_add_ps(acc[r], tot[r]);
   }
-  for (int r = 0; r < NX; ++r) store_lanes(tot[r], c + r * ldc, rows);
+  for (int r = 0; r < NX; ++r) Lanes8::store(c + r * ldc, tot[r], rows);
 }
 
 void x86_rows_float(DType type, const uint8_t* w, int64_t row_bytes, int rows, int64_t k,

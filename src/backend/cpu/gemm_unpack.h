@@ -108,7 +108,7 @@ inline bool layout_of(DType type, bool q8_signed, QuantLayout& l) {
   };
   switch (type) {
     case DType::Q8_0:
-    case DType::Q8_0_R8:  // the GEMM packs its rows as Q8_0's (gemm.cpp)
+    case DType::Q8_0_R16:  // the GEMM packs its rows as Q8_0's (gemm.cpp)
       if (q8_signed) {
         l = QuantLayout{32, 0, false, true};
         return true;
@@ -119,18 +119,18 @@ inline bool layout_of(DType type, bool q8_signed, QuantLayout& l) {
     case DType::Q4_1:
       return set(32, 0, true);
     case DType::Q5_0:
-    case DType::Q5_0_R8:
+    case DType::Q5_0_R16:
       return set(32, 16, false);
     case DType::Q5_1:
       return set(32, 0, true);
     case DType::Q4_K:
-    case DType::Q4_K_R8:
+    case DType::Q4_K_R16:
       return set(32, 0, true);
     case DType::Q5_K:
-    case DType::Q5_K_R8:
+    case DType::Q5_K_R16:
       return set(32, 0, true);
     case DType::Q6_K:
-    case DType::Q6_K_R8:
+    case DType::Q6_K_R16:
       return set(16, 32, false);
     default:
       return false;

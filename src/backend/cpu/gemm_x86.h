@@ -8,13 +8,16 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <type_traits>
 
 #include "backend/cpu/gemm.h"
 #include "backend/cpu/gemm_unpack.h"
 #include "backend/cpu/simd_x86.h"
+#include "backend/cpu/simd_vec_x86.h"
 
 namespace loom::cpu::gemm {
 namespace {
@@ -88,66 +91,175 @@ struct SimdValues<UnpackQ6_K> {
 };
 
 // ---- interleaved weights (quant/interleave.h) ---------------------------
-// lo | (hi & mask) per byte (one vpternlogd where AVX-512 VL is on).
-inline __m256i or_masked(__m256i lo, __m256i hi, __m256i mask) {
+// The traits below read a group of 16 rows through a lane policy: Lanes16
+// (512-bit vectors, the 16 rows as lanes) or Lanes8 (256-bit vectors, rows
+// 8 * half .. 8 * half + 7 as lanes: the half of each 16-lane field). Lanes
+// never mix, so a row gets the same operations either way. The f32 and int32
+// lane arithmetic is the vector policy's (simd_vec_x86.h).
+struct Lanes8 : simd::V256 {
+  int half = 0;
+  // This half of a field of the 16 lanes (a chunk, a lane array).
+  template <class A>
+  const char* part(const A& a) const {
+    return reinterpret_cast<const char*>(&a) + half * (sizeof(A) / 2);
+  }
+  template <class A>
+  I load(const A& chunk) const {
+    static_assert(sizeof(A) == 64);
+    return load256(part(chunk));
+  }
+  // 0x10 in byte i where bit i of the lanes' part of qh is set, else 0.
+  I fifth_bits(const uint64_t& qh) const {
+    return simd::unpack_fifth_bits(reinterpret_cast<const uint8_t*>(part(qh)));
+  }
+  // Lane i: the f16 p[i] as f32; the byte p[i] as int32 (unsigned / signed).
+  F halves(const uint16_t (&p)[16]) const {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(part(p))));
+  }
+  I u8(const uint8_t (&p)[16]) const {
+    return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(part(p))));
+  }
+  I i8(const int8_t (&p)[16]) const {
+    return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(part(p))));
+  }
+  static I bytes(int8_t v) { return _mm256_set1_epi8(v); }
+  static I and_(I a, I b) { return _mm256_and_si256(a, b); }
+  static I or_(I a, I b) { return _mm256_or_si256(a, b); }
+  static I xor_(I a, I b) { return _mm256_xor_si256(a, b); }
+  static I add32(I a, I b) { return _mm256_add_epi32(a, b); }
+  static I srli16(I v, int n) { return _mm256_srli_epi16(v, n); }
+  static I slli16(I v, int n) { return _mm256_slli_epi16(v, n); }
+  static I srli32(I v, int n) { return _mm256_srli_epi32(v, n); }
+  static I slli32(I v, int n) { return _mm256_slli_epi32(v, n); }
+  // lo | (hi & mask) per byte (one vpternlogd where AVX-512 VL is on).
+  static I or_masked(I lo, I hi, I mask) {
 #if defined(__AVX512VL__)
-  return _mm256_ternarylogic_epi32(lo, hi, mask, 0xF8);
+    return _mm256_ternarylogic_epi32(lo, hi, mask, 0xF8);
 #else
-  return _mm256_or_si256(lo, _mm256_and_si256(hi, mask));
+    return _mm256_or_si256(lo, _mm256_and_si256(hi, mask));
 #endif
-}
+  }
+  // acc + the int32 sums of 4 products of unsigned bytes u and signed bytes s
+  // (exact: u <= 63 keeps maddubs' int16 pairs in range without VNNI).
+  template <bool kVnni>
+  static I dot(I acc, I u, I s) {
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+    if constexpr (kVnni) return _mm256_dpbusd_epi32(acc, u, s);
+#else
+    static_assert(!kVnni, "VNNI dots need a file built with -mavx512vnni");
+#endif
+    return V256::dot(acc, u, s);
+  }
+  // The same for signed bytes on both sides: |w| against x with w's sign.
+  template <bool kVnni>
+  static I dot_signed(I acc, I w, I x) {
+    return dot<kVnni>(acc, _mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
+  }
+  static F neg(F v) { return _mm256_xor_ps(v, _mm256_set1_ps(-0.0f)); }  // exact
+  // Lanes [0, n) of v to c.
+  static void store(float* c, F v, int n) {
+    alignas(32) float t[8];
+    _mm256_store_ps(t, v);
+    std::copy(t, t + n, c);
+  }
+};
+
+#if defined(__AVX512BW__) && defined(__AVX512VL__)
+struct Lanes16 : simd::V512Bw {
+  template <class A>
+  static I load(const A& chunk) {
+    static_assert(sizeof(A) == 64);
+    return _mm512_loadu_si512(&chunk);
+  }
+  static I fifth_bits(const uint64_t& qh) { return _mm512_maskz_set1_epi8(qh, 0x10); }
+  static F halves(const uint16_t (&p)[16]) { return _mm512_cvtph_ps(load256(p)); }
+  static I u8(const uint8_t (&p)[16]) {
+    return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  static I i8(const int8_t (&p)[16]) {
+    return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  static I bytes(int8_t v) { return _mm512_set1_epi8(v); }
+  static I and_(I a, I b) { return _mm512_and_si512(a, b); }
+  static I or_(I a, I b) { return _mm512_or_si512(a, b); }
+  static I xor_(I a, I b) { return _mm512_xor_si512(a, b); }
+  static I add32(I a, I b) { return _mm512_add_epi32(a, b); }
+  static I srli16(I v, int n) { return _mm512_srli_epi16(v, static_cast<unsigned>(n)); }
+  static I slli16(I v, int n) { return _mm512_slli_epi16(v, static_cast<unsigned>(n)); }
+  static I srli32(I v, int n) { return _mm512_srli_epi32(v, static_cast<unsigned>(n)); }
+  static I slli32(I v, int n) { return _mm512_slli_epi32(v, static_cast<unsigned>(n)); }
+  static I or_masked(I lo, I hi, I mask) { return _mm512_ternarylogic_epi32(lo, hi, mask, 0xF8); }
+  template <bool kVnni>
+  static I dot(I acc, I u, I s) {
+    return simd::V512<kVnni>::dot(acc, u, s);
+  }
+  template <bool kVnni>
+  static I dot_signed(I acc, I w, I x) {
+    return simd::V512<kVnni>::dot_signed(acc, w, x);
+  }
+  static F neg(F v) {
+    return _mm512_castsi512_ps(
+        _mm512_xor_si512(_mm512_castps_si512(v), _mm512_set1_epi32(INT32_MIN)));
+  }
+  // Lanes [0, n) of v to c.
+  static void store(float* c, F v, int n) {
+    _mm512_mask_storeu_ps(c, static_cast<__mmask16>((1u << n) - 1), v);
+  }
+};
+#endif
 
 // v shifted so that its bit `from` of every byte lands on bit `to` (other
 // bits are not cleared: callers mask them).
-inline __m256i move_bits(__m256i v, int from, int to) {
-  return from <= to ? _mm256_slli_epi16(v, to - from) : _mm256_srli_epi16(v, from - to);
+template <class L>
+inline typename L::I move_bits(typename L::I v, int from, int to) {
+  return from <= to ? L::slli16(v, to - from) : L::srli16(v, from - to);
 }
 
 // Per interleaved type: its group, the GEMM layout's numbers (kUnit values
 // per block, kSub per scale, kOffset, kBias), the values of chunk j of a
 // block (values 32j .. 32j + 31) as u bytes, v[k] holding values 4k .. 4k + 3
-// of each of the 8 rows lane by lane (the panel's layout already), and the
-// block's scales and biases with the rows as lanes: the values U::values /
-// U::scales give (gemm_unpack.h), made with the same f32 operations.
+// of each row lane by lane (the panel's layout already), and the block's
+// scales and biases with the rows as lanes: the values U::values / U::scales
+// give (gemm_unpack.h), made with the same f32 operations. l (Lanes8 or
+// Lanes16) picks the group's lanes.
 template <DType T>
 struct Interleaved;
 
 template <>
-struct Interleaved<DType::Q8_0_R8> {
-  using Group = BlockQ8_0x8;
+struct Interleaved<DType::Q8_0_R16> {
+  using Group = BlockQ8_0x16;
   static constexpr int kUnit = 32, kSub = 32, kOffset = 128;
   static constexpr bool kBias = false;
-  template <bool kSigned>
-  static void values(const Group& g, int, __m256i* v) {
+  template <bool kSigned, class L>
+  static void values(const L& l, const Group& g, int, typename L::I* v) {
     for (int k = 0; k < 8; ++k) {
-      v[k] = load256(g.qs[k]);
-      if constexpr (!kSigned) v[k] = _mm256_xor_si256(v[k], _mm256_set1_epi8(-128));  // q + 128
+      v[k] = l.load(g.qs[k]);
+      if constexpr (!kSigned) v[k] = L::xor_(v[k], L::bytes(-128));  // q + 128
     }
   }
-  static void scales(const Group& g, __m256* s, __m256*) {
-    s[0] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g.d)));
+  template <class L>
+  static void scales(const L& l, const Group& g, typename L::F* s, typename L::F*) {
+    s[0] = l.halves(g.d);
   }
 };
 
 template <>
-struct Interleaved<DType::Q5_0_R8> {
-  using Group = BlockQ5_0x8;
+struct Interleaved<DType::Q5_0_R16> {
+  using Group = BlockQ5_0x16;
   static constexpr int kUnit = 32, kSub = 32, kOffset = 16;
   static constexpr bool kBias = false;
-  template <bool>
-  static void values(const Group& g, int, __m256i* v) {
-    const __m256i low4 = _mm256_set1_epi8(0x0F);
+  template <bool, class L>
+  static void values(const L& l, const Group& g, int, typename L::I* v) {
+    const auto low4 = L::bytes(0x0F);
     for (int k = 0; k < 4; ++k) {
-      const __m256i q = load256(g.qs[k]);
-      v[k] = _mm256_or_si256(_mm256_and_si256(q, low4),
-                             simd::unpack_fifth_bits(reinterpret_cast<const uint8_t*>(&g.qh[k])));
-      v[k + 4] =
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), low4),
-                          simd::unpack_fifth_bits(reinterpret_cast<const uint8_t*>(&g.qh[k + 4])));
+      const auto q = l.load(g.qs[k]);
+      v[k] = L::or_(L::and_(q, low4), l.fifth_bits(g.qh[k]));
+      v[k + 4] = L::or_(L::and_(L::srli16(q, 4), low4), l.fifth_bits(g.qh[k + 4]));
     }
   }
-  static void scales(const Group& g, __m256* s, __m256*) {
-    s[0] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g.d)));
+  template <class L>
+  static void scales(const L& l, const Group& g, typename L::F* s, typename L::F*) {
+    s[0] = l.halves(g.d);
   }
 };
 
@@ -157,70 +269,66 @@ struct InterleavedK45 {
   using Group = G;
   static constexpr int kUnit = kQKK, kSub = 32, kOffset = 0;
   static constexpr bool kBias = true;
-  template <bool>
-  static void values(const Group& g, int j, __m256i* v) {
-    const __m256i low4 = _mm256_set1_epi8(0x0F);
+  template <bool, class L>
+  static void values(const L& l, const Group& g, int j, typename L::I* v) {
+    const auto low4 = L::bytes(0x0F);
     for (int k = 0; k < 8; ++k) {
-      const __m256i q = load256(g.qs[8 * (j / 2) + k]);
-      v[k] = _mm256_and_si256((j & 1) ? _mm256_srli_epi16(q, 4) : q, low4);
+      const auto q = l.load(g.qs[8 * (j / 2) + k]);
+      v[k] = L::and_((j & 1) ? L::srli16(q, 4) : q, low4);
       if constexpr (kFive)  // bit j of qh is bit 4 of u
-        v[k] = or_masked(v[k], move_bits(load256(g.qh[k]), j, 4), _mm256_set1_epi8(0x10));
+        v[k] = L::or_masked(v[k], move_bits<L>(l.load(g.qh[k]), j, 4), L::bytes(0x10));
     }
   }
-  static void scales(const Group& g, __m256* s, __m256* bias) {
-    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g.d)));
-    const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g.dmin)));
-    // Byte b of the 8 lanes' packed scales as int32 lanes; then k_scale_min
-    // (gguf_blocks.h) on all 8 lanes at once.
-    __m256i sb[12];
-    for (int b = 0; b < 12; ++b)
-      sb[b] = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(g.scales[b])));
-    const __m256i m6 = _mm256_set1_epi32(63), m4 = _mm256_set1_epi32(15);
-    const __m256 neg_dmin = _mm256_xor_ps(dmin, _mm256_set1_ps(-0.0f));  // exact -dmin
+  template <class L>
+  static void scales(const L& l, const Group& g, typename L::F* s, typename L::F* bias) {
+    using I = typename L::I;
+    const auto d = l.halves(g.d);
+    const auto neg_dmin = L::neg(l.halves(g.dmin));
+    // Byte b of the rows' packed scales as int32 lanes; then k_scale_min
+    // (gguf_blocks.h) on all lanes at once.
+    I sb[12];
+    for (int b = 0; b < 12; ++b) sb[b] = l.u8(g.scales[b]);
+    const I m6 = L::set1(63), m4 = L::set1(15);
     for (int j = 0; j < 8; ++j) {
-      __m256i sc, m;
+      I sc, m;
       if (j < 4) {
-        sc = _mm256_and_si256(sb[j], m6);
-        m = _mm256_and_si256(sb[j + 4], m6);
+        sc = L::and_(sb[j], m6);
+        m = L::and_(sb[j + 4], m6);
       } else {
-        sc = _mm256_or_si256(_mm256_and_si256(sb[j + 4], m4),
-                             _mm256_slli_epi32(_mm256_srli_epi32(sb[j - 4], 6), 4));
-        m = _mm256_or_si256(_mm256_srli_epi32(sb[j + 4], 4),
-                            _mm256_slli_epi32(_mm256_srli_epi32(sb[j], 6), 4));
+        sc = L::or_(L::and_(sb[j + 4], m4), L::slli32(L::srli32(sb[j - 4], 6), 4));
+        m = L::or_(L::srli32(sb[j + 4], 4), L::slli32(L::srli32(sb[j], 6), 4));
       }
-      s[j] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(sc));
-      bias[j] = _mm256_mul_ps(neg_dmin, _mm256_cvtepi32_ps(m));
+      s[j] = L::mul(d, L::cvt(sc));
+      bias[j] = L::mul(neg_dmin, L::cvt(m));
     }
   }
 };
 template <>
-struct Interleaved<DType::Q4_K_R8> : InterleavedK45<BlockQ4_Kx8, false> {};
+struct Interleaved<DType::Q4_K_R16> : InterleavedK45<BlockQ4_Kx16, false> {};
 template <>
-struct Interleaved<DType::Q5_K_R8> : InterleavedK45<BlockQ5_Kx8, true> {};
+struct Interleaved<DType::Q5_K_R16> : InterleavedK45<BlockQ5_Kx16, true> {};
 
 // Q6_K: 16 sub-blocks of 16, s_j = d * sc_j, u in [0, 63], offset 32.
 template <>
-struct Interleaved<DType::Q6_K_R8> {
-  using Group = BlockQ6_Kx8;
+struct Interleaved<DType::Q6_K_R16> {
+  using Group = BlockQ6_Kx16;
   static constexpr int kUnit = kQKK, kSub = 16, kOffset = 32;
   static constexpr bool kBias = false;
   // Chunk j: half h = j / 4 of the block, quarter t = j % 4 (UnpackQ6_K::values).
-  template <bool>
-  static void values(const Group& g, int j, __m256i* v) {
+  template <bool, class L>
+  static void values(const L& l, const Group& g, int j, typename L::I* v) {
     const int h = j / 4, t = j % 4;
     for (int k = 0; k < 8; ++k) {
-      const __m256i ql = load256(g.ql[16 * h + 8 * (t & 1) + k]);
-      const __m256i lo =
-          _mm256_and_si256((t >> 1) ? _mm256_srli_epi16(ql, 4) : ql, _mm256_set1_epi8(0x0F));
+      const auto ql = l.load(g.ql[16 * h + 8 * (t & 1) + k]);
+      const auto lo = L::and_((t >> 1) ? L::srli16(ql, 4) : ql, L::bytes(0x0F));
       // Bits 2t, 2t + 1 of qh are bits 4, 5 of u.
-      v[k] = or_masked(lo, move_bits(load256(g.qh[8 * h + k]), 2 * t, 4), _mm256_set1_epi8(0x30));
+      v[k] = L::or_masked(lo, move_bits<L>(l.load(g.qh[8 * h + k]), 2 * t, 4), L::bytes(0x30));
     }
   }
-  static void scales(const Group& g, __m256* s, __m256*) {
-    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g.d)));
-    for (int j = 0; j < 16; ++j)
-      s[j] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
-                                  _mm_loadl_epi64(reinterpret_cast<const __m128i*>(g.scales[j])))));
+  template <class L>
+  static void scales(const L& l, const Group& g, typename L::F* s, typename L::F*) {
+    const auto d = l.halves(g.d);
+    for (int j = 0; j < 16; ++j) s[j] = L::mul(d, L::cvt(l.i8(g.scales[j])));
   }
 };
 
@@ -228,24 +336,24 @@ struct Interleaved<DType::Q6_K_R8> {
 template <class Fn>
 bool with_interleaved(DType type, Fn&& fn) {
   switch (type) {
-    case DType::Q8_0_R8:
-      return fn(Interleaved<DType::Q8_0_R8>{}), true;
-    case DType::Q5_0_R8:
-      return fn(Interleaved<DType::Q5_0_R8>{}), true;
-    case DType::Q4_K_R8:
-      return fn(Interleaved<DType::Q4_K_R8>{}), true;
-    case DType::Q5_K_R8:
-      return fn(Interleaved<DType::Q5_K_R8>{}), true;
-    case DType::Q6_K_R8:
-      return fn(Interleaved<DType::Q6_K_R8>{}), true;
+    case DType::Q8_0_R16:
+      return fn(Interleaved<DType::Q8_0_R16>{}), true;
+    case DType::Q5_0_R16:
+      return fn(Interleaved<DType::Q5_0_R16>{}), true;
+    case DType::Q4_K_R16:
+      return fn(Interleaved<DType::Q4_K_R16>{}), true;
+    case DType::Q5_K_R16:
+      return fn(Interleaved<DType::Q5_K_R16>{}), true;
+    case DType::Q6_K_R16:
+      return fn(Interleaved<DType::Q6_K_R16>{}), true;
     default:
       return false;
   }
 }
 
 // pack_quant of an interleaved weight: each 32-value chunk of a group's block
-// is 8 of the panel's 32-byte rows as they are (values unpacked); columns past
-// rows are zero.
+// is 8 of the panel's rows of 32 bytes per half group, as they are (values
+// unpacked); columns past rows are zero. nr is a multiple of the group.
 template <class T>
 void x86_pack_interleaved(const uint8_t* w, int64_t row_bytes, int rows, int64_t k0, int64_t kc,
                           QuantPanel& p) {
@@ -253,12 +361,15 @@ void x86_pack_interleaved(const uint8_t* w, int64_t row_bytes, int rows, int64_t
   constexpr int kSubs = T::kUnit / T::kSub;
   const int nr = p.nr;
   for (int c0 = 0; c0 < nr; c0 += 8) {
-    // A row slice may end inside a group (its lanes past rows are zeroed), or
-    // before this group.
+    // Half c0 / 8 % 2 of the group at c0 / 16. A row slice may end inside a
+    // group (its lanes past rows are zeroed), or before this half.
+    Lanes8 l;
+    l.half = (c0 / 8) % 2;
+    const int g0 = c0 - 8 * l.half;
     const __m256i live =
         _mm256_cmpgt_epi32(_mm256_set1_epi32(rows - c0), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
     const __m256 live_ps = _mm256_castsi256_ps(live);
-    const auto* groups = c0 < rows ? reinterpret_cast<const Group*>(w + c0 * row_bytes) : nullptr;
+    const auto* groups = c0 < rows ? reinterpret_cast<const Group*>(w + g0 * row_bytes) : nullptr;
     __m256 s[kSubs], bias[kSubs];
     for (int64_t kk = 0; kk < kc; kk += 32) {
       const int64_t b = (k0 + kk) / T::kUnit;
@@ -267,16 +378,16 @@ void x86_pack_interleaved(const uint8_t* w, int64_t row_bytes, int rows, int64_t
       if (!groups) {
         for (int q = 0; q < 8; ++q) v[q] = _mm256_setzero_si256();
       } else if (p.layout.is_signed) {
-        T::template values<true>(groups[b], j, v);
+        T::template values<true>(l, groups[b], j, v);
       } else {
-        T::template values<false>(groups[b], j, v);
+        T::template values<false>(l, groups[b], j, v);
       }
       for (int q = 0; q < 8; ++q)
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(p.q + ((kk / 4 + q) * nr + c0) * 4),
                             _mm256_and_si256(v[q], live));
       if (j != 0) continue;
       for (int q = 0; q < kSubs; ++q) s[q] = bias[q] = _mm256_setzero_ps();
-      if (groups) T::scales(groups[b], s, bias);
+      if (groups) T::scales(l, groups[b], s, bias);
       const int64_t first = kk / T::kSub;  // the block's first sub-block in the panel
       for (int q = 0; q < kSubs; ++q) {
         _mm256_storeu_ps(p.scale + (first + q) * nr + c0, _mm256_and_ps(s[q], live_ps));

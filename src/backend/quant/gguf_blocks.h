@@ -73,42 +73,43 @@ inline void k_scale_min(const uint8_t* s, int j, int& sc, int& m) {
   }
 }
 
-// Eight rows interleaved (DType::*_R8, quant/interleave.h): rows 8g .. 8g + 7
-// form group g, and group g's block b holds block b of each of its rows (lane
-// i = row 8g + i), with the values laid out in chunks of 32 bytes that hold 4
-// bytes of each of the 8 rows, lane by lane (what one 256-bit integer dot with
-// the rows as lanes reads): chunk c's bytes 4i .. 4i + 3 are lane i's bytes
-// 4c .. 4c + 3 of the same array. Per-row fields (scales) are kept per lane.
-// A group's blocks follow one another and take exactly its 8 rows' bytes, so
-// group g starts 8 * g rows' bytes into the tensor, as in the plain layout.
-struct BlockQ8_0x8 {
-  uint16_t d[8];     // lane i's f16 scale
-  int8_t qs[8][32];  // chunks of qs
+// Sixteen rows interleaved (DType::*_R16, quant/interleave.h): rows 16g ..
+// 16g + 15 form group g, and group g's block b holds block b of each of its
+// rows (lane i = row 16g + i), with the values laid out in chunks of 64 bytes
+// that hold 4 bytes of each of the 16 rows, lane by lane (what one 512-bit
+// integer dot with the rows as lanes reads, or two 256-bit ones of 8 rows
+// each): chunk c's bytes 4i .. 4i + 3 are lane i's bytes 4c .. 4c + 3 of the
+// same array. Per-row fields (scales) are kept per lane. A group's blocks
+// follow one another and take exactly its 16 rows' bytes, so group g starts
+// 16 * g rows' bytes into the tensor, as in the plain layout.
+struct BlockQ8_0x16 {
+  uint16_t d[16];    // lane i's f16 scale
+  int8_t qs[8][64];  // chunks of qs
 };
-struct BlockQ5_0x8 {
-  uint16_t d[8];
-  uint32_t qh[8];     // bit 4i + j of qh[k] = lane i's fifth bit of value 4k + j
-  uint8_t qs[4][32];  // chunks of qs (values 4k + j in low nibbles, 16 + 4k + j in high ones)
+struct BlockQ5_0x16 {
+  uint16_t d[16];
+  uint64_t qh[8];     // bit 4i + j of qh[k] = lane i's fifth bit of value 4k + j
+  uint8_t qs[4][64];  // chunks of qs (values 4k + j in low nibbles, 16 + 4k + j in high ones)
 };
-struct BlockQ4_Kx8 {
-  uint16_t d[8], dmin[8];
-  uint8_t scales[12][8];  // scales[b][i] = lane i's packed scale / min byte b
-  uint8_t qs[32][32];     // chunks of qs
+struct BlockQ4_Kx16 {
+  uint16_t d[16], dmin[16];
+  uint8_t scales[12][16];  // scales[b][i] = lane i's packed scale / min byte b
+  uint8_t qs[32][64];      // chunks of qs
 };
-struct BlockQ5_Kx8 {
-  uint16_t d[8], dmin[8];
-  uint8_t scales[12][8];
-  uint8_t qh[8][32];  // chunks of qh
-  uint8_t qs[32][32];
+struct BlockQ5_Kx16 {
+  uint16_t d[16], dmin[16];
+  uint8_t scales[12][16];
+  uint8_t qh[8][64];  // chunks of qh
+  uint8_t qs[32][64];
 };
-struct BlockQ6_Kx8 {
-  uint16_t d[8];
-  int8_t scales[16][8];  // scales[j][i] = lane i's scales[j]
-  uint8_t ql[32][32];    // chunks of ql
-  uint8_t qh[16][32];    // chunks of qh
+struct BlockQ6_Kx16 {
+  uint16_t d[16];
+  int8_t scales[16][16];  // scales[j][i] = lane i's scales[j]
+  uint8_t ql[32][64];     // chunks of ql
+  uint8_t qh[16][64];     // chunks of qh
 };
-static_assert(sizeof(BlockQ8_0x8) == 8 * 34 && sizeof(BlockQ5_0x8) == 8 * 22);
-static_assert(sizeof(BlockQ4_Kx8) == 8 * 144 && sizeof(BlockQ5_Kx8) == 8 * 176 &&
-              sizeof(BlockQ6_Kx8) == 8 * 210);
+static_assert(sizeof(BlockQ8_0x16) == 16 * 34 && sizeof(BlockQ5_0x16) == 16 * 22);
+static_assert(sizeof(BlockQ4_Kx16) == 16 * 144 && sizeof(BlockQ5_Kx16) == 16 * 176 &&
+              sizeof(BlockQ6_Kx16) == 16 * 210);
 
 }  // namespace loom::quant

@@ -9,38 +9,40 @@
 namespace loom::quant {
 namespace {
 
+constexpr int kLanes = static_cast<int>(kInterleaveRows);
+
 // Chunk c of `chunks` 4-byte chunks: lane i's src[4c .. 4c + 3] at dst[c][4i ..].
 template <class T>
-void chunks_in(const T* src, int chunks, int lane, T (*dst)[32]) {
+void chunks_in(const T* src, int chunks, int lane, T (*dst)[4 * kLanes]) {
   for (int c = 0; c < chunks; ++c) std::memcpy(&dst[c][4 * lane], src + 4 * c, 4);
 }
 template <class T>
-void chunks_out(const T (*src)[32], int chunks, int lane, T* dst) {
+void chunks_out(const T (*src)[4 * kLanes], int chunks, int lane, T* dst) {
   for (int c = 0; c < chunks; ++c) std::memcpy(dst + 4 * c, &src[c][4 * lane], 4);
 }
 
-void to_x8(const BlockQ8_0& s, int i, BlockQ8_0x8& o) {
+void to_group(const BlockQ8_0& s, int i, BlockQ8_0x16& o) {
   o.d[i] = s.d;
   chunks_in(s.qs, 8, i, o.qs);
 }
-void from_x8(const BlockQ8_0x8& g, int i, BlockQ8_0& o) {
+void from_group(const BlockQ8_0x16& g, int i, BlockQ8_0& o) {
   o.d = g.d[i];
   chunks_out(g.qs, 8, i, o.qs);
 }
 
-void to_x8(const BlockQ5_0& s, int i, BlockQ5_0x8& o) {
+void to_group(const BlockQ5_0& s, int i, BlockQ5_0x16& o) {
   if (i == 0) std::memset(o.qh, 0, sizeof(o.qh));
   o.d[i] = s.d;
   uint32_t qh;
   std::memcpy(&qh, s.qh, 4);
   chunks_in(s.qs, 4, i, o.qs);
-  for (int k = 0; k < 8; ++k) o.qh[k] |= ((qh >> (4 * k)) & 0xFu) << (4 * i);
+  for (int k = 0; k < 8; ++k) o.qh[k] |= static_cast<uint64_t>((qh >> (4 * k)) & 0xFu) << (4 * i);
 }
-void from_x8(const BlockQ5_0x8& g, int i, BlockQ5_0& o) {
+void from_group(const BlockQ5_0x16& g, int i, BlockQ5_0& o) {
   o.d = g.d[i];
   uint32_t qh = 0;
   chunks_out(g.qs, 4, i, o.qs);
-  for (int k = 0; k < 8; ++k) qh |= ((g.qh[k] >> (4 * i)) & 0xFu) << (4 * k);
+  for (int k = 0; k < 8; ++k) qh |= static_cast<uint32_t>((g.qh[k] >> (4 * i)) & 0xFu) << (4 * k);
   std::memcpy(o.qh, &qh, 4);
 }
 
@@ -58,28 +60,28 @@ void k45_out(const G& g, int i, B& o) {
   for (int b = 0; b < 12; ++b) o.scales[b] = g.scales[b][i];
   chunks_out(g.qs, 32, i, o.qs);
 }
-void to_x8(const BlockQ4_K& s, int i, BlockQ4_Kx8& o) {
+void to_group(const BlockQ4_K& s, int i, BlockQ4_Kx16& o) {
   k45_in(s, i, o);
 }
-void from_x8(const BlockQ4_Kx8& g, int i, BlockQ4_K& o) {
+void from_group(const BlockQ4_Kx16& g, int i, BlockQ4_K& o) {
   k45_out(g, i, o);
 }
-void to_x8(const BlockQ5_K& s, int i, BlockQ5_Kx8& o) {
+void to_group(const BlockQ5_K& s, int i, BlockQ5_Kx16& o) {
   k45_in(s, i, o);
   chunks_in(s.qh, 8, i, o.qh);
 }
-void from_x8(const BlockQ5_Kx8& g, int i, BlockQ5_K& o) {
+void from_group(const BlockQ5_Kx16& g, int i, BlockQ5_K& o) {
   k45_out(g, i, o);
   chunks_out(g.qh, 8, i, o.qh);
 }
 
-void to_x8(const BlockQ6_K& s, int i, BlockQ6_Kx8& o) {
+void to_group(const BlockQ6_K& s, int i, BlockQ6_Kx16& o) {
   o.d[i] = s.d;
   for (int j = 0; j < 16; ++j) o.scales[j][i] = s.scales[j];
   chunks_in(s.ql, 32, i, o.ql);
   chunks_in(s.qh, 16, i, o.qh);
 }
-void from_x8(const BlockQ6_Kx8& g, int i, BlockQ6_K& o) {
+void from_group(const BlockQ6_Kx16& g, int i, BlockQ6_K& o) {
   o.d = g.d[i];
   for (int j = 0; j < 16; ++j) o.scales[j] = g.scales[j][i];
   chunks_out(g.ql, 32, i, o.ql);
@@ -91,38 +93,38 @@ void interleave_typed(const uint8_t* src, int64_t row_bytes, uint8_t* dst) {
   auto* out = reinterpret_cast<Group*>(dst);
   const int64_t nb = row_bytes / static_cast<int64_t>(sizeof(Block));
   for (int64_t b = 0; b < nb; ++b)
-    for (int i = 0; i < 8; ++i)
-      to_x8(reinterpret_cast<const Block*>(src + i * row_bytes)[b], i, out[b]);
+    for (int i = 0; i < kLanes; ++i)
+      to_group(reinterpret_cast<const Block*>(src + i * row_bytes)[b], i, out[b]);
 }
 
 template <class Block, class Group>
 void deinterleave_typed(const uint8_t* group, int lane, int64_t b0, int64_t b1, uint8_t* dst) {
   const auto* g = reinterpret_cast<const Group*>(group);
   auto* out = reinterpret_cast<Block*>(dst);
-  for (int64_t b = b0; b < b1; ++b) from_x8(g[b], lane, out[b - b0]);
+  for (int64_t b = b0; b < b1; ++b) from_group(g[b], lane, out[b - b0]);
 }
 
 // The pairs (plain type, interleaved type).
-constexpr std::pair<DType, DType> kPairs[] = {{DType::Q8_0, DType::Q8_0_R8},
-                                              {DType::Q5_0, DType::Q5_0_R8},
-                                              {DType::Q4_K, DType::Q4_K_R8},
-                                              {DType::Q5_K, DType::Q5_K_R8},
-                                              {DType::Q6_K, DType::Q6_K_R8}};
+constexpr std::pair<DType, DType> kPairs[] = {{DType::Q8_0, DType::Q8_0_R16},
+                                              {DType::Q5_0, DType::Q5_0_R16},
+                                              {DType::Q4_K, DType::Q4_K_R16},
+                                              {DType::Q5_K, DType::Q5_K_R16},
+                                              {DType::Q6_K, DType::Q6_K_R16}};
 
 // fn(Block{}, Group{}) for the interleaved type `type`.
 template <class Fn>
 void with_group(DType type, const char* what, Fn&& fn) {
   switch (type) {
-    case DType::Q8_0_R8:
-      return fn(BlockQ8_0{}, BlockQ8_0x8{});
-    case DType::Q5_0_R8:
-      return fn(BlockQ5_0{}, BlockQ5_0x8{});
-    case DType::Q4_K_R8:
-      return fn(BlockQ4_K{}, BlockQ4_Kx8{});
-    case DType::Q5_K_R8:
-      return fn(BlockQ5_K{}, BlockQ5_Kx8{});
-    case DType::Q6_K_R8:
-      return fn(BlockQ6_K{}, BlockQ6_Kx8{});
+    case DType::Q8_0_R16:
+      return fn(BlockQ8_0{}, BlockQ8_0x16{});
+    case DType::Q5_0_R16:
+      return fn(BlockQ5_0{}, BlockQ5_0x16{});
+    case DType::Q4_K_R16:
+      return fn(BlockQ4_K{}, BlockQ4_Kx16{});
+    case DType::Q5_K_R16:
+      return fn(BlockQ5_K{}, BlockQ5_Kx16{});
+    case DType::Q6_K_R16:
+      return fn(BlockQ6_K{}, BlockQ6_Kx16{});
     default:
       LOOM_THROW("{}: {} is not an interleaved type", what, dtype_name(type));
   }
@@ -154,7 +156,7 @@ void interleave_group(DType type, const uint8_t* src, int64_t row_bytes, uint8_t
 
 void deinterleave_row(DType type, const uint8_t* group, int lane, int64_t b0, int64_t b1,
                       uint8_t* dst) {
-  LOOM_CHECK(lane >= 0 && lane < 8, "deinterleave_row: lane {} out of [0, 8)", lane);
+  LOOM_CHECK(lane >= 0 && lane < kLanes, "deinterleave_row: lane {} out of [0, {})", lane, kLanes);
   with_group(type, "deinterleave_row", [&](auto block, auto g) {
     deinterleave_typed<decltype(block), decltype(g)>(group, lane, b0, b1, dst);
   });
