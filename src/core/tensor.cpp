@@ -5,6 +5,7 @@
 
 #include "core/checked_math.h"
 #include "core/error.h"
+#include "core/huge_pages.h"
 
 namespace loom {
 
@@ -20,6 +21,7 @@ Tensor Tensor::cpu_uninitialized(DType dtype, std::vector<int64_t> shape) {
   const size_t alloc = static_cast<size_t>((bytes + 63) / 64 * 64);
   void* p = alloc ? std::aligned_alloc(64, alloc) : nullptr;
   LOOM_CHECK(alloc == 0 || p, "out of memory allocating {} bytes", bytes);
+  advise_huge_pages(p, alloc);  // weights and the KV cache stream faster
   t.data_ = p;
   t.owner_ = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
   return t;

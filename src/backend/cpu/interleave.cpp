@@ -1,6 +1,7 @@
-// interleave_weight: Q8_0 / Q5_0 matrices to their 8-row interleaved types at
-// load (quant/interleave.h), which the decode kernels read with the rows as
-// vector lanes; every other op reads them back row by row.
+// interleave_weight: Q8_0 / Q5_0 / Q4_K / Q5_K / Q6_K matrices to their
+// 16-row interleaved types at load (quant/interleave.h), which the decode
+// kernels read with the rows as vector lanes; every other op reads them back
+// row by row.
 #include "backend/quant/interleave.h"
 
 #include <cstdlib>
