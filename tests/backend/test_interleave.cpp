@@ -1,4 +1,4 @@
-// Weights interleaved by 8 rows (Q8_0, Q5_0, Q4_K, Q5_K, Q6_K;
+// Weights interleaved by 16 rows (Q8_0, Q5_0, Q4_K, Q5_K, Q6_K;
 // quant/interleave.h), as the CPU backend prepares them: the layout round-trips bit for bit, and every op that
 // reads such a weight (the row path, the GEMM for any M, embedding lookups,
 // row slices) gives exactly the bits the plain weight gives, under every
@@ -23,21 +23,21 @@ TEST(Interleave, RoundTripsEveryRow) {
     SCOPED_TRACE(std::string(dtype_name(t)));
     const int64_t g = quant::kInterleaveRows, n = 2 * g, k = 3 * dtype_info(t).block_elems;
     const ref::Weight w = ref::make_weight(t, ref::random_floats(n * k, 7), n, k);
-    const DType r8 = quant::interleaved_type(t);
-    ASSERT_TRUE(quant::is_interleaved(r8));
-    EXPECT_EQ(quant::plain_type(r8), t);
+    const DType r16 = quant::interleaved_type(t);
+    ASSERT_TRUE(quant::is_interleaved(r16));
+    EXPECT_EQ(quant::plain_type(r16), t);
     const int64_t rb = w.tensor.row_stride_bytes(), nb = k / dtype_info(t).block_elems;
     std::vector<uint8_t> packed(static_cast<size_t>(n * rb)), row(static_cast<size_t>(rb));
     const auto* src = static_cast<const uint8_t*>(w.tensor.data());
     for (int64_t i = 0; i < n / g; ++i)
-      quant::interleave_group(r8, src + i * g * rb, rb, packed.data() + i * g * rb);
+      quant::interleave_group(r16, src + i * g * rb, rb, packed.data() + i * g * rb);
     EXPECT_NE(std::memcmp(packed.data(), src, packed.size()), 0);  // really reordered
     for (int64_t r = 0; r < n; ++r) {
-      quant::deinterleave_row(r8, packed.data() + r / g * g * rb, static_cast<int>(r % g), 0, nb,
+      quant::deinterleave_row(r16, packed.data() + r / g * g * rb, static_cast<int>(r % g), 0, nb,
                               row.data());
       EXPECT_EQ(std::memcmp(row.data(), src + r * rb, static_cast<size_t>(rb)), 0) << "row " << r;
       // A range of blocks alone.
-      quant::deinterleave_row(r8, packed.data() + r / g * g * rb, static_cast<int>(r % g), 1, 2,
+      quant::deinterleave_row(r16, packed.data() + r / g * g * rb, static_cast<int>(r % g), 1, 2,
                               row.data());
       EXPECT_EQ(std::memcmp(row.data(), src + r * rb + rb / nb, static_cast<size_t>(rb / nb)), 0);
     }
@@ -72,16 +72,16 @@ void check_same_bits(Backend& be, DType type, int64_t n, int64_t k, int64_t rows
   SCOPED_TRACE(::testing::Message()
                << dtype_name(type) << " N=" << n << " K=" << k << " rows=" << rows);
   const ref::Weight w = ref::make_weight(type, ref::random_floats(n * k, seed), n, k);
-  const Tensor r8_full = be.prepare_weight(w.tensor);
-  ASSERT_EQ(r8_full.dtype(), quant::interleaved_type(type));
-  const Tensor plain = w.tensor.slice_rows(0, rows), r8 = r8_full.slice_rows(0, rows);
+  const Tensor r16_full = be.prepare_weight(w.tensor);
+  ASSERT_EQ(r16_full.dtype(), quant::interleaved_type(type));
+  const Tensor plain = w.tensor.slice_rows(0, rows), r16 = r16_full.slice_rows(0, rows);
   Tensor bias = ref::f32_tensor(ref::random_floats(rows, seed + 2), {rows});
   ref::for_each_isa([&](cpu::Isa) {
     for (int64_t m : {1, 2, 3, 4, 5, 7, 8, 9, 13, 24, 40}) {
       Tensor x = ref::f32_tensor(ref::random_floats(m * k, seed + 1, -2.0f, 2.0f), {m, k});
       Tensor a = Tensor::cpu(DType::F32, {m, rows}), b = Tensor::cpu(DType::F32, {m, rows});
       be.matmul(x, plain, m % 2 ? &bias : nullptr, a);
-      be.matmul(x, r8, m % 2 ? &bias : nullptr, b);
+      be.matmul(x, r16, m % 2 ? &bias : nullptr, b);
       ASSERT_EQ(bytes_of(a), bytes_of(b)) << "M=" << m;
     }
     // Several weights of one x (q, k, v; gate, up) in one pass.
@@ -90,7 +90,7 @@ void check_same_bits(Backend& be, DType type, int64_t n, int64_t k, int64_t rows
     Tensor b1 = Tensor::cpu(DType::F32, {3, rows}), b2 = Tensor::cpu(DType::F32, {3, rows});
     LinearWeight lp, lr;
     lp.weight = plain;
-    lr.weight = r8;
+    lr.weight = r16;
     be.linear_many(x, {{&lp, nullptr, &a1}, {&lr, nullptr, &b1}});
     be.linear_many(x, {{&lr, nullptr, &b2}, {&lp, nullptr, &a2}});
     EXPECT_EQ(bytes_of(a1), bytes_of(b1));
@@ -104,7 +104,7 @@ void check_same_bits(Backend& be, DType type, int64_t n, int64_t k, int64_t rows
   std::memcpy(id.data(), ids.data(), ids.size() * 4);
   Tensor ea = Tensor::cpu(DType::F32, {rows, k}), eb = Tensor::cpu(DType::F32, {rows, k});
   be.embedding(plain, id, 0.5f, ea);
-  be.embedding(r8, id, 0.5f, eb);
+  be.embedding(r16, id, 0.5f, eb);
   EXPECT_EQ(bytes_of(ea), bytes_of(eb));
 }
 

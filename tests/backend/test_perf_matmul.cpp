@@ -194,7 +194,7 @@ TEST(Perf, DISABLED_DecodeWeightStream) {
   Tensor x4864 = ref::f32_tensor(ref::random_floats(4864, 2), {1, 4864});
   std::vector<Tensor> outs;
   for (const Mat& m : step) outs.push_back(Tensor::cpu(DType::F32, {1, m.n}));
-  // As the backend prepares them (Q8_0 / Q5_0 interleaved by 8 rows), then as
+  // As the backend prepares them (Q8_0 / Q5_0 / K-quants interleaved by 16 rows), then as
   // stored in the file.
   std::vector<Tensor> prepared;
   for (const Tensor& w : ws) prepared.push_back(be->prepare_weight(w));
