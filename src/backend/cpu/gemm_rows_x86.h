@@ -199,7 +199,7 @@ void rows_quant_typed(const uint8_t* w, int64_t row_bytes, int rows, int64_t k, 
     }
     for (int r = 0; r < NX; ++r) tot[r] = k0 == 0 ? acc[r] : _mm256_add_ps(acc[r], tot[r]);
   }
-  for (int r = 0; r < NX; ++r) L::store(c + r * ldc, tot[r], rows);
+  for (int r = 0; r < NX; ++r) L::store(c + r * ldc, tot[r], rows, false);
 }
 
 // The row path on an interleaved group (quant/interleave.h): 64 bytes of the
@@ -259,7 +259,7 @@ void rows_interleaved(const L& l, const uint8_t* w, int rows, int64_t k, const A
     }
     for (int r = 0; r < NX; ++r) tot[r] = k0 == 0 ? acc[r] : L::add(acc[r], tot[r]);
   }
-  for (int r = 0; r < NX; ++r) L::store(c + r * ldc, tot[r], rows);
+  for (int r = 0; r < NX; ++r) L::store(c + r * ldc, tot[r], rows, false);
 }
 
 template <bool kVnni, bool kQ8Signed>
@@ -329,7 +329,7 @@ void rows_float_typed(DType type, const uint8_t* w, int64_t row_bytes, int rows,
     }
     for (int r = 0; r < NX; ++r) tot[r] = k0 == 0 ? acc[r] : _mm256_add_ps(acc[r], tot[r]);
   }
-  for (int r = 0; r < NX; ++r) Lanes8::store(c + r * ldc, tot[r], rows);
+  for (int r = 0; r < NX; ++r) simd::V256::store(c + r * ldc, tot[r], rows, false);
 }
 
 void x86_rows_float(DType type, const uint8_t* w, int64_t row_bytes, int rows, int64_t k,

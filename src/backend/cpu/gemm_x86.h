@@ -156,12 +156,6 @@ struct Lanes8 : simd::V256 {
     return dot<kVnni>(acc, _mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
   }
   static F neg(F v) { return _mm256_xor_ps(v, _mm256_set1_ps(-0.0f)); }  // exact
-  // Lanes [0, n) of v to c.
-  static void store(float* c, F v, int n) {
-    alignas(32) float t[8];
-    _mm256_store_ps(t, v);
-    std::copy(t, t + n, c);
-  }
 };
 
 #if defined(__AVX512BW__) && defined(__AVX512VL__)
@@ -200,10 +194,6 @@ struct Lanes16 : simd::V512Bw {
   static F neg(F v) {
     return _mm512_castsi512_ps(
         _mm512_xor_si512(_mm512_castps_si512(v), _mm512_set1_epi32(INT32_MIN)));
-  }
-  // Lanes [0, n) of v to c.
-  static void store(float* c, F v, int n) {
-    _mm512_mask_storeu_ps(c, static_cast<__mmask16>((1u << n) - 1), v);
   }
 };
 #endif
