@@ -87,6 +87,19 @@ double seconds_per_call(Fn&& fn, double budget = 0.5) {
   return best;
 }
 
+// x . w^T timed (0.3 s budget) under every ISA, for the weight as stored and,
+// where the backend interleaves its type, as prepared: report(w, isa, seconds).
+template <class Be, class Report>
+void time_stored_and_prepared(Be& be, const Tensor& stored, const Tensor& x, Tensor& out,
+                              Report&& report) {
+  std::vector<Tensor> forms{stored};
+  if (Tensor p = be.prepare_weight(stored); p.dtype() != stored.dtype()) forms.push_back(p);
+  for (const Tensor& w : forms)
+    ref::for_each_isa([&](cpu::Isa isa) {
+      report(w, isa, seconds_per_call([&] { be.matmul(x, w, nullptr, out); }, 0.3));
+    });
+}
+
 TEST(Perf, DISABLED_MemoryBandwidth) {
   // Reference point: a plain parallel streaming read of 256 MiB.
   const int64_t n = 64ll << 20;
@@ -150,17 +163,12 @@ TEST(Perf, DISABLED_Matvec) {
     const Tensor stored = random_weight(sh.t, sh.n, sh.k);
     Tensor x = ref::f32_tensor(ref::random_floats(sh.k, 1), {1, sh.k});
     Tensor out = Tensor::cpu(DType::F32, {1, sh.n});
-    // As stored and, where the backend interleaves the type, as prepared.
-    std::vector<Tensor> forms{stored};
-    if (Tensor p = be->prepare_weight(stored); p.dtype() != stored.dtype()) forms.push_back(p);
-    for (const Tensor& w : forms)
-      ref::for_each_isa([&](cpu::Isa isa) {
-        const double s = seconds_per_call([&] { be->matmul(x, w, nullptr, out); }, 0.3);
-        std::printf("matvec %-7s N=%-6ld K=%-5ld %-8s %8.1f us  %6.1f GB/s\n",
-                    std::string(dtype_name(w.dtype())).c_str(), static_cast<long>(sh.n),
-                    static_cast<long>(sh.k), std::string(cpu::isa_name(isa)).c_str(), s * 1e6,
-                    w.nbytes() / s / 1e9);
-      });
+    time_stored_and_prepared(*be, stored, x, out, [&](const Tensor& w, cpu::Isa isa, double s) {
+      std::printf("matvec %-7s N=%-6ld K=%-5ld %-8s %8.1f us  %6.1f GB/s\n",
+                  std::string(dtype_name(w.dtype())).c_str(), static_cast<long>(sh.n),
+                  static_cast<long>(sh.k), std::string(cpu::isa_name(isa)).c_str(), s * 1e6,
+                  w.nbytes() / s / 1e9);
+    });
   }
 }
 
@@ -228,17 +236,12 @@ TEST(Perf, DISABLED_Prefill) {
     const Tensor stored = random_weight(t, n, k);
     Tensor x = ref::f32_tensor(ref::random_floats(m * k, 1), {m, k});
     Tensor out = Tensor::cpu(DType::F32, {m, n});
-    // As stored and, where the backend interleaves the type, as prepared.
-    std::vector<Tensor> forms{stored};
-    if (Tensor p = be->prepare_weight(stored); p.dtype() != stored.dtype()) forms.push_back(p);
-    for (const Tensor& w : forms)
-      ref::for_each_isa([&](cpu::Isa isa) {
-        const double s = seconds_per_call([&] { be->matmul(x, w, nullptr, out); }, 0.3);
-        std::printf("matmul %-7s M=%ld N=%ld K=%ld %-8s %8.2f ms  %6.1f GFLOP/s\n",
-                    std::string(dtype_name(w.dtype())).c_str(), static_cast<long>(m),
-                    static_cast<long>(n), static_cast<long>(k),
-                    std::string(cpu::isa_name(isa)).c_str(), s * 1e3, 2.0 * m * n * k / s / 1e9);
-      });
+    time_stored_and_prepared(*be, stored, x, out, [&](const Tensor& w, cpu::Isa isa, double s) {
+      std::printf("matmul %-7s M=%ld N=%ld K=%ld %-8s %8.2f ms  %6.1f GFLOP/s\n",
+                  std::string(dtype_name(w.dtype())).c_str(), static_cast<long>(m),
+                  static_cast<long>(n), static_cast<long>(k),
+                  std::string(cpu::isa_name(isa)).c_str(), s * 1e3, 2.0 * m * n * k / s / 1e9);
+    });
   }
 }
 
