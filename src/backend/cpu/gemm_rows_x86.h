@@ -205,61 +205,74 @@ void rows_quant_typed(const uint8_t* w, int64_t row_bytes, int rows, int64_t k, 
 // The row path on an interleaved group (quant/interleave.h): 64 bytes of the
 // group hold 4 values of each of its 16 rows, lane by lane, so each dot of them
 // with 4 activation bytes broadcast to every lane adds to the rows' sums at
-// once: no transposing rows, no sum across lanes. l reads the whole group
-// (Lanes16) or half of it (Lanes8: rows 8 * half ..). The integer sums and the
-// f32 steps are those of rows_quant_typed (and of the GEMM): the same bits.
-template <class T, class L, int NX, bool kVnni, bool kSigned>
-void rows_interleaved(const L& l, const uint8_t* w, int rows, int64_t k, const ActQ8_G* x,
+// once: no transposing rows, no sum across lanes. ls holds one lane policy
+// per part of the group: {Lanes16} (all 16 rows), or {Lanes8 half 0, Lanes8
+// half 1} (rows 0..7, then 8..15; H = 1 where the group has at most 8 rows).
+// The group is read once, block after block, every part of a block before the
+// next block, so its bytes stream from memory once while every part is worked
+// on. The integer sums and the f32 steps are those of rows_quant_typed (and
+// of the GEMM), in the same order for every row: the same bits.
+template <class T, class L, int H, int NX, bool kVnni, bool kSigned>
+void rows_interleaved(const L (&ls)[H], const uint8_t* w, int rows, int64_t k, const ActQ8_G* x,
                       int64_t xs, float* c, int64_t ldc, const uint8_t* next) {
   using Group = typename T::Group;
   using I = typename L::I;
   using F = typename L::F;
   constexpr int kSubs = T::kUnit / T::kSub;
+  constexpr int kChunks = T::kUnit / 32;
   constexpr int kOffset = kSigned ? 0 : T::kOffset;
+  static_assert(kGemmKcQuant % T::kUnit == 0);
   const auto* groups = reinterpret_cast<const Group*>(w);
   F scale[kSubs], bias[kSubs];
-  F tot[NX];
-  for (int r = 0; r < NX; ++r) tot[r] = L::zerof();
+  F tot[H][NX];
+  for (int h = 0; h < H; ++h)
+    for (int r = 0; r < NX; ++r) tot[h][r] = L::zerof();
   for (int64_t k0 = 0; k0 < k; k0 += kGemmKcQuant) {
-    F acc[NX];
-    for (int r = 0; r < NX; ++r) acc[r] = L::zerof();
-    const int64_t k1 = std::min(k, k0 + kGemmKcQuant);
-    for (int64_t kk = k0; kk < k1; kk += 32) {
-      const int64_t b = kk / T::kUnit;
-      const int j = static_cast<int>((kk % T::kUnit) / 32);
-      if (j == 0) {
-        T::scales(l, groups[b], scale, bias);
-        // A group's blocks, and the next group's after them, are one stream
-        // of bytes: fetch a block's worth kInterleavedPrefetchBytes ahead.
-        if (next) {
-          const char* p = reinterpret_cast<const char*>(groups + b) + kInterleavedPrefetchBytes;
-          for (size_t o = 0; o < sizeof(Group); o += 64) __builtin_prefetch(p + o);
-        }
+    F acc[H][NX];
+    for (int h = 0; h < H; ++h)
+      for (int r = 0; r < NX; ++r) acc[h][r] = L::zerof();
+    const int64_t b1 = std::min(k, k0 + kGemmKcQuant) / T::kUnit;
+    for (int64_t b = k0 / T::kUnit; b < b1; ++b) {
+      // A group's blocks, and the next group's after them, are one stream
+      // of bytes: fetch a block's worth kInterleavedPrefetchBytes ahead.
+      if (next) {
+        const char* p = reinterpret_cast<const char*>(groups + b) + kInterleavedPrefetchBytes;
+        for (size_t o = 0; o < sizeof(Group); o += 64) __builtin_prefetch(p + o);
       }
-      I v[8];
-      T::template values<kSigned>(l, groups[b], j, v);
-      for (int r = 0; r < NX; ++r) {
-        const ActQ8_G& a = x[r * xs + kk / 32];
-        int32_t xq[8];
-        __builtin_memcpy(xq, a.qs, sizeof(xq));
-        // i0: values 0..15 of the chunk (v[0..3]), i1: values 16..31.
-        I i0 = L::zero(), i1 = L::zero();
-        for (int q = 0; q < 4; ++q) {
-          const I x0 = L::set1(xq[q]), x1 = L::set1(xq[q + 4]);
-          if constexpr (kSigned) {
-            i0 = L::template dot_signed<kVnni>(i0, v[q], x0);
-            i1 = L::template dot_signed<kVnni>(i1, v[q + 4], x1);
-          } else {
-            i0 = L::template dot<kVnni>(i0, v[q], x0);
-            i1 = L::template dot<kVnni>(i1, v[q + 4], x1);
+      for (int h = 0; h < H; ++h) {
+        const L& l = ls[h];
+        T::scales(l, groups[b], scale, bias);
+        for (int j = 0; j < kChunks; ++j) {
+          I v[8];
+          T::template values<kSigned>(l, groups[b], j, v);
+          for (int r = 0; r < NX; ++r) {
+            const ActQ8_G& a = x[r * xs + b * kChunks + j];
+            int32_t xq[8];
+            __builtin_memcpy(xq, a.qs, sizeof(xq));
+            // i0: values 0..15 of the chunk (v[0..3]), i1: values 16..31.
+            I i0 = L::zero(), i1 = L::zero();
+            for (int q = 0; q < 4; ++q) {
+              const I x0 = L::set1(xq[q]), x1 = L::set1(xq[q + 4]);
+              if constexpr (kSigned) {
+                i0 = L::template dot_signed<kVnni>(i0, v[q], x0);
+                i1 = L::template dot_signed<kVnni>(i1, v[q + 4], x1);
+              } else {
+                i0 = L::template dot<kVnni>(i0, v[q], x0);
+                i1 = L::template dot<kVnni>(i1, v[q + 4], x1);
+              }
+            }
+            acc[h][r] = add_chunk<L, T::kSub, T::kBias, kOffset>(i0, i1, a, scale, bias, j, acc[h][r]);
           }
         }
-        acc[r] = add_chunk<L, T::kSub, T::kBias, kOffset>(i0, i1, a, scale, bias, j, acc[r]);
       }
     }
-    for (int r = 0; r < NX; ++r) tot[r] = k0 == 0 ? acc[r] : L::add(acc[r], tot[r]);
+    for (int h = 0; h < H; ++h)
+      for (int r = 0; r < NX; ++r) tot[h][r] = k0 == 0 ? acc[h][r] : L::add(acc[h][r], tot[h][r]);
   }
-  for (int r = 0; r < NX; ++r) L::store(c + r * ldc, tot[r], rows, false);
+  for (int h = 0; h < H; ++h) {
+    const int n = std::min(rows - h * L::kLanes, L::kLanes);
+    for (int r = 0; r < NX; ++r) L::store(c + r * ldc + h * L::kLanes, tot[h][r], n, false);
+  }
 }
 
 template <bool kVnni, bool kQ8Signed>
@@ -272,19 +285,17 @@ void x86_rows_quant(DType type, const uint8_t* w, int64_t row_bytes, int rows, i
         with_row_count(m, [&](auto nx) {
           constexpr int NX = decltype(nx)::value;
 #if defined(__AVX512BW__) && defined(__AVX512VL__)
-          rows_interleaved<T, Lanes16, NX, kVnni, kSigned>(Lanes16{}, w, rows, k, x, xs, c, ldc,
-                                                           next);
+          const Lanes16 all[1] = {Lanes16{}};
+          rows_interleaved<T, Lanes16, 1, NX, kVnni, kSigned>(all, w, rows, k, x, xs, c, ldc, next);
 #else
-          // The group's halves in turn, the second from L1 / L2 (both in one
-          // pass measured slower: 16 ymm registers do not hold both halves'
-          // scales and sums).
-          Lanes8 l;
-          rows_interleaved<T, Lanes8, NX, kVnni, kSigned>(l, w, std::min(rows, 8), k, x, xs, c, ldc,
-                                                          next);
-          l.half = 1;
+          // Both halves of each block in turn (rows 8..15 only where there are any).
+          Lanes8 halves[2];
+          halves[1].half = 1;
+          const Lanes8 first[1] = {halves[0]};
           if (rows > 8)
-            rows_interleaved<T, Lanes8, NX, kVnni, kSigned>(l, w, rows - 8, k, x, xs, c + 8, ldc,
-                                                            nullptr);
+            rows_interleaved<T, Lanes8, 2, NX, kVnni, kSigned>(halves, w, rows, k, x, xs, c, ldc, next);
+          else
+            rows_interleaved<T, Lanes8, 1, NX, kVnni, kSigned>(first, w, rows, k, x, xs, c, ldc, next);
 #endif
         });
       }))
