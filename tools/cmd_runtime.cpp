@@ -18,6 +18,7 @@
 #include "backend/fault_injection_backend.h"
 #include "backend/registry/registry.h"
 #include "core/error.h"
+#include "core/host_memory.h"
 #include "core/logging.h"
 #include "core/thread_pool.h"
 #include "engine/proposer_draft.h"
@@ -489,6 +490,14 @@ std::unique_ptr<ModelRuntime> build_runtime(const RuntimeOptions& o) {
           used / 1073741824.0, activations / 1073741824.0, total_b / 1073741824.0,
           o.gpu_memory_utilization, per_block * min_blocks / 1073741824.0);
     ec.kv_cache_bytes = budget;
+  } else if (const auto available = host_memory_available()) {
+    // The host cache's pages are backed as it fills: a budget past what the
+    // machine has left (the weights are resident by now) would fail only later.
+    if (ec.kv_cache_bytes > *available)
+      LOOM_THROW(
+          "not enough memory: --kv-cache-memory {} ({:.2f} GiB) is more than the {:.2f} GiB this "
+          "machine has available after loading the weights (MemAvailable); lower --kv-cache-memory",
+          o.kv_cache_memory, ec.kv_cache_bytes / 1073741824.0, *available / 1073741824.0);
   }
   rt->engine = std::make_unique<Engine>(*rt->runner, rt->text.tokenizer.get(), ec);
   LOOM_LOG_INFO("loom: {} on {}, {} KV blocks of {} tokens ({})", o.model, rt->device_name,

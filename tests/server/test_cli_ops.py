@@ -50,6 +50,16 @@ def test_bench_help_lists_every_benchmark():
     assert bad.returncode == 2 and "unknown benchmark 'nope'" in bad.stderr and "serve" in bad.stderr
 
 
+def test_kv_cache_past_the_machines_memory_is_refused_at_start():
+    # The CPU cache is backed as it fills, so an impossible budget must fail
+    # at start-up with a clear message, not later under load.
+    r = loom("generate", "--model", MODEL, "--prompt", "hi", "--max-tokens", "1",
+             "--kv-cache-memory", "100000GiB", timeout=120)
+    assert r.returncode != 0
+    assert "not enough memory: --kv-cache-memory 100000GiB" in r.stderr, r.stderr
+    assert "lower --kv-cache-memory" in r.stderr
+
+
 def test_unknown_flag_suggests_closest():
     r = loom("serve", MODEL, "--max-model-length", "512")
     assert r.returncode == 2
