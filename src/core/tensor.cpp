@@ -28,20 +28,7 @@ Tensor Tensor::cpu_uninitialized(DType dtype, std::vector<int64_t> shape) {
 }
 
 Tensor Tensor::cpu(DType dtype, std::vector<int64_t> shape) {
-  // From 2 MB on, fresh anonymous pages: zero without writing them, resident
-  // only once used (map_zero_pages).
-  constexpr int64_t kMapBytes = int64_t{2} << 20;
-  Tensor t(nullptr, dtype, std::move(shape));
-  const int64_t bytes = t.nbytes();
-  if (bytes >= kMapBytes) {
-    const auto n = static_cast<size_t>(bytes);
-    void* p = map_zero_pages(n);
-    LOOM_CHECK(p, "out of memory mapping {} bytes", bytes);
-    t.data_ = p;
-    t.owner_ = std::shared_ptr<void>(p, [n](void* q) { unmap_zero_pages(q, n); });
-    return t;
-  }
-  t = cpu_uninitialized(dtype, t.shape_);
+  Tensor t = cpu_uninitialized(dtype, std::move(shape));
   if (t.data_) std::memset(t.data_, 0, static_cast<size_t>((t.nbytes() + 63) / 64 * 64));
   return t;
 }

@@ -1,15 +1,11 @@
 // advise_huge_pages: only the whole 2 MB pages inside a range are advised, and
 // where the kernel has transparent huge pages in "madvise" or "always" mode a
-// large tensor's memory actually comes on huge pages. A large zeroed tensor
-// reads as zero without its pages being touched (resident) until used.
+// large tensor's memory actually comes on huge pages.
 #include <gtest/gtest.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -64,44 +60,9 @@ TEST(HugePages, OnlyWholeHugePagesInside) {
   std::free(p);
 }
 
-// Pages of [p, p + n) resident in memory (mincore).
-size_t resident_pages(const void* p, size_t n) {
-  const auto page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
-  std::vector<unsigned char> v((n + page - 1) / page);
-  EXPECT_EQ(::mincore(const_cast<void*>(p), n, v.data()), 0);
-  size_t r = 0;
-  for (unsigned char c : v) r += c & 1;
-  return r;
-}
-
-TEST(HugePages, LargeZeroedTensorsAreNotTouchedUntilUsed) {
-  Tensor t = Tensor::cpu(DType::F32, {64, 1 << 18});  // 64 MB
-  ASSERT_EQ(reinterpret_cast<uintptr_t>(t.data()) % kHuge, 0u);
-  EXPECT_EQ(resident_pages(t.data(), t.nbytes()), 0u);
-  // A write backs its own page (a huge page where the kernel gives one) and
-  // leaves the rest untouched.
-  t.data_as<float>()[3] = 1.5f;
-  const size_t touched = resident_pages(t.data(), t.nbytes()) * static_cast<size_t>(::sysconf(_SC_PAGESIZE));
-  EXPECT_GE(touched, 4096u);
-  EXPECT_LE(touched, kHuge);
-  // Everything else reads as zero (reading maps the shared zero page; mincore
-  // then counts those pages too, so this comes last).
-  const float* f = t.data_as<const float>();
-  EXPECT_EQ(f[3], 1.5f);
-  double sum = 0;
-  for (int64_t i = 0; i < t.numel(); i += 1021) sum += i == 3 ? 0.0 : f[i];
-  EXPECT_EQ(sum, 0.0);
-  EXPECT_EQ(f[4], 0.0f);
-  EXPECT_EQ(f[t.numel() - 1], 0.0f);
-  // Small tensors still come from the heap, zeroed.
-  Tensor s = Tensor::cpu(DType::F32, {3, 5});
-  for (int64_t i = 0; i < s.numel(); ++i) EXPECT_EQ(s.data_as<const float>()[i], 0.0f);
-}
-
 TEST(HugePages, LargeTensorsComeOnHugePages) {
   if (!thp_available()) GTEST_SKIP() << "no transparent huge pages here (or LOOM_HUGE_PAGES=0)";
-  Tensor t = Tensor::cpu(DType::F32, {16, 1 << 20});  // 64 MB
-  std::memset(t.data(), 1, t.nbytes());               // backed once touched
+  Tensor t = Tensor::cpu(DType::F32, {16, 1 << 20});  // 64 MB, zeroed (touched)
   // The kernel may fall back to small pages when memory is fragmented; most
   // of a fresh 64 MB should still be huge.
   EXPECT_GE(anon_huge_bytes_in(t.data(), t.nbytes()), 16 * kHuge);
