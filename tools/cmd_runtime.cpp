@@ -491,8 +491,8 @@ std::unique_ptr<ModelRuntime> build_runtime(const RuntimeOptions& o) {
           o.gpu_memory_utilization, per_block * min_blocks / 1073741824.0);
     ec.kv_cache_bytes = budget;
   } else if (const auto available = host_memory_available()) {
-    // The host cache's pages are backed as it fills: a budget past what the
-    // machine has left (the weights are resident by now) would fail only later.
+    // A budget past what the machine has left (the weights are resident by
+    // now) would swap or meet the OOM killer: a clear error instead.
     if (ec.kv_cache_bytes > *available)
       LOOM_THROW(
           "not enough memory: --kv-cache-memory {} ({:.2f} GiB) is more than the {:.2f} GiB this "

@@ -1,7 +1,7 @@
 // What the host has left: the kernel's estimate of the memory that can be
 // given to new allocations without swapping (MemAvailable in /proc/meminfo).
-// The CPU KV cache is backed page by page as it fills (core/huge_pages.h), so
-// a budget past this would fail only later, under load; start-up checks it.
+// Start-up checks the CPU KV cache's budget against it, so that a budget the
+// machine cannot hold is a clear error, not swapping or the OOM killer.
 #pragma once
 
 #include <cstdint>
