@@ -732,52 +732,38 @@ std::optional<Tensor> Transformer::forward_recorded(const StepInput& step, KvCac
 }
 
 void Transformer::run_ops(const StepInput& step, KvCache& cache) {
+  const auto layers = layers_.size();
+  for (size_t piece = 0; piece <= layers; ++piece) {
+    run_piece(piece, step, cache);
+    if (piece < layers) run_attention(piece, step, cache);
+  }
+  run_head(step);
+}
+
+// Piece 0: the embedding (or the previous stage's hidden states), the first
+// norm and layer 0 up to its attention; piece i (0 < i < L): the rest of
+// layer i - 1 and layer i up to its attention; piece L: the rest of the last
+// layer.
+void Transformer::run_piece(size_t piece, const StepInput& step, KvCache& cache) {
   const ModelConfig& c = config_;
   Buffers::Views& v = buffers_->view;
   Backend& be = backend_;
   const AttentionMetadata& meta = step.attn;
-  const GatedActivation act = c.activation == Activation::GeluTanh ? GatedActivation::GeluTanh
-                                                                    : GatedActivation::Silu;
 
-  if (first_stage_) {
-    be.embedding(token_embd_, v.ids, c.embedding_scale, v.x);
-    if (tp_) tp_->reduce_embedding(v.x);
-  } else {
-    link_->receive_hidden(v.x);  // the previous stage's residual stream
-  }
-  be.rms_norm(v.x, layers_[0].attn_norm, eps_, norm_offset_, v.h);
-
-  for (size_t i = 0; i < layers_.size(); ++i) {
-    const LayerWeights& l = layers_[i];
-    KvLayerCache& kv = cache.layers[i];
-    // Attention block.
-    const float mscale = l.rope->attention_scale();
-    if (l.fused && !c.qk_norm) {
-      // One GEMM, then q and k rotated on the way out and k, v written
-      // straight into the cache.
-      be.linear(v.h, l.wqkv, l.bqkv ? &*l.bqkv : nullptr, v.qkv);
-      Backend::QkvRope r{&v.positions, l.inv_freq, l.rope->rotary_dim, l.rope->interleaved, mscale};
-      be.split_qkv(v.qkv, &r, v.q3, v.k3, v.v3, &kv, &meta);
+  if (piece == 0) {
+    if (first_stage_) {
+      be.embedding(token_embd_, v.ids, c.embedding_scale, v.x);
+      if (tp_) tp_->reduce_embedding(v.x);
     } else {
-      Tensor& q_out = c.qk_norm ? v.q_raw : v.q;
-      Tensor& k_out = c.qk_norm ? v.k_raw : v.k;
-      if (l.fused) {
-        be.linear(v.h, l.wqkv, l.bqkv ? &*l.bqkv : nullptr, v.qkv);
-        be.split_qkv(v.qkv, nullptr, v.q_raw3, v.k_raw3, v.v3, nullptr, nullptr);
-      } else {
-        be.linear_many(v.h, {{&l.wq, l.bq ? &*l.bq : nullptr, &q_out},
-                             {&l.wk, l.bk ? &*l.bk : nullptr, &k_out},
-                             {&l.wv, l.bv ? &*l.bv : nullptr, &v.v}});
-      }
-      if (c.qk_norm) {
-        be.rms_norm(v.q_raw_rows, l.q_norm, eps_, norm_offset_, v.q_rows);
-        be.rms_norm(v.k_raw_rows, l.k_norm, eps_, norm_offset_, v.k_rows);
-      }
-      be.rope(v.q3, v.positions, *l.inv_freq, l.rope->rotary_dim, l.rope->interleaved, mscale);
-      be.rope(v.k3, v.positions, *l.inv_freq, l.rope->rotary_dim, l.rope->interleaved, mscale);
-      be.write_kv(v.k3, v.v3, kv, meta);
+      link_->receive_hidden(v.x);  // the previous stage's residual stream
     }
-    be.paged_attention(v.q3, kv, meta, l.attention, v.attn3);
+    be.rms_norm(v.x, layers_[0].attn_norm, eps_, norm_offset_, v.h);
+  } else {
+    // The rest of layer i = piece - 1: o-proj, the MLP block, the residuals.
+    const size_t i = piece - 1;
+    const LayerWeights& l = layers_[i];
+    const GatedActivation act = c.activation == Activation::GeluTanh ? GatedActivation::GeluTanh
+                                                                      : GatedActivation::Silu;
     be.linear(v.attn, l.wo, l.bo ? &*l.bo : nullptr, v.o);
     if (tp_) tp_->all_reduce(v.o);  // row-parallel: partial sums
     Tensor* attn_out = &v.o;
@@ -802,13 +788,53 @@ void Transformer::run_ops(const StepInput& step, KvCache& cache) {
       be.rms_norm(v.down, l.post_ffw_norm, eps_, norm_offset_, v.down_normed);
       mlp_out = &v.down_normed;
     }
-    if (i + 1 < layers_.size()) {
-      be.add_rms_norm(*mlp_out, v.x, layers_[i + 1].attn_norm, eps_, norm_offset_, v.h);
+    if (piece < layers_.size()) {
+      be.add_rms_norm(*mlp_out, v.x, layers_[piece].attn_norm, eps_, norm_offset_, v.h);
     } else {
       be.add(v.x, *mlp_out);
+      return;
     }
   }
 
+  // Layer `piece` up to its attention: q, k, v (rotated; k and v into the cache).
+  const LayerWeights& l = layers_[piece];
+  KvLayerCache& kv = cache.layers[piece];
+  const float mscale = l.rope->attention_scale();
+  if (l.fused && !c.qk_norm) {
+    // One GEMM, then q and k rotated on the way out and k, v written
+    // straight into the cache.
+    be.linear(v.h, l.wqkv, l.bqkv ? &*l.bqkv : nullptr, v.qkv);
+    Backend::QkvRope r{&v.positions, l.inv_freq, l.rope->rotary_dim, l.rope->interleaved, mscale};
+    be.split_qkv(v.qkv, &r, v.q3, v.k3, v.v3, &kv, &meta);
+    return;
+  }
+  Tensor& q_out = c.qk_norm ? v.q_raw : v.q;
+  Tensor& k_out = c.qk_norm ? v.k_raw : v.k;
+  if (l.fused) {
+    be.linear(v.h, l.wqkv, l.bqkv ? &*l.bqkv : nullptr, v.qkv);
+    be.split_qkv(v.qkv, nullptr, v.q_raw3, v.k_raw3, v.v3, nullptr, nullptr);
+  } else {
+    be.linear_many(v.h, {{&l.wq, l.bq ? &*l.bq : nullptr, &q_out},
+                         {&l.wk, l.bk ? &*l.bk : nullptr, &k_out},
+                         {&l.wv, l.bv ? &*l.bv : nullptr, &v.v}});
+  }
+  if (c.qk_norm) {
+    be.rms_norm(v.q_raw_rows, l.q_norm, eps_, norm_offset_, v.q_rows);
+    be.rms_norm(v.k_raw_rows, l.k_norm, eps_, norm_offset_, v.k_rows);
+  }
+  be.rope(v.q3, v.positions, *l.inv_freq, l.rope->rotary_dim, l.rope->interleaved, mscale);
+  be.rope(v.k3, v.positions, *l.inv_freq, l.rope->rotary_dim, l.rope->interleaved, mscale);
+  be.write_kv(v.k3, v.v3, kv, meta);
+}
+
+void Transformer::run_attention(size_t layer, const StepInput& step, KvCache& cache) {
+  Buffers::Views& v = buffers_->view;
+  backend_.paged_attention(v.q3, cache.layers[layer], step.attn, layers_[layer].attention, v.attn3);
+}
+
+void Transformer::run_head(const StepInput& step) {
+  Buffers::Views& v = buffers_->view;
+  Backend& be = backend_;
   if (!last_stage_) {
     link_->send_hidden(v.x);
     return;
@@ -829,7 +855,7 @@ void Transformer::run_ops(const StepInput& step, KvCache& cache) {
   } else {
     be.matmul(v.last_normed, output_, nullptr, v.logits);
   }
-  if (c.final_logit_softcap > 0) be.softcap(v.logits, c.final_logit_softcap);
+  if (config_.final_logit_softcap > 0) be.softcap(v.logits, config_.final_logit_softcap);
 }
 
 }  // namespace loom

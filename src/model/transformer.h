@@ -148,6 +148,12 @@ class Transformer {
   // The op sequence from the embedding to the logits, reading only device
   // memory prepared by upload_inputs (so a backend can record it).
   void run_ops(const StepInput& step, KvCache& cache);
+  // run_ops in parts: the ops between two attentions (piece 0 .. L, see the
+  // definition), layer `layer`'s attention, and the final norm and lm_head
+  // (or the hand-over to the next pipeline stage).
+  void run_piece(size_t piece, const StepInput& step, KvCache& cache);
+  void run_attention(size_t layer, const StepInput& step, KvCache& cache);
+  void run_head(const StepInput& step);
   // The clock for ForwardTiming (a zero time point when not timing).
   std::chrono::steady_clock::time_point timing_now() const;
   void record_forward_timing(std::chrono::steady_clock::time_point start,
