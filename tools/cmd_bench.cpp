@@ -87,6 +87,7 @@ void add_device_report(const ModelRuntime& rt, const EngineStats& stats, nlohman
   report["steps"] = {{"total", stats.steps}, {"async", stats.async_steps}};
   report["speculative"] = speculative_report(EngineStats{}, stats);
   report["graphs"] = {{"replayed_steps", rt.transformer->graph_stats().replayed},
+                      {"piecewise_steps", rt.transformer->graph_stats().piecewise},
                       {"recordings", rt.transformer->graph_stats().recorded},
                       {"eager_steps", rt.transformer->graph_stats().eager}};
   const int64_t used = device_memory_used(rt);

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <set>
 #include <sstream>
+#include <string_view>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -405,7 +406,14 @@ std::unique_ptr<ModelRuntime> build_runtime(const RuntimeOptions& o) {
         std::make_unique<Transformer>(rt->model.config, weights, *rt->backend, tp_group, stage);
     weights.finish();
   }
-  if (!o.enforce_eager) rt->transformer->enable_step_graphs(std::min(o.max_num_seqs, 512));
+  if (!o.enforce_eager) {
+    rt->transformer->enable_step_graphs(std::min(o.max_num_seqs, 512));
+    // Other steps (prefill chunks, mixed steps) in recorded pieces: opt-in
+    // with LOOM_PIECEWISE_STEPS=1 until measured on a GPU.
+    const char* pieces = std::getenv("LOOM_PIECEWISE_STEPS");
+    if (pieces && std::string_view(pieces) == "1" && rt->backend->supports_capture())
+      rt->transformer->enable_piecewise_steps(o.max_num_batched_tokens);
+  }
   rt->runner = std::make_unique<ModelRunner>(*rt->transformer, rt->comm.get(), rt->pipeline.get());
   if (worker) {
     // Rank 0 decides when the job ends (it drains requests first) and tells

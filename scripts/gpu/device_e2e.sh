@@ -55,6 +55,11 @@
 #            (bench/jump_forward.py, two servers side by side)
 #   coldstart  8B shape: loom serve to /ready and to the first token, page cache
 #            warm and cold (bench/cold_start.py)
+#   piecewise  steps other than recorded decodes run in recorded pieces (LOOM_PIECEWISE_STEPS=1):
+#            test_cuda_model's piecewise test, then off/on A/B in one call: the 0.5B shape
+#            over HTTP at PIECE_RATES (default 2500,3000,3500; the client on its own cores
+#            with taskset) and the 8B shape offline (1,000 ShareGPT-like requests, bf16),
+#            each with the step profile
 #   embed    /v1/embeddings on the GPU: a random 0.5B-shaped Qwen2 (bf16), last-token
 #            and mean (sentence-transformers modules.json) pooling, 24 prompts batched
 #            and one by one vs HF transformers on the same weights (embed_check.py)
@@ -514,6 +519,36 @@ for r in runs:
       done
     done
     meta /tmp/offsweep.jsonl "bench offline${profile:+ --profile}: 1,000 ShareGPT-like requests, Llama-3-8B shape (greedy), bf16 then --quantization fp8 --kv-cache-dtype fp8, at --max-num-seqs:--max-num-batched-tokens $pairs" > "$OUT/$out"
+    ;;
+  piecewise)
+    timeout 300 $T/test_cuda_model --gtest_filter='*Piecewise*:*Recorded*' > /tmp/pw.log 2>&1
+    echo "test_cuda_model (piecewise, recorded) rc=$?"; grep -E "piecewise|FAILED  \]" /tmp/pw.log | head -30
+    python3 scripts/gpu/make_random_model.py --shape 0.5b --out /tmp/qwen05 > /dev/null || exit 1
+    model8b
+    $L bench workload --model /tmp/llama8b --dataset sharegpt --num-requests 1000 --seed 0 --output /tmp/w.jsonl
+    : > /tmp/pw_all.jsonl
+    half=$(( $(nproc) / 2 ))
+    for pw in 0 1; do
+      LOOM_PIECEWISE_STEPS=$pw taskset -c 0-$((half - 1)) $L serve --device cuda --model /tmp/qwen05 --port 18000 \
+        --max-num-seqs 512 --max-num-batched-tokens 16384 --profile-steps > /tmp/serve_pw.log 2>&1 &
+      spid=$!
+      for i in $(seq 1 120); do curl -sf http://127.0.0.1:18000/ready > /dev/null && break; sleep 1; done
+      timeout 300 taskset -c $half-$(( $(nproc) - 1 )) $L bench serve --base-url http://127.0.0.1:18000 --model qwen05 \
+        --dataset fixed --input-len 128 --output-len 32 --num-requests 3000 --warmup 50 \
+        --sweep ${PIECE_RATES:-2500,3000,3500} --token-id-range 300,100000 --server-pid $spid --profile \
+        --output /tmp/pw_small_$pw.json > /tmp/pw_small.out 2>&1 || tail -20 /tmp/pw_small.out
+      echo "-- 0.5B serve, LOOM_PIECEWISE_STEPS=$pw"; grep -E "^rate|^\| [0-9]" /tmp/pw_small.out
+      [ -f /tmp/pw_small_$pw.json ] && python3 scripts/gpu/print_step_profile.py /tmp/pw_small_$pw.json | head -30
+      kill -TERM $spid; wait $spid
+      [ -f /tmp/pw_small_$pw.json ] && cp /tmp/pw_small_$pw.json "$OUT/bench_serve_small_piecewise_$pw.json"
+      LOOM_PIECEWISE_STEPS=$pw timeout 300 $L bench offline --device cuda --model /tmp/llama8b --workload /tmp/w.jsonl \
+        --max-num-seqs 1024 --max-num-batched-tokens 16384 --profile --json > /tmp/pw_off.jsonl 2> /tmp/pw_off.err ||
+        tail -5 /tmp/pw_off.err
+      echo "-- 8B offline, LOOM_PIECEWISE_STEPS=$pw"; grep -v "^|" /tmp/pw_off.jsonl | cut -c1-900
+      head -1 /tmp/pw_off.jsonl > /tmp/pw_off_profile.json && python3 scripts/gpu/print_step_profile.py /tmp/pw_off_profile.json | head -30
+      grep "^{" /tmp/pw_off.jsonl >> /tmp/pw_all.jsonl
+    done
+    meta /tmp/pw_all.jsonl "bench offline --profile: 1,000 ShareGPT-like requests, Llama-3-8B shape bf16, --max-num-seqs 1024 --max-num-batched-tokens 16384, LOOM_PIECEWISE_STEPS=0 then 1" > "$OUT/bench_offline_8b_piecewise.json"
     ;;
   check)
     # Quick: the model tests, GPU metrics from NVML on /metrics, the fit check.

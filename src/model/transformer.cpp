@@ -87,6 +87,11 @@ struct Transformer::Graphs {
   int64_t logit_capacity = 0;
   std::vector<const void*> cache_memory;  // the KV cache the recordings use (every layer's K and V)
   std::vector<const void*> padded_cache_memory;  // scratch for comparing
+  // Piecewise steps (enable_piecewise_steps): recorded pieces by (token
+  // bucket, piece), the buckets already run once eagerly, and the padded step.
+  std::map<std::pair<int32_t, int32_t>, Entry> pieces;
+  std::map<int32_t, bool> piece_buckets_warmed;
+  StepInput piece_step;
 };
 
 namespace {
@@ -102,6 +107,16 @@ int32_t batch_bucket(int32_t n) {
   const int32_t step = n <= 256 ? 8 : 32;
   return (n + step - 1) / step * step;
 }
+
+// Token buckets of piecewise steps: multiples of 16 up to 256 tokens, of 64
+// up to 1,024, of 128 up to 2,048, then of 256 (at most ~12% padding).
+int32_t token_bucket(int32_t n) {
+  const int32_t step = n <= 256 ? 16 : n <= 1024 ? 64 : n <= 2048 ? 128 : 256;
+  return (n + step - 1) / step * step;
+}
+
+// Larger steps run op by op: their GPU time dwarfs the launches.
+constexpr int32_t kMaxPiecewiseTokens = 4096;
 
 // The most rows per sequence a recorded step has (a verify step: the last
 // known token and up to this many minus one draft tokens).
@@ -553,11 +568,126 @@ void Transformer::enable_step_graphs(int32_t max_batch) {
   graphs_->entries.clear();
 }
 
+void Transformer::enable_piecewise_steps(int32_t max_tokens) {
+  piecewise_max_tokens_ = !tp_ && !link_ ? std::clamp(max_tokens, 0, kMaxPiecewiseTokens) : 0;
+  graphs_->pieces.clear();
+  graphs_->piece_buckets_warmed.clear();
+}
+
+void Transformer::forget_stale_recordings(const KvCache& cache) {
+  Graphs& g = *graphs_;
+  std::vector<const void*>& cache_memory = g.padded_cache_memory;
+  cache_memory.clear();
+  for (const KvLayerCache& l : cache.layers) {
+    cache_memory.push_back(l.k.data());
+    cache_memory.push_back(l.v.data());
+  }
+  if (g.buffer_capacity != buffers_->capacity || g.logit_capacity != buffers_->logit_capacity ||
+      g.cache_memory != cache_memory) {
+    // The recordings point at other activation buffers or another cache.
+    g.entries.clear();
+    g.pieces.clear();
+    g.buffer_capacity = buffers_->capacity;
+    g.logit_capacity = buffers_->logit_capacity;
+    g.cache_memory.swap(cache_memory);
+  }
+}
+
+std::optional<Tensor> Transformer::forward_piecewise(const StepInput& step, KvCache& cache) {
+  const AttentionMetadata& m = step.attn;
+  const auto T = static_cast<int32_t>(step.tokens.size());
+  const int32_t N = m.num_seqs;
+  if (T > piecewise_max_tokens_ || N <= 0 || !step.hidden_rows.empty() || !last_stage_ ||
+      m.query_start.size() != size_t(N) + 1 || m.context_lens.size() < size_t(N) ||
+      m.slot_mapping.size() != size_t(T) || m.max_blocks_per_seq < 0 ||
+      m.block_tables.size() < size_t(N) * size_t(m.max_blocks_per_seq))
+    return std::nullopt;  // other steps, or malformed ones (the eager path reports those)
+  const auto start = timing_now();
+
+  // The step padded to its bucket: its rows as they are, then P - T rows of
+  // one more sequence at positions 0.. with as many keys, all in block 0,
+  // writing nothing (slot -1). Attention is row by row and sequence by
+  // sequence, and every other op row by row, so a real row's values are
+  // those of the step unpadded.
+  const int32_t P = token_bucket(T), pad = P - T;
+  Graphs& g = *graphs_;
+  StepInput& p = g.piece_step;
+  AttentionMetadata& pm = p.attn;
+  p.tokens.assign(step.tokens.begin(), step.tokens.end());
+  p.tokens.resize(size_t(P), 0);
+  p.positions.assign(step.positions.begin(), step.positions.end());
+  for (int32_t j = 0; j < pad; ++j) p.positions.push_back(j);
+  p.logit_rows = step.logit_rows;
+  p.hidden_rows.clear();
+  p.token_source = step.token_source;
+  pm.slot_mapping.assign(m.slot_mapping.begin(), m.slot_mapping.end());
+  pm.slot_mapping.resize(size_t(P), -1);
+  pm.max_context_bound = m.max_context_bound > 0 ? std::max(m.max_context_bound, pad) : 0;
+  pm.query_start.assign(m.query_start.begin(), m.query_start.end());
+  pm.context_lens.assign(m.context_lens.begin(), m.context_lens.begin() + N);
+  if (pad == 0) {
+    pm.num_seqs = N;
+    pm.max_blocks_per_seq = m.max_blocks_per_seq;
+    pm.block_tables.assign(m.block_tables.begin(),
+                           m.block_tables.begin() + ptrdiff_t(size_t(N) * size_t(m.max_blocks_per_seq)));
+  } else {
+    const auto pad_blocks = static_cast<int32_t>(ceil_div(pad, cache.block_size));
+    const int32_t W = std::max(m.max_blocks_per_seq, pad_blocks);
+    pm.num_seqs = N + 1;
+    pm.query_start.push_back(P);
+    pm.context_lens.push_back(pad);
+    pm.max_blocks_per_seq = W;
+    pm.block_tables.assign(size_t(N + 1) * size_t(W), 0);
+    for (int32_t s = 0; s < N; ++s)
+      std::copy_n(m.block_tables.begin() + ptrdiff_t(size_t(s) * size_t(m.max_blocks_per_seq)),
+                  m.max_blocks_per_seq, pm.block_tables.begin() + ptrdiff_t(size_t(s) * size_t(W)));
+  }
+
+  ensure_buffers(P, static_cast<int64_t>(p.logit_rows.size()));
+  forget_stale_recordings(cache);
+  upload_inputs(p, cache);
+  const auto uploaded = timing_now();
+  bool& warmed = g.piece_buckets_warmed[P];
+  if (!backend_.supports_capture() || !warmed) {
+    // A backend that cannot record runs the pieces as they come; with one
+    // that can, a bucket's first step sizes the backend's workspaces.
+    run_ops(p, cache);
+    warmed = true;
+    graph_stats_.piecewise++;
+    record_forward_timing(start, uploaded, false);
+    return buffers_->view.logits;
+  }
+  const auto layers = static_cast<int32_t>(layers_.size());
+  for (int32_t piece = 0; piece <= layers; ++piece) {
+    Graphs::Entry& e = g.pieces[std::make_pair(P, piece)];
+    if (!e.graph || !backend_.replay(*e.graph)) {
+      e.graph.reset();
+      backend_.begin_capture();
+      try {
+        run_piece(size_t(piece), p, cache);
+      } catch (...) {
+        backend_.abort_capture();
+        throw;
+      }
+      e.graph = backend_.end_capture();
+      graph_stats_.recorded++;
+      LOOM_CHECK(backend_.replay(*e.graph), "a piece recorded just now cannot be replayed");
+    }
+    if (piece < layers) run_attention(size_t(piece), p, cache);
+  }
+  run_head(p);
+  graph_stats_.piecewise++;
+  record_forward_timing(start, uploaded, true);
+  return buffers_->view.logits;
+}
+
 Tensor Transformer::forward(const StepInput& step, KvCache& cache) {
   check_step(step, cache);
   forward_timing_ = ForwardTiming{};
   if (graph_max_batch_ > 0)
     if (std::optional<Tensor> logits = forward_recorded(step, cache)) return *logits;
+  if (piecewise_max_tokens_ > 0)
+    if (std::optional<Tensor> logits = forward_piecewise(step, cache)) return *logits;
   const auto start = timing_now();
   ensure_buffers(static_cast<int64_t>(step.tokens.size()),
                  static_cast<int64_t>(step.logit_rows.size()),
@@ -682,19 +812,7 @@ std::optional<Tensor> Transformer::forward_recorded(const StepInput& step, KvCac
   }
 
   ensure_buffers(static_cast<int64_t>(rows), static_cast<int64_t>(rows));
-  std::vector<const void*>& cache_memory = g.padded_cache_memory;
-  cache_memory.clear();
-  for (const KvLayerCache& l : cache.layers) {
-    cache_memory.push_back(l.k.data());
-    cache_memory.push_back(l.v.data());
-  }
-  if (g.buffer_capacity != buffers_->capacity || g.logit_capacity != buffers_->logit_capacity ||
-      g.cache_memory != cache_memory) {
-    g.entries.clear();  // the recordings point at other activation buffers or another cache
-    g.buffer_capacity = buffers_->capacity;
-    g.logit_capacity = buffers_->logit_capacity;
-    g.cache_memory.swap(cache_memory);
-  }
+  forget_stale_recordings(cache);
   upload_inputs(p, cache);
   const auto uploaded = timing_now();
   Graphs::Entry& e = g.entries[{B, W, Q}];

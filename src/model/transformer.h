@@ -117,8 +117,18 @@ class Transformer {
   // replayed; other steps run op by op. Ignored by backends that cannot
   // record; 0 turns it off (the default).
   void enable_step_graphs(int32_t max_batch);
+  // Other steps of up to max_tokens tokens (at most 4,096: prefill chunks,
+  // steps mixing prefill and decode, decode batches past the recorded ones)
+  // are then padded to a token bucket and run in pieces: the ops between two
+  // attentions recorded once per (bucket, piece) and replayed, each layer's
+  // attention launched as usual between them (it reads the step's metadata
+  // on the host). Backends that cannot record run the padded pieces op by op
+  // (which tests use: a real row's values are those of the unpadded step).
+  // 0 turns it off (the default); not with tensor or pipeline parallelism.
+  void enable_piecewise_steps(int32_t max_tokens);
   struct GraphStats {
     uint64_t replayed = 0;  // steps run from a recording
+    uint64_t piecewise = 0;  // steps run padded in pieces (replayed, or op by op the first time and without recording)
     uint64_t replayed_multi_row = 0;  // of those, steps of several rows per sequence (draft verification)
     uint64_t recorded = 0;  // recordings made
     uint64_t eager = 0;     // steps run op by op
@@ -160,6 +170,11 @@ class Transformer {
                              std::chrono::steady_clock::time_point uploaded, bool replayed);
   // forward() of a decode step through a recording; nullopt: run it eagerly.
   std::optional<Tensor> forward_recorded(const StepInput& step, KvCache& cache);
+  // forward() of another step through recorded pieces; nullopt: run it eagerly.
+  std::optional<Tensor> forward_piecewise(const StepInput& step, KvCache& cache);
+  // Drops every recording when the activation buffers or the cache they
+  // point into are not the ones they were recorded with.
+  void forget_stale_recordings(const KvCache& cache);
 
   ModelConfig config_;
   Backend& backend_;
@@ -174,6 +189,7 @@ class Transformer {
   std::unique_ptr<Buffers> buffers_;
   std::unique_ptr<Graphs> graphs_;
   int32_t graph_max_batch_ = 0;
+  int32_t piecewise_max_tokens_ = 0;
   GraphStats graph_stats_;
   bool time_forward_ = false;
   ForwardTiming forward_timing_;

@@ -7,7 +7,9 @@
 // token for a streamed request than for the same request sent alone. The
 // prompt is longer than attention's key chunk (64) and than the fixtures'
 // sliding windows, so chunk and window edges fall in different places in each
-// schedule.
+// schedule. With a reference model (the same weights, run another way: e.g.
+// without piecewise steps), the whole-prompt logits every schedule is
+// compared with come from it, on its own cache.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -29,10 +31,12 @@ class StepInvarianceCheck {
   static constexpr int64_t kNumBlocks = 160;
   static constexpr size_t kPromptLen = 90;
 
-  StepInvarianceCheck(Transformer& model, Backend& backend, int64_t vocab)
+  StepInvarianceCheck(Transformer& model, Backend& backend, int64_t vocab,
+                      Transformer* reference = nullptr)
       : model_(model),
         backend_(backend),
-        cache_(model.allocate_kv_cache(kNumBlocks, kBlockSize, DType::F32)) {
+        cache_(model.allocate_kv_cache(kNumBlocks, kBlockSize, DType::F32)),
+        reference_(reference) {
     for (size_t i = 0; i < kPromptLen; ++i) {
       prompt_.push_back(static_cast<int32_t>((i * 7919u + 13u) % static_cast<uint64_t>(vocab)));
       other_.push_back(static_cast<int32_t>((i * 104729u + 5u) % static_cast<uint64_t>(vocab)));
@@ -41,7 +45,14 @@ class StepInvarianceCheck {
 
   void run() {
     PagedSequence whole;
-    const Rows one = step({{&whole, prompt_}}, 0);
+    Rows one;
+    if (reference_) {
+      KvCache cache = reference_->allocate_kv_cache(kNumBlocks, kBlockSize, DType::F32);
+      one = logits_to_rows(backend_, reference_->forward(
+                                         make_paged_step({{&whole, prompt_}}, pool_, kBlockSize), cache));
+    } else {
+      one = step({{&whole, prompt_}}, 0);
+    }
 
     // Two chunks, the second as after a prefix-cache hit on the first.
     PagedSequence chunked;
@@ -100,6 +111,7 @@ class StepInvarianceCheck {
   Transformer& model_;
   Backend& backend_;
   KvCache cache_;
+  Transformer* reference_;
   ShuffledBlockPool pool_{kNumBlocks, 7};
   std::vector<int32_t> prompt_, other_;
 };
