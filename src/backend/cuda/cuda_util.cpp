@@ -1,6 +1,7 @@
 // Error reporting, DeviceBuffer and PinnedUploader (see cuda_util.h).
 #include "backend/cuda/cuda_util.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 
@@ -43,34 +44,69 @@ void* DeviceBuffer::ensure_zeroed(size_t bytes, cudaStream_t stream) {
 }
 
 PinnedUploader::~PinnedUploader() {
-  for (Slot& s : slots_) {
-    if (s.done) {
-      cudaEventSynchronize(s.done);
-      cudaEventDestroy(s.done);
-    }
-    if (s.host) cudaFreeHost(s.host);
+  for (cudaEvent_t e : in_flight_) {
+    cudaEventSynchronize(e);
+    cudaEventDestroy(e);
   }
+  for (cudaEvent_t e : spare_) cudaEventDestroy(e);
+  if (host_) cudaFreeHost(host_);
+}
+
+void PinnedUploader::wait_all() {
+  while (!in_flight_.empty()) {
+    LOOM_CUDA_CHECK(cudaEventSynchronize(in_flight_.front()));
+    spare_.push_back(in_flight_.front());
+    in_flight_.pop_front();
+    ring_.release_oldest();
+  }
+}
+
+cudaEvent_t PinnedUploader::take_event() {
+  // Recycle the oldest copies' events once done (without waiting), so that
+  // their number stays near the copies really in flight.
+  while (!in_flight_.empty()) {
+    const cudaError_t st = cudaEventQuery(in_flight_.front());
+    if (st == cudaErrorNotReady) break;
+    LOOM_CUDA_CHECK(st);
+    spare_.push_back(in_flight_.front());
+    in_flight_.pop_front();
+    ring_.release_oldest();
+  }
+  if (!spare_.empty()) {
+    cudaEvent_t e = spare_.back();
+    spare_.pop_back();
+    return e;
+  }
+  cudaEvent_t e = nullptr;
+  LOOM_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  return e;
 }
 
 void PinnedUploader::upload(void* dst_device, const void* src, size_t bytes, cudaStream_t stream) {
   if (bytes == 0) return;
-  Slot& s = slots_[next_];
-  next_ = (next_ + 1) % kSlots;
-  if (!s.done) LOOM_CUDA_CHECK(cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming));
-  if (s.pending) LOOM_CUDA_CHECK(cudaEventSynchronize(s.done));
-  s.pending = false;
-  if (bytes > s.capacity) {
-    if (s.host) LOOM_CUDA_CHECK(cudaFreeHost(s.host));
-    s.host = nullptr;
-    s.capacity = 0;
-    const size_t want = bytes < 4096 ? 4096 : bytes + bytes / 2;
-    LOOM_CUDA_CHECK(cudaMallocHost(&s.host, want));
-    s.capacity = want;
+  const size_t n = (bytes + 15) / 16 * 16;
+  if (n > ring_.capacity() / 8) {
+    size_t want = std::max<size_t>(ring_.capacity(), size_t{1} << 20);
+    while (want < 8 * n) want *= 2;
+    wait_all();  // every copy from the old memory is done
+    if (host_) LOOM_CUDA_CHECK(cudaFreeHost(host_));
+    host_ = nullptr;
+    ring_ = RingSpace();
+    void* p = nullptr;
+    LOOM_CUDA_CHECK(cudaMallocHost(&p, want));
+    host_ = static_cast<uint8_t*>(p);
+    ring_ = RingSpace(want);
   }
-  std::memcpy(s.host, src, bytes);
-  LOOM_CUDA_CHECK(cudaMemcpyAsync(dst_device, s.host, bytes, cudaMemcpyHostToDevice, stream));
-  LOOM_CUDA_CHECK(cudaEventRecord(s.done, stream));
-  s.pending = true;
+  cudaEvent_t done = take_event();
+  const size_t at = ring_.allocate(n, [&] {
+    LOOM_CUDA_CHECK(cudaEventSynchronize(in_flight_.front()));
+    spare_.push_back(in_flight_.front());
+    in_flight_.pop_front();
+  });
+  std::memcpy(host_ + at, src, bytes);
+  LOOM_CUDA_CHECK(cudaMemcpyAsync(dst_device, host_ + at, bytes, cudaMemcpyHostToDevice, stream));
+  LOOM_CUDA_CHECK(cudaEventRecord(done, stream));
+  in_flight_.push_back(done);
 }
 
 }  // namespace loom::cuda

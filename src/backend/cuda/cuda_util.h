@@ -8,8 +8,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
+#include <vector>
 
 #include "core/error.h"
+#include "core/ring_space.h"
 
 namespace loom::cuda {
 
@@ -51,11 +54,14 @@ class DeviceBuffer {
   cudaStream_t stream_ = nullptr;
 };
 
-// Host -> device copies through a ring of pinned staging slots. upload()
-// returns as soon as the copy is queued; the caller may reuse `src` at once.
-// A slot is reused only after its previous copy completed (an event wait that
-// is normally already satisfied: a step makes a few uploads, the ring holds
-// several steps' worth).
+// Host -> device copies through one pinned staging ring. upload() returns as
+// soon as the copy is queued; the caller may reuse `src` at once. A copy's
+// bytes stay in the ring until its event says the copy is done; a new upload
+// waits for that only when the ring has come round to them (normally long
+// since done: a step makes a few uploads, the ring holds many steps' worth).
+// The ring grows, rarely (to 8x the largest upload, doubling), by waiting for
+// every copy in flight and replacing its memory: pinned memory is neither
+// allocated nor freed per upload (cudaFreeHost waits for the whole device).
 class PinnedUploader {
  public:
   PinnedUploader() = default;
@@ -64,17 +70,17 @@ class PinnedUploader {
   PinnedUploader& operator=(const PinnedUploader&) = delete;
 
   void upload(void* dst_device, const void* src, size_t bytes, cudaStream_t stream);
+  // Bytes of pinned staging memory held.
+  size_t capacity() const { return ring_.capacity(); }
 
  private:
-  struct Slot {
-    void* host = nullptr;
-    size_t capacity = 0;
-    cudaEvent_t done = nullptr;
-    bool pending = false;
-  };
-  static constexpr int kSlots = 64;  // two steps in flight upload a few each (async scheduling)
-  Slot slots_[kSlots];
-  int next_ = 0;
+  void wait_all();
+  cudaEvent_t take_event();
+
+  uint8_t* host_ = nullptr;
+  RingSpace ring_;
+  std::deque<cudaEvent_t> in_flight_;  // one per live ring allocation, oldest first
+  std::vector<cudaEvent_t> spare_;     // completed, for reuse
 };
 
 }  // namespace loom::cuda
