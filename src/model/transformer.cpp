@@ -452,6 +452,11 @@ void Transformer::check_step(const StepInput& step, const KvCache& cache) const 
       LOOM_THROW("token id {} at step row {} is outside the vocabulary (size {})", id, t, config_.vocab_size);
   }
   check_attention_metadata(step.attn, num_tokens, cache.block_size, cache.num_blocks);
+  // Slots K/V are written to (recorded steps are not checked again by the ops).
+  const int64_t slots = cache.num_blocks * cache.block_size;
+  for (size_t t = 0; t < step.attn.slot_mapping.size(); ++t)
+    if (step.attn.slot_mapping[t] >= slots)
+      LOOM_THROW("step row {} writes slot {}, outside the cache's {} slots", t, step.attn.slot_mapping[t], slots);
   // Positions must be where the tokens sit in their sequence: rope and the
   // cache would otherwise disagree.
   const AttentionMetadata& m = step.attn;

@@ -263,6 +263,16 @@ TEST(TransformerApi, BadStepsThrow) {
   StepInput bad_slot = step_for({1, 2, 3});
   bad_slot.attn.block_tables[0] = 8;  // outside the 8-block cache
   EXPECT_THROW(t.forward(bad_slot, cache), Error);
+  // A K/V slot past the cache, refused before any op (and before a recorded
+  // step or piece, whose ops do not check again).
+  StepInput bad_write = step_for({1, 2, 3});
+  bad_write.attn.slot_mapping[2] = 8 * int64_t{cache.block_size};
+  try {
+    t.forward(bad_write, cache);
+    ADD_FAILURE() << "a slot past the cache was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("outside the cache's"), std::string::npos) << e.what();
+  }
   StepInput ok = step_for({1, 2, 3});
   EXPECT_EQ(t.forward(ok, cache).shape(), (std::vector<int64_t>{3, m.config.vocab_size}));
 }

@@ -98,15 +98,23 @@ void PinnedUploader::upload(void* dst_device, const void* src, size_t bytes, cud
     ring_ = RingSpace(want);
   }
   cudaEvent_t done = take_event();
-  const size_t at = ring_.allocate(n, [&] {
+  auto wait_oldest = [&] {
     LOOM_CUDA_CHECK(cudaEventSynchronize(in_flight_.front()));
     spare_.push_back(in_flight_.front());
     in_flight_.pop_front();
-  });
+  };
+  // The host stays at most kMaxInFlight copies ahead of the stream.
+  while (in_flight_.size() >= kMaxInFlight) {
+    wait_oldest();
+    ring_.release_oldest();
+  }
+  const size_t at = ring_.allocate(n, wait_oldest);
+  // Tracked before the copy is queued: if queuing throws, the entry's event
+  // (never recorded) reads as complete and the ring stays consistent.
+  in_flight_.push_back(done);
   std::memcpy(host_ + at, src, bytes);
   LOOM_CUDA_CHECK(cudaMemcpyAsync(dst_device, host_ + at, bytes, cudaMemcpyHostToDevice, stream));
   LOOM_CUDA_CHECK(cudaEventRecord(done, stream));
-  in_flight_.push_back(done);
 }
 
 }  // namespace loom::cuda

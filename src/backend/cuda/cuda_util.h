@@ -77,6 +77,7 @@ class PinnedUploader {
   void wait_all();
   cudaEvent_t take_event();
 
+  static constexpr size_t kMaxInFlight = 256;
   uint8_t* host_ = nullptr;
   RingSpace ring_;
   std::deque<cudaEvent_t> in_flight_;  // one per live ring allocation, oldest first

@@ -1,8 +1,11 @@
 // StepMetadataCache (see step_metadata.h). Layout of the device buffer, each
-// array starting at a multiple of 16 bytes: query_start | context_lens |
-// token_seq | block_tables | slot_mapping, then for steps with a prefill
+// array starting at a multiple of 16 bytes: slot_mapping | query_start |
+// context_lens | token_seq | block_tables, then for steps with a prefill
 // sequence: decode_tokens | flash prefill tiles (for wanted_group_, if set).
-// A step of decodes only uploads exactly the first five.
+// A step of decodes only uploads exactly the first five. slot_mapping comes
+// first so that its address depends only on the buffer: recorded pieces of a
+// step (which write K/V through it) are keyed by the token count alone, while
+// the sequences and block-table width behind them change.
 #include "backend/cuda/step_metadata.h"
 
 #include <algorithm>
@@ -72,11 +75,11 @@ const DeviceStepMetadata& StepMetadataCache::get(const AttentionMetadata& meta, 
   prepared_ = nullptr;
   const size_t ns = static_cast<size_t>(std::max(meta.num_seqs, 0));
   const size_t nt = static_cast<size_t>(std::max<int64_t>(num_tokens, 0));
-  const size_t off_qs = 0;
+  const size_t off_slots = 0;
+  const size_t off_qs = off_slots + round16(meta.slot_mapping.size() * 8);
   const size_t off_ctx = off_qs + round16(meta.query_start.size() * 4);
   const size_t off_seq = off_ctx + round16(meta.context_lens.size() * 4);
   const size_t off_bt = off_seq + round16(nt * 4);
-  const size_t off_slots = off_bt + round16(meta.block_tables.size() * 4);
   // Prefill sequences (more than one new token) and decode tokens.
   bool has_prefill = false;
   size_t num_decode = 0;
@@ -89,7 +92,7 @@ const DeviceStepMetadata& StepMetadataCache::get(const AttentionMetadata& meta, 
   tiles_host_.clear();
   if (has_prefill && wanted_group_ > 0)
     build_prefill_tiles(meta, num_tokens, wanted_group_, kFlashBlockM, tiles_host_);
-  const size_t off_decode = off_slots + round16(meta.slot_mapping.size() * 8);
+  const size_t off_decode = off_bt + round16(meta.block_tables.size() * 4);
   const size_t off_tiles = off_decode + (has_prefill ? round16(num_decode * 4) : 0);
   const size_t total = off_tiles + round16(tiles_host_.size() * 4);
   packed_.assign(total, 0);
