@@ -118,6 +118,24 @@ int32_t token_bucket(int32_t n) {
 // Larger steps run op by op: their GPU time dwarfs the launches.
 constexpr int32_t kMaxPiecewiseTokens = 4096;
 
+// Replays `graph`; where there is none, or the backend finds it stale, records
+// `ops` into it first. Returns whether it recorded.
+template <class Ops>
+bool replay_or_record(Backend& be, std::unique_ptr<StepGraph>& graph, Ops&& ops) {
+  if (graph && be.replay(*graph)) return false;
+  graph.reset();
+  be.begin_capture();
+  try {
+    ops();
+  } catch (...) {
+    be.abort_capture();
+    throw;
+  }
+  graph = be.end_capture();
+  LOOM_CHECK(be.replay(*graph), "a step recorded just now cannot be replayed");
+  return true;
+}
+
 // The most rows per sequence a recorded step has (a verify step: the last
 // known token and up to this many minus one draft tokens).
 constexpr int32_t kMaxRecordedRows = 16;
@@ -616,36 +634,33 @@ std::optional<Tensor> Transformer::forward_piecewise(const StepInput& step, KvCa
   // those of the step unpadded.
   const int32_t P = token_bucket(T), pad = P - T;
   Graphs& g = *graphs_;
-  StepInput& p = g.piece_step;
-  AttentionMetadata& pm = p.attn;
-  p.tokens.assign(step.tokens.begin(), step.tokens.end());
-  p.tokens.resize(size_t(P), 0);
-  p.positions.assign(step.positions.begin(), step.positions.end());
-  for (int32_t j = 0; j < pad; ++j) p.positions.push_back(j);
-  p.logit_rows = step.logit_rows;
-  p.hidden_rows.clear();
-  p.token_source = step.token_source;
-  pm.slot_mapping.assign(m.slot_mapping.begin(), m.slot_mapping.end());
-  pm.slot_mapping.resize(size_t(P), -1);
-  pm.max_context_bound = m.max_context_bound > 0 ? std::max(m.max_context_bound, pad) : 0;
-  pm.query_start.assign(m.query_start.begin(), m.query_start.end());
-  pm.context_lens.assign(m.context_lens.begin(), m.context_lens.begin() + N);
-  if (pad == 0) {
-    pm.num_seqs = N;
-    pm.max_blocks_per_seq = m.max_blocks_per_seq;
-    pm.block_tables.assign(m.block_tables.begin(),
-                           m.block_tables.begin() + ptrdiff_t(size_t(N) * size_t(m.max_blocks_per_seq)));
-  } else {
+  // A step already at its bucket's size runs as it is.
+  const StepInput& p = pad == 0 ? step : g.piece_step;
+  if (pad > 0) {
+    StepInput& q = g.piece_step;
+    AttentionMetadata& qm = q.attn;
+    q.tokens.assign(step.tokens.begin(), step.tokens.end());
+    q.tokens.resize(size_t(P), 0);
+    q.positions.assign(step.positions.begin(), step.positions.end());
+    for (int32_t j = 0; j < pad; ++j) q.positions.push_back(j);
+    q.logit_rows = step.logit_rows;
+    q.hidden_rows.clear();
+    q.token_source = step.token_source;
+    qm.slot_mapping.assign(m.slot_mapping.begin(), m.slot_mapping.end());
+    qm.slot_mapping.resize(size_t(P), -1);
+    qm.max_context_bound = m.max_context_bound > 0 ? std::max(m.max_context_bound, pad) : 0;
+    qm.query_start.assign(m.query_start.begin(), m.query_start.end());
+    qm.query_start.push_back(P);
+    qm.context_lens.assign(m.context_lens.begin(), m.context_lens.begin() + N);
+    qm.context_lens.push_back(pad);
     const auto pad_blocks = static_cast<int32_t>(ceil_div(pad, cache.block_size));
     const int32_t W = std::max(m.max_blocks_per_seq, pad_blocks);
-    pm.num_seqs = N + 1;
-    pm.query_start.push_back(P);
-    pm.context_lens.push_back(pad);
-    pm.max_blocks_per_seq = W;
-    pm.block_tables.assign(size_t(N + 1) * size_t(W), 0);
+    qm.num_seqs = N + 1;
+    qm.max_blocks_per_seq = W;
+    qm.block_tables.assign(size_t(N + 1) * size_t(W), 0);
     for (int32_t s = 0; s < N; ++s)
       std::copy_n(m.block_tables.begin() + ptrdiff_t(size_t(s) * size_t(m.max_blocks_per_seq)),
-                  m.max_blocks_per_seq, pm.block_tables.begin() + ptrdiff_t(size_t(s) * size_t(W)));
+                  m.max_blocks_per_seq, qm.block_tables.begin() + ptrdiff_t(size_t(s) * size_t(W)));
   }
 
   ensure_buffers(P, static_cast<int64_t>(p.logit_rows.size()));
@@ -664,20 +679,9 @@ std::optional<Tensor> Transformer::forward_piecewise(const StepInput& step, KvCa
   }
   const auto layers = static_cast<int32_t>(layers_.size());
   for (int32_t piece = 0; piece <= layers; ++piece) {
-    Graphs::Entry& e = g.pieces[std::make_pair(P, piece)];
-    if (!e.graph || !backend_.replay(*e.graph)) {
-      e.graph.reset();
-      backend_.begin_capture();
-      try {
-        run_piece(size_t(piece), p, cache);
-      } catch (...) {
-        backend_.abort_capture();
-        throw;
-      }
-      e.graph = backend_.end_capture();
+    if (replay_or_record(backend_, g.pieces[std::make_pair(P, piece)].graph,
+                         [&] { run_piece(size_t(piece), p, cache); }))
       graph_stats_.recorded++;
-      LOOM_CHECK(backend_.replay(*e.graph), "a piece recorded just now cannot be replayed");
-    }
     if (piece < layers) run_attention(size_t(piece), p, cache);
   }
   run_head(p);
@@ -827,19 +831,7 @@ std::optional<Tensor> Transformer::forward_recorded(const StepInput& step, KvCac
     e.warmed = true;
     graph_stats_.eager++;
   } else {
-    if (!e.graph || !backend_.replay(*e.graph)) {
-      e.graph.reset();
-      backend_.begin_capture();
-      try {
-        run_ops(p, cache);
-      } catch (...) {
-        backend_.abort_capture();
-        throw;
-      }
-      e.graph = backend_.end_capture();
-      graph_stats_.recorded++;
-      LOOM_CHECK(backend_.replay(*e.graph), "a step recorded just now cannot be replayed");
-    }
+    if (replay_or_record(backend_, e.graph, [&] { run_ops(p, cache); })) graph_stats_.recorded++;
     graph_stats_.replayed++;
     if (Q > 1) graph_stats_.replayed_multi_row++;
     replayed = true;

@@ -17,6 +17,8 @@
 // (HF's bf16 run with its linear inputs quantised to FP8 as loom does).
 #include <gtest/gtest.h>
 
+#include <string>
+
 #include "../common/paged_step.h"
 #include "backend/cuda/cuda_backend.h"
 #include "model/model.h"
@@ -46,6 +48,19 @@ float worst_against_eager(const std::vector<std::vector<float>>& eager,
     EXPECT_LE(d, tol) << "row " << r;
   }
   return worst;
+}
+
+// worst_against_eager, reported in one line with the recorded run's counts.
+void report_against_eager(const std::string& model, const char* what,
+                          const std::vector<std::vector<float>>& eager,
+                          const std::vector<std::vector<float>>& recorded, const Transformer::GraphStats& s) {
+  ASSERT_EQ(eager.size(), recorded.size());
+  const float worst = worst_against_eager(eager, recorded);
+  std::printf("%-20s %s vs eager: worst |dlogit| / tolerance = %.3f (%llu replays, %llu of several rows, "
+              "%llu piecewise steps, %llu recordings)\n",
+              model.c_str(), what, worst, static_cast<unsigned long long>(s.replayed),
+              static_cast<unsigned long long>(s.replayed_multi_row), static_cast<unsigned long long>(s.piecewise),
+              static_cast<unsigned long long>(s.recorded));
 }
 
 // Against HF: the fixed bound, or 1.5x HF's own bf16 deviation of the row
@@ -168,11 +183,7 @@ TEST_P(CudaModelTest, RecordedDecodeStepsEqualEager) {
   const auto recorded = decode(true, &stats);
   EXPECT_GT(stats.replayed, 15u);
   EXPECT_GE(stats.recorded, 2u);
-  ASSERT_EQ(eager.size(), recorded.size());
-  const float worst = worst_against_eager(eager, recorded);
-  std::printf("%-20s recorded vs eager: worst |dlogit| / tolerance = %.3f (%llu replays, %llu recordings)\n",
-              GetParam().c_str(), worst, static_cast<unsigned long long>(stats.replayed),
-              static_cast<unsigned long long>(stats.recorded));
+  report_against_eager(GetParam(), "recorded decode steps", eager, recorded, stats);
 }
 
 // Steps of several new tokens per sequence (verifying drafts: 1 to 4 rows
@@ -217,13 +228,7 @@ TEST_P(CudaModelTest, RecordedVerifyStepsEqualEager) {
   const auto eager = verify(false, nullptr);
   const auto recorded = verify(true, &stats);
   EXPECT_GE(stats.replayed_multi_row, 4u);
-  ASSERT_EQ(eager.size(), recorded.size());
-  const float worst = worst_against_eager(eager, recorded);
-  std::printf("%-20s recorded verify steps vs eager: worst |dlogit| / tolerance = %.3f (%llu replays, %llu of "
-              "several rows, %llu recordings)\n",
-              GetParam().c_str(), worst, static_cast<unsigned long long>(stats.replayed),
-              static_cast<unsigned long long>(stats.replayed_multi_row),
-              static_cast<unsigned long long>(stats.recorded));
+  report_against_eager(GetParam(), "recorded verify steps", eager, recorded, stats);
 }
 
 // Steps mixing a prefill chunk with decodes, run in recorded pieces (padded
@@ -276,11 +281,7 @@ TEST_P(CudaModelTest, PiecewiseMixedStepsEqualEager) {
   const auto pieces = mixed(true, &stats);
   EXPECT_EQ(stats.piecewise, 10u);
   EXPECT_GT(stats.recorded, 0u);
-  ASSERT_EQ(eager.size(), pieces.size());
-  const float worst = worst_against_eager(eager, pieces);
-  std::printf("%-20s piecewise mixed steps vs eager: worst |dlogit| / tolerance = %.3f (%llu steps, %llu recordings)\n",
-              GetParam().c_str(), worst, static_cast<unsigned long long>(stats.piecewise),
-              static_cast<unsigned long long>(stats.recorded));
+  report_against_eager(GetParam(), "piecewise mixed steps", eager, pieces, stats);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaModelTest,

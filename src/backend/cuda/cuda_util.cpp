@@ -52,13 +52,15 @@ PinnedUploader::~PinnedUploader() {
   if (host_) cudaFreeHost(host_);
 }
 
-void PinnedUploader::wait_all() {
-  while (!in_flight_.empty()) {
-    LOOM_CUDA_CHECK(cudaEventSynchronize(in_flight_.front()));
-    spare_.push_back(in_flight_.front());
-    in_flight_.pop_front();
-    ring_.release_oldest();
-  }
+void PinnedUploader::retire_oldest() {
+  spare_.push_back(in_flight_.front());
+  in_flight_.pop_front();
+}
+
+void PinnedUploader::wait_oldest() {
+  LOOM_CUDA_CHECK(cudaEventSynchronize(in_flight_.front()));
+  retire_oldest();
+  ring_.release_oldest();
 }
 
 cudaEvent_t PinnedUploader::take_event() {
@@ -68,8 +70,7 @@ cudaEvent_t PinnedUploader::take_event() {
     const cudaError_t st = cudaEventQuery(in_flight_.front());
     if (st == cudaErrorNotReady) break;
     LOOM_CUDA_CHECK(st);
-    spare_.push_back(in_flight_.front());
-    in_flight_.pop_front();
+    retire_oldest();
     ring_.release_oldest();
   }
   if (!spare_.empty()) {
@@ -88,7 +89,7 @@ void PinnedUploader::upload(void* dst_device, const void* src, size_t bytes, cud
   if (n > ring_.capacity() / 8) {
     size_t want = std::max<size_t>(ring_.capacity(), size_t{1} << 20);
     while (want < 8 * n) want *= 2;
-    wait_all();  // every copy from the old memory is done
+    while (!in_flight_.empty()) wait_oldest();  // every copy from the old memory is done
     if (host_) LOOM_CUDA_CHECK(cudaFreeHost(host_));
     host_ = nullptr;
     ring_ = RingSpace();
@@ -98,17 +99,13 @@ void PinnedUploader::upload(void* dst_device, const void* src, size_t bytes, cud
     ring_ = RingSpace(want);
   }
   cudaEvent_t done = take_event();
-  auto wait_oldest = [&] {
-    LOOM_CUDA_CHECK(cudaEventSynchronize(in_flight_.front()));
-    spare_.push_back(in_flight_.front());
-    in_flight_.pop_front();
-  };
   // The host stays at most kMaxInFlight copies ahead of the stream.
-  while (in_flight_.size() >= kMaxInFlight) {
-    wait_oldest();
-    ring_.release_oldest();
-  }
-  const size_t at = ring_.allocate(n, wait_oldest);
+  while (in_flight_.size() >= kMaxInFlight) wait_oldest();
+  // (The ring frees its own entry after this wait.)
+  const size_t at = ring_.allocate(n, [&] {
+    LOOM_CUDA_CHECK(cudaEventSynchronize(in_flight_.front()));
+    retire_oldest();
+  });
   // Tracked before the copy is queued: if queuing throws, the entry's event
   // (never recorded) reads as complete and the ring stays consistent.
   in_flight_.push_back(done);

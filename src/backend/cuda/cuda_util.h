@@ -74,7 +74,10 @@ class PinnedUploader {
   size_t capacity() const { return ring_.capacity(); }
 
  private:
-  void wait_all();
+  // The oldest copy's event back to spare_ (done); wait_oldest() waits for it
+  // first and frees its ring bytes too.
+  void retire_oldest();
+  void wait_oldest();
   cudaEvent_t take_event();
 
   static constexpr size_t kMaxInFlight = 256;
