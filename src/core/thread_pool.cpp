@@ -114,10 +114,12 @@ ThreadPool::ThreadPool(int num_threads) {
   std::vector<int> cores;
   if (num_threads > 1 && pinning_enabled()) cores = one_cpu_per_core();
   const bool pin = static_cast<int>(cores.size()) >= num_threads;
+  lane_next_ = std::make_unique<std::atomic<int64_t>[]>(static_cast<size_t>(num_threads));
+  lane_end_.assign(static_cast<size_t>(num_threads), 0);
   for (int i = 1; i < num_threads; ++i)
-    workers_.emplace_back([this, cpu = pin ? cores[static_cast<size_t>(i)] : -1] {
+    workers_.emplace_back([this, i, cpu = pin ? cores[static_cast<size_t>(i)] : -1] {
       if (cpu >= 0) pin_current_thread(cpu);
-      worker_loop();
+      worker_loop(i);
     });
 }
 
@@ -144,7 +146,7 @@ uint64_t ThreadPool::wait_for_job(uint32_t seen) {
   return s;
 }
 
-void ThreadPool::worker_loop() {
+void ThreadPool::worker_loop(int lane) {
   uint32_t seen = 0;
   for (;;) {
     uint64_t s = wait_for_job(seen);
@@ -153,7 +155,7 @@ void ThreadPool::worker_loop() {
     // Join only while this generation is open; a failed CAS reloads s.
     while (!(s & kClosed) && generation_of(s) == seen) {
       if (job_state_.compare_exchange_weak(s, s + 1)) {
-        run_chunks();
+        run_chunks(lane);
         leave_job();
         break;
       }
@@ -161,17 +163,23 @@ void ThreadPool::worker_loop() {
   }
 }
 
-void ThreadPool::run_chunks() {
-  for (;;) {
-    const int64_t c = next_chunk_.fetch_add(1, std::memory_order_relaxed);
-    if (c >= num_chunks_) return;
-    const int64_t b = c * chunk_;
-    try {
-      invoke_(fn_, b, std::min(n_, b + chunk_));
-    } catch (...) {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (!error_) error_ = std::current_exception();
-      next_chunk_.store(num_chunks_, std::memory_order_relaxed);  // skip the rest
+void ThreadPool::run_chunks(int lane) {
+  const int lanes = num_threads();
+  // Its own lane first, in order; then what is left of the others'.
+  for (int j = 0; j < lanes; ++j) {
+    const auto l = static_cast<size_t>((lane + j) % lanes);
+    for (;;) {
+      const int64_t c = lane_next_[l].fetch_add(1, std::memory_order_relaxed);
+      if (c >= lane_end_[l]) break;
+      const int64_t b = c * chunk_;
+      try {
+        invoke_(fn_, b, std::min(n_, b + chunk_));
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!error_) error_ = std::current_exception();
+        for (size_t k = 0; k < lane_end_.size(); ++k)  // skip the rest
+          lane_next_[k].store(lane_end_[k], std::memory_order_relaxed);
+      }
     }
   }
 }
@@ -213,15 +221,18 @@ void ThreadPool::run(int64_t n, int64_t grain, void* fn, Invoke invoke) {
   invoke_ = invoke;
   n_ = n;
   chunk_ = chunk;
-  num_chunks_ = (n + chunk - 1) / chunk;
-  next_chunk_.store(0, std::memory_order_relaxed);
+  const int64_t num_chunks = (n + chunk - 1) / chunk;
+  for (int64_t i = 0; i < threads; ++i) {
+    lane_next_[static_cast<size_t>(i)].store(num_chunks * i / threads, std::memory_order_relaxed);
+    lane_end_[static_cast<size_t>(i)] = num_chunks * (i + 1) / threads;
+  }
   const uint64_t next_generation = (job_state_.load() >> 32) + 1;
   job_state_.store(next_generation << 32);  // open, nobody joined
   if (sleeping_workers_.load() > 0) {
     { std::lock_guard<std::mutex> lock(mu_); }
     work_cv_.notify_all();
   }
-  run_chunks();
+  run_chunks(0);
   wait_job_done();
   std::exception_ptr error;
   {

@@ -1,7 +1,11 @@
 // ThreadPool: the one pool of worker threads that CPU kernels share.
-// parallel_for splits [0, n) into contiguous chunks that the calling thread and
-// the workers claim from an atomic counter, and returns when every chunk is
-// done. Idle workers spin briefly on the job word, then sleep on a condition
+// parallel_for splits [0, n) into contiguous chunks, a few per thread, and
+// returns when every chunk is done. Each thread (the caller is thread 0) owns
+// a lane: a contiguous run of chunks that it claims in order, so a kernel
+// streaming its share of a weight reads one run of memory and can prefetch
+// past the end of a chunk into its next one. A thread done with its lane
+// claims what is left of the others' (a descheduled thread's work is taken
+// over chunk by chunk). Idle workers spin briefly on the job word, then sleep on a condition
 // variable, so back-to-back small jobs (a decode step issues hundreds) cost
 // about a microsecond instead of a wake-up each. A worker that is slow to wake
 // (a loaded machine) never delays a job: it only joins while chunks remain.
@@ -58,9 +62,9 @@ class ThreadPool {
   using Invoke = void (*)(void* fn, int64_t begin, int64_t end);
 
   void run(int64_t n, int64_t grain, void* fn, Invoke invoke);
-  void worker_loop();
+  void worker_loop(int lane);
   uint64_t wait_for_job(uint32_t seen);
-  void run_chunks();
+  void run_chunks(int lane);
   void leave_job();
   void wait_job_done();
 
@@ -71,11 +75,16 @@ class ThreadPool {
   static constexpr uint64_t kClosed = uint64_t{1} << 31;
   static constexpr uint64_t kJoinedMask = kClosed - 1;
   alignas(64) std::atomic<uint64_t> job_state_{kClosed};
-  alignas(64) std::atomic<int64_t> next_chunk_{0};
+  // Thread i's lane of the current job: chunks [lane_next_[i], lane_end_[i]),
+  // claimed by fetch_add on lane_next_[i] (by any thread once its own lane is
+  // done). The counters share cache lines: a small job then costs the caller
+  // and the workers about one line's transfers, as a single counter would.
+  std::unique_ptr<std::atomic<int64_t>[]> lane_next_;
+  std::vector<int64_t> lane_end_;
   // The current job (written by the caller while the job is closed).
   void* fn_ = nullptr;
   Invoke invoke_ = nullptr;
-  int64_t n_ = 0, chunk_ = 0, num_chunks_ = 0;
+  int64_t n_ = 0, chunk_ = 0;
   std::exception_ptr error_;  // guarded by mu_
 
   alignas(64) std::atomic<bool> busy_{false};  // a parallel job is running

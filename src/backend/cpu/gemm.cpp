@@ -103,8 +103,10 @@ void row_matmul(ThreadPool& pool, const GemmKernels& gk, const Tensor& x,
       // Up to kRowKernelRows activation rows per call; the group's weights
       // stay in L1 for the next rows.
       if (quant) {
-        // A whole next call's rows to prefetch (its last rows may lie past the end).
-        const uint8_t* next = c0 + 2 * step <= end ? wg + step * row_bytes : nullptr;
+        // A whole next call's rows to prefetch, past the end of this item too:
+        // the thread pool hands a thread its items in order, so the rows
+        // after this item are usually this thread's next ones.
+        const uint8_t* next = c0 + 2 * step <= n ? wg + step * row_bytes : nullptr;
         for (int64_t r0 = 0; r0 < m; r0 += kRowKernelRowsQuant)
           gk.rows_quant(wt, wg, row_bytes, rows, k, act.data() + r0 * xs, xs,
                         static_cast<int>(std::min(kRowKernelRowsQuant, m - r0)), o + r0 * n + c0, n,
