@@ -7,6 +7,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <mutex>
+#include <map>
 #include <cstdlib>
 #include <stdexcept>
 #include <thread>
@@ -43,6 +45,47 @@ TEST(ThreadPool, CoversRangesOfEverySize) {
       expect_covers_once(pool, n);
       expect_covers_once(pool, n, 7);
     }
+  }
+}
+
+TEST(ThreadPool, AThreadTakesItsChunksInOrderAndAStalledThreadsAreTakenOver) {
+  // Each thread sees its chunks in increasing order within runs (its own lane
+  // first); when one thread stalls in its first chunk, the others finish
+  // every other chunk, its lane's included, before it returns.
+  ThreadPool pool(4);
+  const int64_t n = 4000;
+  std::mutex mu;
+  std::map<std::thread::id, std::vector<int64_t>> seen;
+  std::atomic<int> stalled{0};
+  std::atomic<int64_t> done{0};
+  std::atomic<bool> release{false};
+  std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+  pool.parallel_for(n, [&](int64_t b, int64_t e) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      seen[std::this_thread::get_id()].push_back(b);
+    }
+    for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)].fetch_add(1);
+    if (b > 0 && stalled.exchange(1) == 0) {
+      // This thread waits until every other chunk is done (or 5 s pass).
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+      while (!release.load() && std::chrono::steady_clock::now() < until) {
+        // Everything but this chunk done: its lane's later chunks too.
+        if (done.load() >= n - (e - b)) release.store(true);
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      return;
+    }
+    done.fetch_add(e - b);
+  });
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[static_cast<size_t>(i)].load(), 1) << i;
+  EXPECT_TRUE(release.load()) << "the other threads did not take over the stalled thread's lane";
+  for (const auto& [id, starts] : seen) {
+    // Starts ascend except where a thread moves on to another lane (at most
+    // once per other lane).
+    int descents = 0;
+    for (size_t i = 1; i < starts.size(); ++i) descents += starts[i] < starts[i - 1];
+    EXPECT_LE(descents, pool.num_threads() - 1);
   }
 }
 
