@@ -323,7 +323,9 @@ TEST(Perf, DISABLED_DecodeAttentionOneSequence) {
     meta.max_blocks_per_seq = blocks_per;
     meta.query_start = {0, 1};
     meta.context_lens = {ctx};
-    for (int b = 0; b < blocks_per; ++b) meta.block_tables.push_back(100 + b);
+    const char* order = std::getenv("LOOM_PERF_BLOCK_ORDER");
+    for (int b = 0; b < blocks_per; ++b)
+      meta.block_tables.push_back(order && order[0] == 'r' ? 2000 - b : order && order[0] == 's' ? (b * 997) % 2700 : 100 + b);
     Tensor q = ref::f32_tensor(ref::random_floats(heads * hd, 3), {1, heads, hd});
     Tensor out = Tensor::cpu(DType::F32, {1, heads, hd});
     AttentionParams p;
