@@ -253,15 +253,23 @@ TEST(Perf, DISABLED_MatmulByRows) {
   // Batched decode and short prompts: time per call and per row as M grows,
   // across the switch from row dot products (M < 4) to the GEMM.
   auto be = make_cpu_backend(perf_threads());
-  for (DType t : {DType::Q5_0, DType::Q6_K, DType::Q8_0}) {
-    const int64_t n = t == DType::Q8_0 ? 151936 : 4864, k = t == DType::Q6_K ? 1024 : 896;
-    Tensor w = random_weight(t, n, k);
-    for (int64_t m : {1, 2, 3, 4, 8, 16, 32, 64}) {
+  // A Qwen2.5-0.5B layer's up and down projections and its output head.
+  struct Shape {
+    DType t;
+    int64_t n, k;
+  };
+  for (const Shape& sh : {Shape{DType::Q5_0, 4864, 896}, Shape{DType::Q6_K, 896, 4864},
+                          Shape{DType::Q4_K, 896, 4864}, Shape{DType::Q8_0, 151936, 896}}) {
+    const DType t = sh.t;
+    const int64_t n = sh.n, k = sh.k;
+    // As the backend prepares it (interleaved, as the engine runs it).
+    Tensor w = be->prepare_weight(random_weight(t, n, k));
+    for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 32, 64}) {
       Tensor x = ref::f32_tensor(ref::random_floats(m * k, 1), {m, k});
       Tensor out = Tensor::cpu(DType::F32, {m, n});
       const double s = seconds_per_call([&] { be->matmul(x, w, nullptr, out); }, 0.3);
-      std::printf("matmul %-5s M=%-3ld N=%-6ld K=%ld %-8s %8.3f ms  %7.3f ms/row  %6.1f GFLOP/s\n",
-                  std::string(dtype_name(t)).c_str(), static_cast<long>(m), static_cast<long>(n),
+      std::printf("matmul %-8s M=%-3ld N=%-6ld K=%ld %-8s %8.3f ms  %7.3f ms/row  %6.1f GFLOP/s\n",
+                  std::string(dtype_name(w.dtype())).c_str(), static_cast<long>(m), static_cast<long>(n),
                   static_cast<long>(k), std::string(cpu::isa_name(cpu::active_isa())).c_str(),
                   s * 1e3, s * 1e3 / static_cast<double>(m), 2.0 * m * n * k / s / 1e9);
     }
@@ -301,13 +309,16 @@ TEST(Perf, DISABLED_DecodeAttention) {
 }
 
 TEST(Perf, DISABLED_DecodeAttentionOneSequence) {
-  // Single-stream decode as the engine runs it: one sequence of 544 cached
+  // Decode as the engine runs it: by default one sequence of 544 cached
   // tokens on a Qwen2.5-0.5B-like layer (14 heads over 2 kv heads, head_dim
   // 64), with the caches evicted before each call (in a decode step a layer's
   // KV is read after the previous layers' weights went through the cache) and
   // hot (the same call repeated).
   auto be = make_cpu_backend(perf_threads());
-  const int heads = 14, kvh = 2, hd = 64, bs = 16, ctx = 544, pool_blocks = 2730;
+  // LOOM_PERF_ATTN="seqs,ctx" changes the shape (default 1 sequence of 544).
+  int ns = 1, ctx = 544;
+  if (const char* e = std::getenv("LOOM_PERF_ATTN")) std::sscanf(e, "%d,%d", &ns, &ctx);
+  const int heads = 14, kvh = 2, hd = 64, bs = 16, pool_blocks = 2730;
   std::vector<char> evict(64 << 20, 1);
   volatile int sink = 0;
   Tensor wake_x = ref::f32_tensor(ref::random_floats(64, 1), {1, 64});
@@ -315,22 +326,38 @@ TEST(Perf, DISABLED_DecodeAttentionOneSequence) {
   Tensor wake_out = Tensor::cpu(DType::F32, {1, 64});
   for (DType ct : {DType::F32, DType::F16}) {
     const int blocks_per = (ctx + bs - 1) / bs;
+    ASSERT_LE(ns * blocks_per, 2000) << "the pool holds 2,730 blocks";
     KvLayerCache cache;
     cache.k = random_weight(ct, pool_blocks * bs * kvh, hd).reshape({pool_blocks, bs, kvh, hd});
     cache.v = random_weight(ct, pool_blocks * bs * kvh, hd).reshape({pool_blocks, bs, kvh, hd});
     AttentionMetadata meta;
-    meta.num_seqs = 1;
+    meta.num_seqs = ns;
     meta.max_blocks_per_seq = blocks_per;
-    meta.query_start = {0, 1};
-    meta.context_lens = {ctx};
+    // Blocks in order, reversed or scattered over the pool.
     const char* order = std::getenv("LOOM_PERF_BLOCK_ORDER");
-    for (int b = 0; b < blocks_per; ++b)
-      meta.block_tables.push_back(order && order[0] == 'r' ? 2000 - b : order && order[0] == 's' ? (b * 997) % 2700 : 100 + b);
-    Tensor q = ref::f32_tensor(ref::random_floats(heads * hd, 3), {1, heads, hd});
-    Tensor out = Tensor::cpu(DType::F32, {1, heads, hd});
+    for (int s = 0; s < ns; ++s) {
+      meta.query_start.push_back(s);
+      meta.context_lens.push_back(ctx);
+      for (int b = 0; b < blocks_per; ++b) {
+        const int i = s * blocks_per + b;
+        meta.block_tables.push_back(order && order[0] == 'r'   ? 2700 - i
+                                    : order && order[0] == 's' ? (i * 997) % 2700
+                                                               : 100 + i);
+      }
+    }
+    meta.query_start.push_back(ns);
+    Tensor q = ref::f32_tensor(ref::random_floats(ns * heads * hd, 3), {ns, heads, hd});
+    Tensor out = Tensor::cpu(DType::F32, {ns, heads, hd});
     AttentionParams p;
     p.scale = 0.125f;
-    const double kv_bytes = 2.0 * ctx * kvh * hd * dtype_info(ct).block_bytes;
+    const double kv_bytes = 2.0 * ns * ctx * kvh * hd * dtype_info(ct).block_bytes;
+    if (const char* e = std::getenv("LOOM_PERF_HOT_SECONDS")) {
+      // Only the hot loop on the detected ISA, for a profiler to sample.
+      const auto until = std::chrono::steady_clock::now() +
+                         std::chrono::duration<double>(std::atof(e));
+      while (std::chrono::steady_clock::now() < until) be->paged_attention(q, cache, meta, p, out);
+      return;
+    }
     ref::for_each_isa([&](cpu::Isa isa) {
       for (const bool cold : {true, false}) {
         std::vector<double> t;
@@ -346,8 +373,8 @@ TEST(Perf, DISABLED_DecodeAttentionOneSequence) {
           t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
         }
         std::sort(t.begin(), t.end());
-        std::printf("decode attention %-4s 1 seq x %d ctx %-8s %-4s median %6.1f us  min %6.1f us  %5.1f GB/s of KV\n",
-                    std::string(dtype_name(ct)).c_str(), ctx, std::string(cpu::isa_name(isa)).c_str(),
+        std::printf("decode attention %-4s %d seqs x %d ctx %-8s %-4s median %6.1f us  min %6.1f us  %5.1f GB/s of KV\n",
+                    std::string(dtype_name(ct)).c_str(), ns, ctx, std::string(cpu::isa_name(isa)).c_str(),
                     cold ? "cold" : "hot", t[t.size() / 2] * 1e6, t[0] * 1e6, kv_bytes / t[t.size() / 2] / 1e9);
       }
     });
