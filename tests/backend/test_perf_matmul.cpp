@@ -259,12 +259,13 @@ TEST(Perf, DISABLED_MatmulByRows) {
     int64_t n, k;
   };
   for (const Shape& sh : {Shape{DType::Q5_0, 4864, 896}, Shape{DType::Q6_K, 896, 4864},
-                          Shape{DType::Q4_K, 896, 4864}, Shape{DType::Q8_0, 151936, 896}}) {
+                          Shape{DType::Q4_K, 896, 4864}, Shape{DType::Q8_0, 151936, 896},
+                          Shape{DType::F16, 4864, 896}, Shape{DType::BF16, 4864, 896}}) {
     const DType t = sh.t;
     const int64_t n = sh.n, k = sh.k;
     // As the backend prepares it (interleaved, as the engine runs it).
     Tensor w = be->prepare_weight(random_weight(t, n, k));
-    for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 32, 64}) {
+    for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 24, 32, 64}) {
       Tensor x = ref::f32_tensor(ref::random_floats(m * k, 1), {m, k});
       Tensor out = Tensor::cpu(DType::F32, {m, n});
       const double s = seconds_per_call([&] { be->matmul(x, w, nullptr, out); }, 0.3);

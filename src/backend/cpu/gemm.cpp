@@ -1,7 +1,8 @@
 // The GEMM driver: activation quantisation once per call, work items of
 // (panel of nr output columns, block of rows), K in chunks of at most
 // kGemmKcQuant values so a panel stays in L1/L2 while every row of the block
-// passes over it. Below kGemmMinRows rows, the row path: work items of
+// passes over it. Below kGemmMinRowsQuant rows (float weights:
+// kGemmMinRowsFloat), the row path: work items of
 // kColTile output columns, eight weight rows per kernel call.
 #include "backend/cpu/gemm.h"
 
@@ -74,7 +75,7 @@ std::vector<ActQ8_G> quantize_activations(ThreadPool& pool, const GemmKernels& g
   return act;
 }
 
-// The row path for m < kGemmMinRows rows (gk has rows_quant / rows_float),
+// The row path for m rows below the GEMM's (gk has rows_quant / rows_float),
 // for one or several weights of the same K (x quantised once by the caller):
 // the weights' column tiles, numbered one after another, in one parallel pass.
 void row_matmul(ThreadPool& pool, const GemmKernels& gk, const Tensor& x,
@@ -134,6 +135,14 @@ void row_matmul(ThreadPool& pool, const GemmKernels& gk, const Tensor& x,
   });
 }
 
+// Whether m rows against w take the row path (below kGemmMinRowsQuant rows
+// for quantised weights, kGemmMinRowsFloat for float ones).
+bool row_path(const GemmKernels& gk, int64_t m, const Tensor& w) {
+  QuantLayout layout;
+  return gk.rows_quant &&
+         m < (gk.quant_layout(w.dtype(), layout) ? kGemmMinRowsQuant : kGemmMinRowsFloat);
+}
+
 // Checks a weight for the GEMM and the row path; whether it is quantised
 // (then with its layout).
 bool check_weight(const GemmKernels& gk, const Tensor& w, int64_t k, QuantLayout& layout) {
@@ -156,7 +165,8 @@ bool gemm_supports(DType w) {
 
 void gemm_matmul_many(ThreadPool& pool, const Tensor& x, const std::vector<GemmJob>& jobs) {
   const GemmKernels& gk = gemm_kernels_for(active_isa());
-  if (x.rows() >= kGemmMinRows || !gk.rows_quant) {
+  if (!std::all_of(jobs.begin(), jobs.end(),
+                   [&](const GemmJob& j) { return row_path(gk, x.rows(), *j.w); })) {
     for (const GemmJob& j : jobs) gemm_matmul(pool, x, *j.w, j.bias, *j.out);
     return;
   }
@@ -172,7 +182,7 @@ void gemm_matmul(ThreadPool& pool, const Tensor& x, const Tensor& w, const float
   const int64_t n = w.dim(0), k = w.dim(1), m = x.rows();
   const int nr = gk.nr;
   const DType wt = w.dtype();
-  if (m < kGemmMinRows && gk.rows_quant) {
+  if (row_path(gk, m, w)) {
     gemm_matmul_many(pool, x, {GemmJob{&w, bias, &out}});
     return;
   }

@@ -1,5 +1,6 @@
 // The CPU matmul out[M, N] = x[M, K] . w[N, K]^T for every M: the GEMM for
-// M >= kGemmMinRows and the row path (decode) below that, which give each
+// M >= kGemmMinRowsQuant (float weights: kGemmMinRowsFloat) and the row path
+// (decode) below that, which give each
 // output the same bits (see rows_quant).
 // Weights are unpacked once per panel (nr weight rows by kc values) into a
 // layout the micro-kernels stream from L1/L2, and every activation row passes
@@ -29,8 +30,14 @@
 namespace loom::cpu {
 
 // From this many activation rows on, the GEMM (weight panels unpacked once and
-// reused by every row); below, the row path.
-constexpr int64_t kGemmMinRows = 8;
+// reused by every row); below, the row path. Quantised weights: the row path
+// reads a weight group once and passes over it from L1 for every 4 rows, which
+// up to 16 rows beats unpacking panels (a decode step of 8 / 12 / 16 sequences
+// of the Qwen2.5-0.5B GGUF: ~500 / 520 / 550 tok/s instead of ~305 / 400 /
+// 480 on 2 AVX-512 cores). Float weights: the GEMM from 4 rows on (its f16
+// matvec of 4 rows takes about half the row path's time).
+constexpr int64_t kGemmMinRowsQuant = 17;
+constexpr int64_t kGemmMinRowsFloat = 4;
 // Activation rows per row-kernel call (rows_quant takes 1-4, rows_float
 // 1-3); more rows pass over the same weight group again, from L1.
 constexpr int64_t kRowKernelRowsQuant = 4;
@@ -122,14 +129,15 @@ const GemmKernels& gemm_kernels_for(Isa isa);
 
 // Whether gemm_matmul takes weights of this type under the active ISA.
 bool gemm_supports(DType w);
-// out[M, N] = x[M, K] . w[N, K]^T (+ bias[N]): through the panels for M >=
-// kGemmMinRows, the row path below (where the ISA has one); shapes are checked
+// out[M, N] = x[M, K] . w[N, K]^T (+ bias[N]): through the panels from
+// kGemmMinRowsQuant / kGemmMinRowsFloat rows on, the row path below (where the
+// ISA has one); shapes are checked
 // by the caller (matmul), bias may be null. Runs on pool.
 void gemm_matmul(ThreadPool& pool, const Tensor& x, const Tensor& w, const float* bias,
                  Tensor& out);
 
-// Several weights of the same K against one x (q, k, v; gate, up): below
-// kGemmMinRows rows (where the ISA has a row path) x is quantised once and
+// Several weights of the same K against one x (q, k, v; gate, up): where every
+// weight takes the row path at x's rows, x is quantised once and
 // every weight's column tiles run in one parallel pass; otherwise
 // gemm_matmul for each. Each output gets exactly gemm_matmul's bits.
 struct GemmJob {

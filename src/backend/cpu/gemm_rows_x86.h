@@ -1,4 +1,4 @@
-// The x86 row path (gemm.h: rows_quant / rows_float) for M < kGemmMinRows
+// The x86 row path (gemm.h: rows_quant / rows_float) for M < kGemmMinRowsQuant
 // activation rows (decode): eight weight rows at a time (an interleaved
 // weight: its group of sixteen, rows_interleaved), read as stored, with
 // no panel. Each output takes exactly the operations the GEMM micro-kernels of

@@ -1,8 +1,8 @@
 // matmul: out[M, N] = x[M, K] . w[N, K]^T (+ bias): the checks, then gemm.h,
 // which takes every weight type through the cache-blocked GEMM (prefill,
-// batched decode) or, below kGemmMinRows rows, the row path (decode). Both
-// give a row the same bits, so a row's result never depends on the rows
-// batched with it.
+// batched decode) or, below kGemmMinRowsQuant rows (float weights:
+// kGemmMinRowsFloat), the row path (decode). Both give a row the same bits,
+// so a row's result never depends on the rows batched with it.
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/gemm.h"
 #include "core/error.h"
