@@ -14,9 +14,10 @@ namespace {
 
 constexpr int64_t kMaxRows = 40;
 
-// Row counts around the row-path / GEMM switch, the micro-kernels' row groups
+// Row counts around the row-path / GEMM switches (4 rows for float weights,
+// 17 for quantised ones), the micro-kernels' row groups
 // (4 and 6), and past the point where rows are split over threads.
-constexpr int64_t kRowCounts[] = {2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13, 17, 24, 25, 33, 40};
+constexpr int64_t kRowCounts[] = {2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13, 16, 17, 24, 25, 33, 40};
 
 void check_invariant(Backend& be, DType type, int64_t n, int64_t k, bool with_bias, uint32_t seed) {
   SCOPED_TRACE(::testing::Message()
