@@ -361,9 +361,12 @@ void paged_attention(ThreadPool& pool, const Tensor& q, const KvLayerCache& cach
         load_segment(key, n, key - k0);
         key += n;
       }
-      if (nk < ldk)
-        for (int64_t d = 0; d < hd; ++d) std::fill(kt + d * ldk + nk, kt + (d + 1) * ldk, 0.0f);
-      kern.attn_scores(qt, rows, hd, kt, ldk, sc);
+      // Scores of the chunk's keys only, in whole vectors of 16 (the
+      // columns past nk are zero keys, never read).
+      const int64_t ncols = (nk + 15) / 16 * 16;
+      if (nk < ncols)
+        for (int64_t d = 0; d < hd; ++d) std::fill(kt + d * ldk + nk, kt + d * ldk + ncols, 0.0f);
+      kern.attn_scores(qt, rows, hd, kt, ldk, ncols, sc);
       // This chunk's partial: in its slot of `parts` (split items) or in
       // own_part, merged at once.
       float* pacc = split ? parts.data() + (part0 + c) * part_stride : own_part;
@@ -386,8 +389,7 @@ void paged_attention(ThreadPool& pool, const Tensor& q, const KvLayerCache& cach
             for (int64_t i = lo - k0; i < hi - k0; ++i) srow[i] = cap * std::tanh(srow[i] / cap);
           for (int64_t i = 0; i < lo - k0; ++i) srow[i] = neg_inf;
           for (int64_t i = hi - k0; i < nk; ++i) srow[i] = neg_inf;
-          float bmax = srow[lo - k0];
-          for (int64_t i = lo - k0 + 1; i < hi - k0; ++i) bmax = std::max(bmax, srow[i]);
+          const float bmax = kern.attn_max(srow + (lo - k0), hi - lo);
           pmax[r] = bmax;
           psum[r] = kern.attn_exp_sum(srow, nk, bmax);
         }

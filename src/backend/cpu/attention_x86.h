@@ -11,15 +11,16 @@
 namespace loom::cpu::attn {
 namespace {
 
-// s[r * ldk + j] = sum_d q[r * hd + d] * kt[d * ldk + j], r < rows, j < ldk
-// (ldk a multiple of V::kLanes; kt zero past the block's keys).
+// s[r * ldk + j] = sum_d q[r * hd + d] * kt[d * ldk + j], r < rows, j < ncols
+// (ldk and ncols multiples of V::kLanes; kt zero past the block's keys).
 template <class V>
-void scores(const float* q, int64_t rows, int64_t hd, const float* kt, int64_t ldk, float* s) {
+void scores(const float* q, int64_t rows, int64_t hd, const float* kt, int64_t ldk, int64_t ncols,
+            float* s) {
   using F = typename V::F;
   constexpr int L = V::kLanes;
   constexpr int kMr = V::kLanes >= 16 ? 8 : 4;  // query rows per pass (16 or 8 accumulators)
-  for (int64_t j0 = 0; j0 < ldk; j0 += 2 * L) {
-    const bool two = j0 + 2 * L <= ldk;
+  for (int64_t j0 = 0; j0 < ncols; j0 += 2 * L) {
+    const bool two = j0 + 2 * L <= ncols;
     int64_t r = 0;
     for (; r < rows; r += kMr) {
       const int nrow = static_cast<int>(rows - r < kMr ? rows - r : kMr);
@@ -66,6 +67,21 @@ float exp_sum(float* x, int64_t n, float m) {
     for (int64_t i = j; i < n; ++i) x[i] = tail[i - j];
   }
   return V::reduce_add(sum);
+}
+
+// The largest of x[0..n), n >= 1.
+template <class V>
+float row_max(const float* x, int64_t n) {
+  constexpr int L = V::kLanes;
+  int64_t j = 0;
+  float m = x[0];
+  if (n >= L) {
+    auto mv = V::loadf(x);
+    for (j = L; j + L <= n; j += L) mv = V::max(mv, V::loadf(x + j));
+    m = V::reduce_max(mv);
+  }
+  for (; j < n; ++j) m = m < x[j] ? x[j] : m;
+  return m;
 }
 
 // o[r * hd + d] += sum_{j < nk} p[r * ldp + j] * v[j * hd + d]; hd a multiple

@@ -19,15 +19,18 @@ struct CpuKernels {
   void (*f16_to_f32)(const uint16_t* x, float* y, int64_t n);
   void (*bf16_to_f32)(const uint16_t* x, float* y, int64_t n);
   // Blocked attention (attention.cpp). Scores: s[r * ldk + j] = q_r . kt[:, j]
-  // for rows r < rows (q rows hd apart) and keys j < ldk (kt is [hd][ldk], ldk
-  // a multiple of 16, zero past the keys). exp_sum: x[j] = e^(x[j] - m), j < n,
+  // for rows r < rows (q rows hd apart) and keys j < ncols (kt is [hd][ldk];
+  // ldk and ncols multiples of 16, ncols <= ldk, kt zero past the keys; a
+  // score's value does not depend on ncols). exp_sum: x[j] = e^(x[j] - m), j < n,
   // returning the sum. pv: o[r * hd + d] += sum_{j < nk} p[r * ldp + j] * v[j * hd + d].
   // dst[c * ldd + r] = src[r * lds + c] for r < rows, c < cols.
   void (*transpose)(const float* src, int64_t rows, int64_t cols, int64_t lds, float* dst,
                     int64_t ldd);
   void (*attn_scores)(const float* q, int64_t rows, int64_t hd, const float* kt, int64_t ldk,
-                      float* s);
+                      int64_t ncols, float* s);
   float (*attn_exp_sum)(float* x, int64_t n, float m);
+  // The largest of x[0..n), n >= 1 (a score row's max; exact in any order).
+  float (*attn_max)(const float* x, int64_t n);
   void (*attn_pv)(const float* p, int64_t rows, int64_t ldp, int64_t nk, const float* v, int64_t hd,
                   float* o);
   // out[i] = act(g[i]) * u[i] for SiLU and GELU (tanh approximation).

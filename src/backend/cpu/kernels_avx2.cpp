@@ -30,6 +30,7 @@ const CpuKernels& kernels_avx2() {
                             simd::transpose_f32,
                             attn::scores<Vec>,
                             attn::exp_sum<Vec>,
+                            attn::row_max<Vec>,
                             avx2_attn_pv,
                             attn::gated<Vec, false>,
                             attn::gated<Vec, true>};

@@ -36,6 +36,7 @@ CpuKernels make_avx512_table(Isa isa) {
                     simd::transpose_f32,
                     attn::scores<Vec>,
                     attn::exp_sum<Vec>,
+                    attn::row_max<Vec>,
                     avx512_attn_pv,
                     attn::gated<Vec, false>,
                     attn::gated<Vec, true>};

@@ -27,13 +27,14 @@ void transpose(const float* src, int64_t rows, int64_t cols, int64_t lds, float*
     for (int64_t c = 0; c < cols; ++c) dst[c * ldd + r] = src[r * lds + c];
 }
 
-void attn_scores(const float* q, int64_t rows, int64_t hd, const float* kt, int64_t ldk, float* s) {
+void attn_scores(const float* q, int64_t rows, int64_t hd, const float* kt, int64_t ldk,
+                 int64_t ncols, float* s) {
   for (int64_t r = 0; r < rows; ++r) {
     float* sr = s + r * ldk;
-    for (int64_t j = 0; j < ldk; ++j) sr[j] = 0;
+    for (int64_t j = 0; j < ncols; ++j) sr[j] = 0;
     for (int64_t d = 0; d < hd; ++d) {
       const float qv = q[r * hd + d];
-      for (int64_t j = 0; j < ldk; ++j) sr[j] += qv * kt[d * ldk + j];
+      for (int64_t j = 0; j < ncols; ++j) sr[j] += qv * kt[d * ldk + j];
     }
   }
 }
@@ -42,6 +43,12 @@ float attn_exp_sum(float* x, int64_t n, float m) {
   float sum = 0;
   for (int64_t j = 0; j < n; ++j) sum += x[j] = std::exp(x[j] - m);
   return sum;
+}
+
+float attn_max(const float* x, int64_t n) {
+  float m = x[0];
+  for (int64_t j = 1; j < n; ++j) m = std::max(m, x[j]);
+  return m;
 }
 
 void attn_pv(const float* p, int64_t rows, int64_t ldp, int64_t nk, const float* v, int64_t hd,
@@ -68,8 +75,8 @@ void gelu_mul(const float* g, const float* u, float* out, int64_t n) {
 }  // namespace
 
 const CpuKernels& kernels_portable() {
-  static const CpuKernels k{Isa::Portable, axpy,         scale,   f16_row,  bf16_row, transpose,
-                            attn_scores,   attn_exp_sum, attn_pv, silu_mul, gelu_mul};
+  static const CpuKernels k{Isa::Portable, axpy,     scale,   f16_row,  bf16_row, transpose,
+                            attn_scores,   attn_exp_sum, attn_max, attn_pv, silu_mul, gelu_mul};
   return k;
 }
 
