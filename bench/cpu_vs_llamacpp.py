@@ -5,7 +5,15 @@ each prompt length (loom, then llama.cpp on the same GGUF, prompt and
 threads), then the batched-decode sweep, then TTFT of a chat prompt through
 `loom serve` over HTTP. Prints and writes one JSON with every sample and, per
 figure, min / median / max over the repeats, plus the machine (CPU, nproc,
-ISA, load average before and after).
+ISA, load average before and after). Before every latency and batch sample it
+reads 256 MiB on --threads threads (numpy, where installed) and records the
+rate as host_read_gbs: single-stream decode streams every weight once per
+token, so on a host whose memory bandwidth moves (a shared VM) that rate,
+not the code, sets how fast it can go. It is a gauge of the host's state
+between samples, not a bound: numpy's read on 4 KB pages runs below what
+loom's prefetching kernels on huge pages reach (on the 2-core EPYC VM,
+43.5 GB/s just before a decode that streamed 392 MB a token at 130.6 tok/s,
+51 GB/s).
 
   python3 bench/cpu_vs_llamacpp.py --loom build/cpu/loom \\
       --model models/qwen2.5-coder-0.5b-instruct.gguf --threads 2 --repeats 3 \\
@@ -62,6 +70,33 @@ def machine(loom):
             "loom_env": env, "commit": commit, "date": datetime.datetime.now().isoformat(timespec="seconds")}
 
 
+_probe_buffer = None
+
+
+def host_read_gbs(threads, passes=5):
+    """Best rate of a plain parallel read of 256 MiB (GB/s), None without numpy."""
+    global _probe_buffer
+    try:
+        import threading
+        import numpy as np
+    except ImportError:
+        return None
+    if _probe_buffer is None:
+        _probe_buffer = np.ones(64 << 20, dtype=np.int32)
+    parts = np.array_split(_probe_buffer, max(1, threads))
+    best = float("inf")
+    for _ in range(passes):
+        # numpy releases the GIL in the reduction, so the threads read in parallel.
+        workers = [threading.Thread(target=np.bitwise_xor.reduce, args=(p,)) for p in parts]
+        t0 = time.perf_counter()
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+        best = min(best, time.perf_counter() - t0)
+    return round(_probe_buffer.nbytes / best / 1e9, 1)
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -104,6 +139,9 @@ def summarise(report, lens):
                                    ("loom_prefill_tok_s", "peer_prefill_tok_s", "ratio_prefill")}
         summary[f"decode_after_{n}"] = {k: spread([s[k] for s in rows]) for k in
                                         ("loom_decode_tok_s", "peer_decode_tok_s", "ratio_decode")}
+        reads = [s.get("host_read_gbs") for s in rows if s.get("host_read_gbs")]
+        if reads:
+            summary[f"decode_after_{n}"]["host_read_gbs"] = spread(reads)
     bat = [s for s in report["samples"] if s["stage"] == "batch"]
     if bat:
         sizes = sorted({int(b) for s in bat for b in s["decode_tok_s"]})
@@ -161,12 +199,14 @@ def main():
     for rep in range(args.repeats):
         if "latency" not in skip:
             for n in lens:
+                read = host_read_gbs(args.threads)
                 r = run_json([args.loom, "bench", "latency", "--model", args.model, "--threads", str(args.threads),
                               "--input-len", str(n), "--output-len", str(args.output_len), "--peer", "llama.cpp",
                               "--seed", str(1 + rep), "--json"])
                 peer = r.get("peer", {})
                 report["samples"].append({
                     "stage": "latency", "repeat": rep, "input_len": n, "load": os.getloadavg()[0],
+                    "host_read_gbs": read,
                     "loom_prefill_tok_s": r.get("prefill_tokens_per_s"), "loom_ttft_ms": r.get("ttft_ms"),
                     "loom_decode_tok_s": r.get("decode_tokens_per_s_batch1"),
                     "peer_prefill_tok_s": peer.get("prefill_tokens_per_s"),
@@ -177,11 +217,13 @@ def main():
                 print(json.dumps(report["samples"][-1]), file=sys.stderr)
                 write(report, lens, args.output)
         if "batch" not in skip:
+            read = host_read_gbs(args.threads)
             r = run_json([args.loom, "bench", "latency", "--model", args.model, "--threads", str(args.threads),
                           "--input-len", str(args.batch_input_len), "--output-len", str(args.output_len),
                           "--batch-sizes", args.batch_sizes, "--seed", str(1 + rep), "--json"])
             by = {d["batch"]: d["decode_tokens_per_s"] for d in r.get("decode", [])}
             report["samples"].append({"stage": "batch", "repeat": rep, "load": os.getloadavg()[0],
+                                      "host_read_gbs": read,
                                       "decode_tok_s": by, "error": r.get("error"),
                                       "scaling": {b: round(v / by[1], 2) for b, v in by.items() if by.get(1)}})
             print(json.dumps(report["samples"][-1]), file=sys.stderr)
