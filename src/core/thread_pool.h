@@ -5,9 +5,9 @@
 // streaming its share of a weight reads one run of memory and can prefetch
 // past the end of a chunk into its next one. A thread done with its lane
 // claims what is left of the others' (a descheduled thread's work is taken
-// over chunk by chunk). Idle workers spin briefly on the job word, then sleep on a condition
-// variable, so back-to-back small jobs (a decode step issues hundreds) cost
-// about a microsecond instead of a wake-up each. A worker that is slow to wake
+// over chunk by chunk). Idle workers spin briefly on the job word, then sleep
+// on a condition variable, so back-to-back small jobs (a decode step issues
+// hundreds) cost about a microsecond instead of a wake-up each. A worker that is slow to wake
 // (a loaded machine) never delays a job: it only joins while chunks remain.
 // One caller at a time runs in parallel; a nested call (from inside fn) or a
 // call that overlaps another thread's job runs serially on its own thread.

@@ -270,7 +270,8 @@ TEST(Perf, DISABLED_MatmulByRows) {
       Tensor out = Tensor::cpu(DType::F32, {m, n});
       const double s = seconds_per_call([&] { be->matmul(x, w, nullptr, out); }, 0.3);
       std::printf("matmul %-8s M=%-3ld N=%-6ld K=%ld %-8s %8.3f ms  %7.3f ms/row  %6.1f GFLOP/s\n",
-                  std::string(dtype_name(w.dtype())).c_str(), static_cast<long>(m), static_cast<long>(n),
+                  std::string(dtype_name(w.dtype())).c_str(), static_cast<long>(m),
+                  static_cast<long>(n),
                   static_cast<long>(k), std::string(cpu::isa_name(cpu::active_isa())).c_str(),
                   s * 1e3, s * 1e3 / static_cast<double>(m), 2.0 * m * n * k / s / 1e9);
     }
@@ -374,9 +375,12 @@ TEST(Perf, DISABLED_DecodeAttentionOneSequence) {
           t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
         }
         std::sort(t.begin(), t.end());
-        std::printf("decode attention %-4s %d seqs x %d ctx %-8s %-4s median %6.1f us  min %6.1f us  %5.1f GB/s of KV\n",
-                    std::string(dtype_name(ct)).c_str(), ns, ctx, std::string(cpu::isa_name(isa)).c_str(),
-                    cold ? "cold" : "hot", t[t.size() / 2] * 1e6, t[0] * 1e6, kv_bytes / t[t.size() / 2] / 1e9);
+        const double median = t[t.size() / 2];
+        std::printf(
+            "decode attention %-4s %d seqs x %d ctx %-8s %-4s median %6.1f us  min %6.1f us  "
+            "%5.1f GB/s of KV\n",
+            std::string(dtype_name(ct)).c_str(), ns, ctx, std::string(cpu::isa_name(isa)).c_str(),
+            cold ? "cold" : "hot", median * 1e6, t[0] * 1e6, kv_bytes / median / 1e9);
       }
     });
   }
