@@ -33,8 +33,8 @@ namespace loom::cpu {
 // reused by every row); below, the row path. Quantised weights: the row path
 // reads a weight group once and passes over it from L1 for every 4 rows, which
 // up to 16 rows beats unpacking panels (a decode step of 8 / 12 / 16 sequences
-// of the Qwen2.5-0.5B GGUF: ~500 / 520 / 550 tok/s instead of ~305 / 400 /
-// 480 on 2 AVX-512 cores). Float weights: the GEMM from 4 rows on (its f16
+// of the Qwen2.5-0.5B GGUF: ~480 / 500 / 525 tok/s instead of ~305 / 395 /
+// 460 with panels from 8 rows, on 2 AVX-512 cores). Float weights: the GEMM from 4 rows on (its f16
 // matvec of 4 rows takes about half the row path's time).
 constexpr int64_t kGemmMinRowsQuant = 17;
 constexpr int64_t kGemmMinRowsFloat = 4;
