@@ -1,8 +1,8 @@
 // The GEMM driver: activation quantisation once per call, work items of
 // (panel of nr output columns, block of rows), K in chunks of at most
 // kGemmKcQuant values so a panel stays in L1/L2 while every row of the block
-// passes over it. Below kGemmMinRowsQuant rows (float weights:
-// kGemmMinRowsFloat), the row path: work items of
+// passes over it. Below kGemmMinRowsQuant rows (AVX2: kGemmMinRowsQuantAvx2;
+// float weights: kGemmMinRowsFloat), the row path: work items of
 // kColTile output columns, eight weight rows per kernel call.
 #include "backend/cpu/gemm.h"
 
@@ -136,11 +136,13 @@ void row_matmul(ThreadPool& pool, const GemmKernels& gk, const Tensor& x,
 }
 
 // Whether m rows against w take the row path (below kGemmMinRowsQuant rows
-// for quantised weights, kGemmMinRowsFloat for float ones).
+// for quantised weights, kGemmMinRowsQuantAvx2 under AVX2, kGemmMinRowsFloat
+// for float ones).
 bool row_path(const GemmKernels& gk, int64_t m, const Tensor& w) {
   QuantLayout layout;
+  const int64_t quant_rows = gk.isa == Isa::Avx2 ? kGemmMinRowsQuantAvx2 : kGemmMinRowsQuant;
   return gk.rows_quant &&
-         m < (gk.quant_layout(w.dtype(), layout) ? kGemmMinRowsQuant : kGemmMinRowsFloat);
+         m < (gk.quant_layout(w.dtype(), layout) ? quant_rows : kGemmMinRowsFloat);
 }
 
 // Checks a weight for the GEMM and the row path; whether it is quantised

@@ -34,9 +34,12 @@ namespace loom::cpu {
 // reads a weight group once and passes over it from L1 for every 4 rows, which
 // up to 16 rows beats unpacking panels (a decode step of 8 / 12 / 16 sequences
 // of the Qwen2.5-0.5B GGUF: ~480 / 500 / 525 tok/s instead of ~305 / 395 /
-// 460 with panels from 8 rows, on 2 AVX-512 cores). Float weights: the GEMM from 4 rows on (its f16
+// 460 with panels from 8 rows, on 2 AVX-512 cores). With AVX2 (8-row halves,
+// 256-bit dots) the two are even at 12 rows and the panels win at 16, so
+// there the switch is at 13. Float weights: the GEMM from 4 rows on (its f16
 // matvec of 4 rows takes about half the row path's time).
 constexpr int64_t kGemmMinRowsQuant = 17;
+constexpr int64_t kGemmMinRowsQuantAvx2 = 13;
 constexpr int64_t kGemmMinRowsFloat = 4;
 // Activation rows per row-kernel call (rows_quant takes 1-4, rows_float
 // 1-3); more rows pass over the same weight group again, from L1.
