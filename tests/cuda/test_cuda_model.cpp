@@ -118,6 +118,26 @@ class CudaModelTest : public ::testing::TestWithParam<std::string> {
     std::printf("%-20s worst |dlogit| / tolerance = %.3f\n", GetParam().c_str(), worst);
   }
 
+  // Sequences [first, seqs.size()) prefilled one step each: sequence i with
+  // the fixture's prompt i (cycling) cut or padded (with its first token) to
+  // base + stride * i tokens.
+  void prefill(Transformer& t, KvCache& cache, testing::ShuffledBlockPool& pool,
+               std::vector<testing::PagedSequence>& seqs, size_t first, size_t base,
+               size_t stride) {
+    for (size_t i = first; i < seqs.size(); ++i) {
+      std::vector<int32_t> prompt(ref_.prompts[i % ref_.prompts.size()]);
+      prompt.resize(base + stride * i, prompt[0]);
+      t.forward(testing::make_paged_step({{&seqs[i], prompt}}, pool, kBlockSize), cache);
+    }
+  }
+
+  // Logits for each sequence's last row only, as the scheduler asks them.
+  static void last_rows_only(StepInput& in) {
+    in.logit_rows.clear();
+    for (int32_t s = 1; s <= in.attn.num_seqs; ++s)
+      in.logit_rows.push_back(in.attn.query_start[size_t(s)] - 1);
+  }
+
   std::unique_ptr<Backend> backend_;
   testing::ModelReference ref_;
   LoadedModel model_;
@@ -158,13 +178,9 @@ TEST_P(CudaModelTest, RecordedDecodeStepsEqualEager) {
     testing::ShuffledBlockPool pool(kNumBlocks, 3);
     std::vector<testing::PagedSequence> seqs(5);
     std::vector<std::vector<float>> out;
+    prefill(t, cache, pool, seqs, 0, 3, 7);
     std::vector<int32_t> last(seqs.size());
-    for (size_t i = 0; i < seqs.size(); ++i) {
-      std::vector<int32_t> prompt(ref_.prompts[i % ref_.prompts.size()]);
-      prompt.resize(3 + 7 * i, prompt[0]);
-      t.forward(testing::make_paged_step({{&seqs[i], prompt}}, pool, kBlockSize), cache);
-      last[i] = prompt[0];
-    }
+    for (size_t i = 0; i < seqs.size(); ++i) last[i] = ref_.prompts[i % ref_.prompts.size()][0];
     for (int step = 0; step < 24; ++step) {
       std::vector<std::pair<testing::PagedSequence*, std::vector<int32_t>>> batch;
       const size_t live = step < 12 ? seqs.size() : seqs.size() - 2;
@@ -200,11 +216,7 @@ TEST_P(CudaModelTest, RecordedVerifyStepsEqualEager) {
     std::vector<testing::PagedSequence> seqs(5);
     std::vector<std::vector<float>> out;
     const auto& tokens = ref_.prompts[0];
-    for (size_t i = 0; i < seqs.size(); ++i) {
-      std::vector<int32_t> prompt(ref_.prompts[i % ref_.prompts.size()]);
-      prompt.resize(4 + 7 * i, prompt[0]);
-      t.forward(testing::make_paged_step({{&seqs[i], prompt}}, pool, kBlockSize), cache);
-    }
+    prefill(t, cache, pool, seqs, 0, 4, 7);
     for (int step = 0; step < 12; ++step) {
       std::vector<std::pair<testing::PagedSequence*, std::vector<int32_t>>> batch;
       const size_t live = step < 6 ? seqs.size() : seqs.size() - 2;
@@ -214,10 +226,7 @@ TEST_P(CudaModelTest, RecordedVerifyStepsEqualEager) {
         batch.push_back({&seqs[i], q});
       }
       StepInput in = testing::make_paged_step(batch, pool, kBlockSize);
-      if (step % 2 == 1) {  // each sequence's last row only (a draft model catching up)
-        in.logit_rows.clear();
-        for (int32_t s = 1; s <= in.attn.num_seqs; ++s) in.logit_rows.push_back(in.attn.query_start[size_t(s)] - 1);
-      }
+      if (step % 2 == 1) last_rows_only(in);  // a draft model catching up
       auto rows = testing::logits_to_rows(*backend_, t.forward(in, cache));
       for (auto& r : rows) out.push_back(std::move(r));
     }
@@ -247,11 +256,7 @@ TEST_P(CudaModelTest, PiecewiseMixedStepsEqualEager) {
     std::vector<testing::PagedSequence> seqs(4);
     std::vector<std::vector<float>> out;
     const auto& tokens = ref_.prompts[0];
-    for (size_t i = 1; i < seqs.size(); ++i) {
-      std::vector<int32_t> prompt(ref_.prompts[i % ref_.prompts.size()]);
-      prompt.resize(5 + 6 * i, prompt[0]);
-      t.forward(testing::make_paged_step({{&seqs[i], prompt}}, pool, kBlockSize), cache);
-    }
+    prefill(t, cache, pool, seqs, 1, 5, 6);
     // The set-up prefills of 17 and 23 tokens go through pieces too: count
     // the mixed steps only.
     const uint64_t piecewise_before = t.graph_stats().piecewise;
@@ -265,8 +270,7 @@ TEST_P(CudaModelTest, PiecewiseMixedStepsEqualEager) {
       // As the scheduler asks: each sequence's last row (so the decode-step
       // recordings, which compute every row's logits, decline the step).
       StepInput in = testing::make_paged_step(batch, pool, kBlockSize);
-      in.logit_rows.clear();
-      for (int32_t s = 1; s <= in.attn.num_seqs; ++s) in.logit_rows.push_back(in.attn.query_start[size_t(s)] - 1);
+      last_rows_only(in);
       auto rows = testing::logits_to_rows(*backend_, t.forward(in, cache));
       for (auto& r : rows) out.push_back(std::move(r));
     }
