@@ -88,9 +88,9 @@ struct Transformer::Graphs {
   std::vector<const void*> cache_memory;  // the KV cache the recordings use (every layer's K and V)
   std::vector<const void*> padded_cache_memory;  // scratch for comparing
   // Piecewise steps (enable_piecewise_steps): recorded pieces by (token
-  // bucket, piece), the buckets already run once eagerly, and the padded step.
+  // bucket, piece; piece 0's `warmed` stands for the bucket), and the padded
+  // step.
   std::map<std::pair<int32_t, int32_t>, Entry> pieces;
-  std::map<int32_t, bool> piece_buckets_warmed;
   StepInput piece_step;
 };
 
@@ -594,7 +594,6 @@ void Transformer::enable_step_graphs(int32_t max_batch) {
 void Transformer::enable_piecewise_steps(int32_t max_tokens) {
   piecewise_max_tokens_ = !tp_ && !link_ ? std::clamp(max_tokens, 0, kMaxPiecewiseTokens) : 0;
   graphs_->pieces.clear();
-  graphs_->piece_buckets_warmed.clear();
 }
 
 void Transformer::forget_stale_recordings(const KvCache& cache) {
@@ -667,7 +666,7 @@ std::optional<Tensor> Transformer::forward_piecewise(const StepInput& step, KvCa
   forget_stale_recordings(cache);
   upload_inputs(p, cache);
   const auto uploaded = timing_now();
-  bool& warmed = g.piece_buckets_warmed[P];
+  bool& warmed = g.pieces[std::make_pair(P, 0)].warmed;
   if (!backend_.supports_capture() || !warmed) {
     // A backend that cannot record runs the pieces as they come; with one
     // that can, a bucket's first step sizes the backend's workspaces.
