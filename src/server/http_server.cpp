@@ -103,6 +103,9 @@ struct HttpServer::Impl {
   DrainHooks drain;
   net::io_context ioc;
   net::thread_pool workers;
+  // On a strand of its own: its accept handlers and begin_shutdown's close
+  // never run at once (with several io threads they otherwise could, and an
+  // accept started on an acceptor being closed crashes).
   tcp::acceptor acceptor;
   net::signal_set signals;
   std::optional<net::executor_work_guard<net::io_context::executor_type>> guard;
@@ -121,7 +124,7 @@ struct HttpServer::Impl {
         drain(std::move(d)),
         ioc(std::max(1, cfg.io_threads)),
         workers(size_t(std::max(1, cfg.worker_threads))),
-        acceptor(ioc),
+        acceptor(net::make_strand(ioc)),
         signals(ioc) {}
 
   void do_accept();
@@ -573,8 +576,11 @@ void HttpServer::Impl::do_accept() {
 
 void HttpServer::Impl::begin_shutdown() {
   if (stopping.exchange(true)) return;
+  net::dispatch(acceptor.get_executor(), [this] {
+    beast::error_code ignored;
+    acceptor.close(ignored);
+  });
   beast::error_code ignored;
-  acceptor.close(ignored);
   signals.cancel(ignored);
   spdlog::info("http: shutting down: draining in-flight requests (up to {}s)",
                cfg.shutdown_timeout.count());
