@@ -6,6 +6,7 @@
 // cache: a front end that includes only this header cannot reach them.
 #pragma once
 
+#include <boost/container/small_vector.hpp>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -40,7 +41,8 @@ struct SampleResult {
 struct StreamEvent {
   RequestId request_id = 0;
   int32_t seq_index = 0;
-  std::vector<int32_t> token_ids;      // new tokens (usually one per step; none on errors)
+  // New tokens (usually one per step; none on errors), held inline up to 4.
+  boost::container::small_vector<int32_t, 4> token_ids;
   std::string text;                    // new text that became safe to stream
   std::vector<SampleResult> logprobs;  // per new token, when the request asked
   // SamplingParams::prompt_logprobs: the logprobs of prompt tokens 1, 2, ...

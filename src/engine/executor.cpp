@@ -82,6 +82,9 @@ StepInput StepExecutor::Impl::build_input(const StepPlan& plan, const Scheduler&
   step.positions.reserve(size_t(plan.num_tokens));
   m.slot_mapping.reserve(size_t(plan.num_tokens));
   m.block_tables.reserve(plan.seqs.size() * size_t(max_blocks));
+  m.query_start.reserve(plan.seqs.size() + 1);
+  m.context_lens.reserve(plan.seqs.size());
+  step.logit_rows.reserve(plan.seqs.size());
   m.query_start.push_back(0);
   layout.clear();
   extra_rows = false;
@@ -179,6 +182,7 @@ Tensor StepExecutor::Impl::sample_rows_only(const Tensor& logits, int64_t num_sa
 
 std::vector<SeqId> StepExecutor::Impl::sampled_rows(const Scheduler& seqs) const {
   std::vector<SeqId> rows;
+  rows.reserve(layout.size());
   for (const RowLayout& r : layout) {
     if (r.sample_row < 0) continue;
     const Sequence* s = seqs.find(r.seq);
@@ -324,6 +328,7 @@ std::optional<StepOutput> StepExecutor::Impl::finish_in_flight() {
   failed.clear();
   StepOutput out;
   out.kind = StepOutput::Kind::Resolutions;
+  out.rows.reserve(f.rows.size());
   for (size_t r = 0; r < f.rows.size(); ++r) {
     if (f.rows[r] == 0) continue;
     SequenceTokens t;
@@ -360,6 +365,7 @@ StepOutput StepExecutor::Impl::launch_async(const std::vector<SeqId>& rows, cons
   const bool device_sampling = config.device_sampling && be.has_device_sampler();
   StepOutput out;
   out.kind = StepOutput::Kind::Placeholders;
+  out.rows.reserve(rows.size());
   for (size_t r = 0; r < rows.size(); ++r) {
     if (rows[r] == 0) continue;
     const Sequence& s = seqs.get(rows[r]);

@@ -286,24 +286,19 @@ StepPlan Scheduler::schedule(Clock::time_point now) {
     ++stats_.expired;
   }
 
-  struct Entry {
-    SeqId id;
-    int32_t start;
-    int32_t n;
-    std::vector<BlockCopy> copies;
-    bool live;
-    int32_t draft = 0;  // of n, speculative tokens
-  };
-  std::vector<Entry> entries;
-  std::unordered_map<SeqId, size_t> entry_of;
+  std::vector<StepEntry>& entries = step_entries_;
+  entries.clear();
   int32_t budget = config_.max_num_batched_tokens;
 
   auto preempt = [&](Sequence& v) {
-    if (auto e = entry_of.find(v.id); e != entry_of.end()) {
-      entries[e->second].live = false;
-      budget += entries[e->second].n;
-      charge(v, -entries[e->second].n);
-      entry_of.erase(e);
+    // Its entry, if it has one (at most one is live: a sequence is placed
+    // once per step, and a step that preempts admits nothing).
+    for (auto e = entries.rbegin(); e != entries.rend(); ++e) {
+      if (!e->live || e->id != v.id) continue;
+      e->live = false;
+      budget += e->n;
+      charge(v, -e->n);
+      break;
     }
     remove_running(v.id);
     v.blocks.reset();
@@ -320,8 +315,7 @@ StepPlan Scheduler::schedule(Clock::time_point now) {
     for (;;) {
       std::vector<BlockCopy> copies;
       if (kv_.reserve(s.blocks, s.num_computed + n, &copies)) {
-        entry_of[s.id] = entries.size();
-        entries.push_back(Entry{s.id, s.num_computed, n, std::move(copies), true});
+        entries.push_back(StepEntry{s.id, s.num_computed, n, std::move(copies), true});
         budget -= n;
         charge(s, n);
         return true;
@@ -340,7 +334,8 @@ StepPlan Scheduler::schedule(Clock::time_point now) {
     }
   };
 
-  std::vector<SeqId> order = running_;
+  std::vector<SeqId>& order = step_order_;
+  order.assign(running_.begin(), running_.end());
   std::sort(order.begin(), order.end(),
             [&](SeqId a, SeqId b) { return ranks_before(at(a), at(b)); });
   // Running decodes first, then running partial prefills, in rank order.
@@ -393,8 +388,7 @@ StepPlan Scheduler::schedule(Clock::time_point now) {
       kv_.note_prefix_lookup(s.num_tokens(), hit);
       plan.num_cached_tokens += hit;
       stats_.cached_prompt_tokens += uint64_t(hit);
-      entry_of[s.id] = entries.size();
-      entries.push_back(Entry{s.id, s.num_computed, n, std::move(copies), true});
+      entries.push_back(StepEntry{s.id, s.num_computed, n, std::move(copies), true});
       budget -= n;
       charge(s, n);
       remove_waiting(s);
@@ -413,7 +407,8 @@ StepPlan Scheduler::schedule(Clock::time_point now) {
       if (!try_admit(*s)) break;
   }
 
-  for (Entry& e : entries) {
+  plan.seqs.reserve(entries.size());
+  for (StepEntry& e : entries) {
     if (!e.live) continue;
     const Sequence& s = at(e.id);
     const bool sample = e.start + e.n - e.draft == s.num_tokens();

@@ -25,6 +25,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -236,7 +237,7 @@ class Scheduler {
   void attach_output(Sequence& s);
   void apply_token(SeqId id, const SampleResult& sample, bool resolve);
   // A verify step's tokens: accepted drafts, then the step's own token.
-  void apply_verified(Sequence& s, int32_t num_draft, const std::vector<SampleResult>& tokens);
+  void apply_verified(Sequence& s, int32_t num_draft, std::span<const SampleResult> tokens);
   // Marks s done in its request and removes it; the request's last sequence
   // sets e.request_done. Emits e.
   void close_sequence(Sequence& s, StreamEvent e);
@@ -254,6 +255,18 @@ class Scheduler {
   std::map<int32_t, int32_t> live_priorities_;  // priority -> live sequences
   std::set<DeadlineKey> deadlines_;
   std::vector<SeqId> running_;
+  // schedule()'s working lists, kept across steps: once grown, planning a
+  // step allocates nothing per sequence.
+  struct StepEntry {
+    SeqId id;
+    int32_t start;
+    int32_t n;
+    std::vector<BlockCopy> copies;
+    bool live;
+    int32_t draft = 0;  // of n, speculative tokens
+  };
+  std::vector<StepEntry> step_entries_;
+  std::vector<SeqId> step_order_;
   int32_t running_seats_ = 0;
   size_t waiting_new_requests_ = 0;  // waiting, never scheduled (the admission bound)
   int64_t waiting_new_tokens_ = 0;

@@ -17,6 +17,7 @@ void Scheduler::attach_output(Sequence& s) {
 std::vector<SequenceEvent> Scheduler::take_events() {
   std::vector<SequenceEvent> out;
   out.swap(events_);
+  events_.reserve(out.size());  // the next step's events: one allocation
   return out;
 }
 
@@ -130,7 +131,7 @@ void Scheduler::update_from_output(const StepPlan& plan, const StepOutput& outpu
       continue;
     }
     if (auto d = drafts.find(row.seq); d != drafts.end()) {
-      apply_verified(*s, d->second, row.tokens);
+      apply_verified(*s, d->second, {row.tokens.data(), row.tokens.size()});
       continue;
     }
     std::vector<SeqId> ids{row.seq};
@@ -145,7 +146,7 @@ void Scheduler::update_from_output(const StepPlan& plan, const StepOutput& outpu
   }
 }
 
-void Scheduler::apply_verified(Sequence& s, int32_t num_draft, const std::vector<SampleResult>& tokens) {
+void Scheduler::apply_verified(Sequence& s, int32_t num_draft, std::span<const SampleResult> tokens) {
   const SeqId id = s.id;
   LOOM_CHECK(!tokens.empty() && tokens.size() <= size_t(num_draft) + 1 && num_draft <= int32_t(s.draft.size()),
              "{} tokens verify {} drafts of sequence {}", tokens.size(), num_draft, id);

@@ -4,6 +4,7 @@
 // on the engine thread.
 #pragma once
 
+#include <boost/container/small_vector.hpp>
 #include <cstdint>
 #include <vector>
 
@@ -16,8 +17,9 @@ struct SequenceTokens {
   SeqId seq = 0;
   // The sequence's new tokens, in order: one per step, or, when the step
   // finishes an n > 1 prompt, one per sibling (index 0 is the sequence
-  // itself, then the siblings it forks, by index).
-  std::vector<SampleResult> tokens;
+  // itself, then the siblings it forks, by index). One inline: a decode
+  // step's row allocates nothing.
+  boost::container::small_vector<SampleResult, 1> tokens;
 };
 
 // SamplingParams::prompt_logprobs of one sequence's prompt chunk: the

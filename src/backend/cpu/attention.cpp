@@ -140,6 +140,9 @@ void paged_attention(ThreadPool& pool, const Tensor& q, const KvLayerCache& cach
   const int64_t ldk = kKeyChunk;
   const int64_t win = params.sliding_window;
   std::vector<WorkItem> items;
+  // One allocation per list whatever the batch (a decode step: one tile per
+  // sequence and kv head).
+  items.reserve(static_cast<size_t>(meta.num_seqs * kvh));
   for (int s = 0; s < meta.num_seqs; ++s) {
     const int64_t n_new = meta.query_start[s + 1] - meta.query_start[s];
     const int64_t ctx = meta.context_lens[s];
@@ -171,6 +174,7 @@ void paged_attention(ThreadPool& pool, const Tensor& q, const KvLayerCache& cach
     double cost;
   };
   std::vector<Piece> pieces;
+  pieces.reserve(items.size());
   std::vector<int64_t> part_offset(items.size(), -1);  // split items: first partial's slot
   int64_t part_slots = 0;
   {
@@ -200,6 +204,7 @@ void paged_attention(ThreadPool& pool, const Tensor& q, const KvLayerCache& cach
   // Longest-first greedy assignment to threads (the pool splits work statically).
   const int nthreads = std::max(1, std::min<int>(pool_threads, static_cast<int>(pieces.size())));
   std::vector<std::vector<int>> bins(static_cast<size_t>(nthreads));
+  for (std::vector<int>& bin : bins) bin.reserve(pieces.size());
   {
     std::vector<int> order(pieces.size());
     std::iota(order.begin(), order.end(), 0);
