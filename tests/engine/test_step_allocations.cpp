@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <new>
 #include <string>
@@ -30,6 +31,18 @@ void* operator new[](std::size_t n) {
   if (void* p = std::malloc(n ? n : 1)) return p;
   throw std::bad_alloc();
 }
+// The nothrow forms too (std::stable_sort's buffer): every form this binary's
+// deletes free must come from malloc (a sanitizer checks the pairing).
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  return std::malloc(n ? n : 1);
+}
+void* operator new[](std::size_t n, const std::nothrow_t&) noexcept {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  return std::malloc(n ? n : 1);
+}
+void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
 void operator delete(void* p) noexcept { std::free(p); }
 void operator delete[](void* p) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t) noexcept { std::free(p); }
@@ -83,6 +96,9 @@ class StepAllocations : public ::testing::Test {
 };
 
 TEST_F(StepAllocations, AStepsAllocationsDoNotGrowWithItsTokens) {
+#ifndef NDEBUG
+  GTEST_SKIP() << "debug builds check the scheduler's invariants after every step, with maps per sequence";
+#endif
   allocations(4, 8);  // first-use growth of the backend's thread buffers
   // 64 more decode steps at 4 and at 32 sequences.
   const int64_t few = allocations(4, 96) - allocations(4, 32);
