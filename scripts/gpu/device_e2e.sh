@@ -135,10 +135,15 @@ for stage in $stages; do
   echo "=== $stage"
   case $stage in
   test)
+    verdicts=""
     for t in $tests; do
-      timeout 300 $T/$t > /tmp/$t.log 2>&1; echo "$t rc=$? $(tail -1 /tmp/$t.log)"
+      timeout 300 $T/$t > /tmp/$t.log 2>&1; v="$t rc=$? $(tail -1 /tmp/$t.log)"; echo "$v"
+      verdicts+="$v"$'\n'
       grep -E "FAILED|Failure|Expected|Which is|worst|recorded vs|us per|ms per|tok/s" /tmp/$t.log | sort -u | head -40
     done
+    # Every program's verdict again, last: the device tool returns only the
+    # output's tail.
+    printf "test programs:\n%s" "$verdicts"
     [ -n "${TESTS:-}" ] && continue  # a chosen subset: no end-to-end comparison
     python3 scripts/gpu/make_random_model.py --shape small --out /tmp/small > /dev/null || exit 1
     for s in 1 2 3; do
