@@ -11,6 +11,7 @@
 #include <new>
 #include <string>
 
+#include "../common/paged_step.h"
 #include "backend/backend.h"
 #include "engine/engine.h"
 #include "model/model.h"
@@ -51,15 +52,13 @@ void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
 namespace loom {
 namespace {
 
-std::string source(const std::string& rel) { return std::string(LOOM_SOURCE_DIR) + "/" + rel; }
-
 class StepAllocations : public ::testing::Test {
  protected:
   void SetUp() override {
     backend_ = make_cpu_backend(2);
-    model_ = open_model(source("tests/fixtures/models/llama3"));
+    model_ = open_model(testing::model_fixture_dir("llama3"));
     transformer_ = std::make_unique<Transformer>(model_.config, *model_.weights, *backend_);
-    tokenizer_ = load_tokenizer_hf(source("tests/fixtures/tokenizer/llama3"));
+    tokenizer_ = load_tokenizer_hf(std::string(LOOM_SOURCE_DIR) + "/tests/fixtures/tokenizer/llama3");
   }
 
   // Allocations of generating `tokens` greedy tokens for each of `seqs`

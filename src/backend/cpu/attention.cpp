@@ -204,7 +204,9 @@ void paged_attention(ThreadPool& pool, const Tensor& q, const KvLayerCache& cach
   // Longest-first greedy assignment to threads (the pool splits work statically).
   const int nthreads = std::max(1, std::min<int>(pool_threads, static_cast<int>(pieces.size())));
   std::vector<std::vector<int>> bins(static_cast<size_t>(nthreads));
-  for (std::vector<int>& bin : bins) bin.reserve(pieces.size());
+  // Each bin's even share (equal costs, a decode step's usual case, fill
+  // them exactly; uneven ones may grow a bin).
+  for (std::vector<int>& bin : bins) bin.reserve(pieces.size() / static_cast<size_t>(nthreads) + 1);
   {
     std::vector<int> order(pieces.size());
     std::iota(order.begin(), order.end(), 0);
