@@ -340,6 +340,49 @@ TEST_F(CudaFp8Test, RowsIndependentAndStackingExact) {
   }
 }
 
+// Rows `rows` of x [m, k] as their own matrix.
+std::vector<float> rows_of(const std::vector<float>& x, int64_t k,
+                           const std::vector<int64_t>& rows) {
+  std::vector<float> out;
+  for (int64_t r : rows) out.insert(out.end(), x.begin() + r * k, x.begin() + (r + 1) * k);
+  return out;
+}
+
+// The small-m kernel's two ways to a row's activation scale (one or two
+// rows: each CUDA block reduces the row itself; more: a pass of partial
+// maxima first) give the same scale, so a row comes out bit for bit the same
+// alone, in pairs or among 8. k spans several partial-maxima pieces and ends
+// mid-group.
+TEST_F(CudaFp8Test, SmallMRowScalesAgreeAcrossBatchSizes) {
+  cuda::Fp8Gemm gemm(stream_);
+  gemm.force_path(cuda::Fp8Gemm::Path::SmallM);
+  for (Scheme scheme : {Scheme::Channel, Scheme::TensorStatic, Scheme::Block}) {
+    SCOPED_TRACE(scheme_name(scheme));
+    const int64_t n = 200, k = 4096 + 2 * 2048 + 80, m = 8;
+    const LinearWeight w = gpu_->prepare_linear(make_weight(scheme, n, k, 9));
+    auto x = random_bf16_values(static_cast<size_t>(m * k), 21, -2, 2);
+    x[3 * k + k - 5] = 7.5f;  // row 3's amax in the last, partial group
+    const auto run = [&](const std::vector<int64_t>& rows) {
+      const auto xr = rows_of(x, k, rows);
+      const auto rm = static_cast<int64_t>(rows.size());
+      Tensor out = gpu_->alloc(DType::BF16, {rm, n});
+      gemm.run(gpu_bf16(*gpu_, xr, {rm, k}).data(), rm, view_of(w), nullptr, out.data());
+      return from_gpu_bf16(*gpu_, out);
+    };
+    std::vector<int64_t> all(m);
+    for (int64_t i = 0; i < m; ++i) all[i] = i;
+    const auto want = run(all);
+    for (const std::vector<int64_t>& rows :
+         {std::vector<int64_t>{3}, {0}, {7}, {3, 5}, {6, 1}, {2, 3, 4}}) {
+      const auto got = run(rows);
+      for (size_t r = 0; r < rows.size(); ++r)
+        for (int64_t j = 0; j < n; ++j)
+          ASSERT_EQ(got[r * n + j], want[rows[r] * n + j])
+              << "row " << rows[r] << " of " << rows.size() << ", column " << j;
+    }
+  }
+}
+
 TEST_F(CudaFp8Test, RejectsBadShapes) {
   const LinearWeight w = gpu_->prepare_linear(make_weight(Scheme::Channel, 32, 64, 1));
   Tensor x = gpu_->alloc(DType::BF16, {2, 48}), out = gpu_->alloc(DType::BF16, {2, 32});
@@ -353,13 +396,6 @@ TEST_F(CudaFp8Test, RejectsBadShapes) {
 
 // --- CUTLASS's block-scaled FP8 GEMM (sm_90) ---
 
-// Rows `rows` of x [m, k] as their own matrix.
-std::vector<float> rows_of(const std::vector<float>& x, int64_t k,
-                           const std::vector<int64_t>& rows) {
-  std::vector<float> out;
-  for (int64_t r : rows) out.insert(out.end(), x.begin() + r * k, x.begin() + (r + 1) * k);
-  return out;
-}
 
 // 128x128 weight blocks past 8 rows: CUTLASS's GEMM against the reference
 // (sampled rows of the large products: rows are independent), with and

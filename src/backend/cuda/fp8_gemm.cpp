@@ -172,7 +172,10 @@ void Fp8Gemm::run(const void* x, int64_t m, const Fp8WeightView& w, const void* 
     a.x = x;
     a.m = m;
     a.mode = mode;
-    if (mode == Fp8ActMode::Token) {
+    // Token mode: one or two rows' maxima are reduced by every CUDA block
+    // itself while its first weights load (the row is in L2); more rows get
+    // a pass of partial maxima first, so that blocks do not each read 8 rows.
+    if (mode == Fp8ActMode::Token && m > kFp8InBlockAmaxRows) {
       a.amax_parts = fp8_row_amax_parts(k);
       auto* partial =
           static_cast<float*>(x_scale_.ensure(static_cast<size_t>(m * a.amax_parts) * 4, stream_));

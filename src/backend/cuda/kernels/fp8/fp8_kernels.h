@@ -58,8 +58,11 @@ void fp8_row_amax(const void* x, int64_t m, int64_t k, float* partial, cudaStrea
 // row's result does not depend on the others. Streams the weights once per 8
 // rows of x: the kernel for decode steps (m <= kFp8MatmulMaxRows); any m works
 // (the fallback where cuBLASLt has no FP8 algorithm). k a multiple of 16; x
-// and w 16-byte aligned.
+// and w 16-byte aligned. Token mode with row_amax null: every block reduces
+// its rows' maxima itself (meant for m <= kFp8InBlockAmaxRows; the scales,
+// and so the results, are the same bit for bit either way).
 constexpr int64_t kFp8MatmulMaxRows = 8;
+constexpr int64_t kFp8InBlockAmaxRows = 2;
 struct Fp8MatmulArgs {
   const void* x = nullptr;  // bf16 [m, k]
   int64_t m = 0;

@@ -5,16 +5,22 @@
 // A CUDA block of kWarps warps owns 16 weight rows (the m16 side of
 // mma.m16n8k32.e4m3) and 8 rows of x (the n8 side); its warps take the
 // 128-column groups of k round robin, kUnroll groups per iteration with every
-// load in flight before the first mma. In a group, lane (g = lane / 4, c =
-// lane % 4) loads bytes [32c, 32c + 32) of weight rows g and g + 8 and the
-// same 32 columns of x row g (bf16), which it quantises: with the row's scale
-// (Token: from the row's amax, fp8_row_amax's partial maxima; Static: the
-// layer's scale), or with the group's (Group: the amax of the 128 columns,
-// reduced over the 4 lanes of x row g). Four mmas consume the bytes: mma j
-// takes bytes 8j .. 8j + 7 of the lane's 32, as the fragment's k = 4c .. 4c
-// + 3 (register 0 of A and B) and k = 16 + 4c .. 16 + 4c + 3 (register 2 of
-// A, 1 of B). The k order inside a group is thus permuted, identically for A
-// and B, which a dot product does not see. Fragment layouts (PTX ISA,
+// weight load in flight at once, in two register buffers: an iteration's
+// loads are issued before the previous iteration's mmas. The first
+// iteration's loads need nothing from the kernel before this one, so they go
+// out before pdl_wait() (launched with PDL) and before the block works out
+// its row scales. In a group, lane (g =
+// lane / 4, c = lane % 4) loads bytes [16c, 16c + 16) and [64 + 16c, 64 + 16c
+// + 16) of weight rows g and g + 8, so that the 4 lanes of a row read 64
+// contiguous bytes per load, and the same 32 columns of x row g (bf16, from
+// L1/L2 when the group comes up), which it quantises: with the row's scale
+// (Token: from the row's amax; Static: the layer's scale), or with the
+// group's (Group: the amax of the 128 columns, reduced over the 4 lanes of x
+// row g). Four mmas consume the lane's 32 bytes b = 0..31 (its columns in
+// that order): mma j takes bytes 8j .. 8j + 7, as the fragment's k = 4c ..
+// 4c + 3 (register 0 of A and B) and k = 16 + 4c .. 16 + 4c + 3 (register 2
+// of A, 1 of B). The k order inside a group is thus permuted, identically for
+// A and B, which a dot product does not see. Fragment layouts (PTX ISA,
 // mma.m16n8k32 with 8-bit types): A 16x32 row-major: reg0 = row g, k
 // 4c..4c+3; reg1 = row g+8, same k; reg2 = row g, k 16+4c..; reg3 = row g+8,
 // k 16+4c..; B 32x8: reg0 = k 4c..4c+3 of column g, reg1 = k 16+4c..; C 16x8
@@ -27,12 +33,13 @@
 // shared memory at the end, in a fixed order.
 #include "backend/cuda/kernels/fp8/fp8.cuh"
 #include "backend/cuda/kernels/fp8/fp8_kernels.h"
+#include "backend/cuda/kernels/launch.cuh"
 
 namespace loom::cuda {
 namespace {
 
 constexpr int kWarps = 8;
-constexpr int kUnroll = 2;  // groups per warp per iteration
+constexpr int kUnroll = 2;  // groups per warp per iteration (two buffers of them)
 constexpr int kTileRows = 16;
 constexpr int kTileCols = 8;
 constexpr int kGroup = 128;
@@ -53,7 +60,7 @@ __device__ __forceinline__ void mma_e4m3(float (&c)[4], uint32_t a0, uint32_t a1
 }
 
 template <Fp8ActMode kMode>
-__global__ void __launch_bounds__(kWarps * 32) fp8_matmul_kernel(const Fp8MatmulArgs a) {
+__global__ void __launch_bounds__(kWarps * 32, 2) fp8_matmul_kernel(const Fp8MatmulArgs a) {
   constexpr bool kBlock = kMode == Fp8ActMode::Group;  // 128x128 weight blocks go with 1x128 groups
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int g = lane / 4, c = lane % 4;
@@ -68,13 +75,70 @@ __global__ void __launch_bounds__(kWarps * 32) fp8_matmul_kernel(const Fp8Matmul
   const int64_t ca = col0 + 2 * c, cb = ca + 1;
   const int groups = static_cast<int>((a.k + kGroup - 1) / kGroup);
   const float* w_block_scale = kBlock ? a.w_scale + (row0 / kGroup) * a.w_scale_ld : nullptr;
+  const uint4 zero = make_uint4(0, 0, 0, 0);
+
+  // One iteration's weights (and block scales), every load in flight at
+  // once, in one of two buffers: the next iteration's loads are issued
+  // before this one's mmas.
+  struct Weights {
+    uint4 wa[kUnroll][2], wb[kUnroll][2];
+    float ws[kUnroll];
+  };
+  const auto load = [&](Weights& b, int g0) {
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const bool live = g0 + u * kWarps < groups;
+      const int64_t kk = static_cast<int64_t>(g0 + u * kWarps) * kGroup + 16 * c;
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const int64_t off = kk + 64 * j;
+        const bool in = live && off < a.k;  // k % 16 == 0: a 16-byte piece is all in or all out
+        b.wa[u][j] = in && r0_ok ? __ldcs(reinterpret_cast<const uint4*>(w0 + off)) : zero;
+        b.wb[u][j] = in && r1_ok ? __ldcs(reinterpret_cast<const uint4*>(w1 + off)) : zero;
+      }
+      if constexpr (kBlock) b.ws[u] = live ? __ldg(w_block_scale + g0 + u * kWarps) : 0.0f;
+    }
+  };
+  Weights buf[2];
+  load(buf[0], warp);
+  // Launched with PDL: the weights above need nothing from the kernel before
+  // this one; x, the row maxima and out do.
+  pdl_wait();
 
   // Row scales (Token, Static) of the tile's 8 rows of x: the quantising
   // inverse of this lane's row, and the dequantising scales of its columns.
+  // Token mode takes each row's amax from row_amax's partial maxima, or
+  // (row_amax null) reduces it here over the row, while the first weights
+  // are in flight.
   __shared__ float s_scale[kTileCols];
   float inv_row = 1.0f;
   if constexpr (!kBlock) {
-    if (threadIdx.x < kTileCols) {
+    if (kMode == Fp8ActMode::Token && a.row_amax == nullptr) {
+      __shared__ float s_part[kTileCols][kWarps];
+      const int live = static_cast<int>(a.m - col0 < kTileCols ? a.m - col0 : kTileCols);
+      const int64_t chunks = a.k / 8;
+      for (int i = 0; i < live; ++i) {
+        const uint4* xi =
+            reinterpret_cast<const uint4*>(static_cast<const bf16*>(a.x) + (col0 + i) * a.k);
+        float m = 0.0f;
+#pragma unroll 8
+        for (int64_t q = threadIdx.x; q < chunks; q += kWarps * 32) {
+          float f[8];
+          bf16x8_to_float(__ldg(xi + q), f);
+          m = fmaxf(m, amax8(f));
+        }
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+        if (lane == 0) s_part[i][warp] = m;
+      }
+      __syncthreads();
+      if (threadIdx.x < kTileCols) {
+        float m = 0.0f;
+        if (static_cast<int>(threadIdx.x) < live)
+          for (int w = 0; w < kWarps; ++w) m = fmaxf(m, s_part[threadIdx.x][w]);
+        s_scale[threadIdx.x] = fp8_scale_for_amax(m);
+      }
+    } else if (threadIdx.x < kTileCols) {
       const int64_t row = col0 + threadIdx.x;
       float s = 1.0f;
       if constexpr (kMode == Fp8ActMode::Static) {
@@ -91,34 +155,21 @@ __global__ void __launch_bounds__(kWarps * 32) fp8_matmul_kernel(const Fp8Matmul
   }
 
   float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-  for (int g0 = warp; g0 < groups; g0 += kWarps * kUnroll) {
-    uint4 wa[kUnroll][2], wb[kUnroll][2], xv[kUnroll][4];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const bool live = g0 + u * kWarps < groups;
-      const int64_t kk = static_cast<int64_t>(g0 + u * kWarps) * kGroup + 32 * c;
-      const uint4 zero = make_uint4(0, 0, 0, 0);
-#pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        const int64_t off = kk + 16 * j;
-        const bool in = live && off < a.k;  // k % 16 == 0: a 16-byte piece is all in or all out
-        wa[u][j] = in && r0_ok ? __ldcs(reinterpret_cast<const uint4*>(w0 + off)) : zero;
-        wb[u][j] = in && r1_ok ? __ldcs(reinterpret_cast<const uint4*>(w1 + off)) : zero;
-      }
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const int64_t off = kk + 8 * j;
-        xv[u][j] =
-            live && x_ok && off < a.k ? __ldg(reinterpret_cast<const uint4*>(x + off)) : zero;
-      }
-    }
+  const auto compute = [&](const Weights& b, int g0) {
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int grp = g0 + u * kWarps;
       if (grp >= groups) break;  // warp-uniform
-      float f[4][8];             // the lane's 32 columns of x row g
+      // The lane's 32 columns of x row g, the same as its weight bytes:
+      // [16c, 16c + 16) and [64 + 16c, 64 + 16c + 16) of the group.
+      const int64_t kk = static_cast<int64_t>(grp) * kGroup + 16 * c;
+      float f[4][8];
 #pragma unroll
-      for (int j = 0; j < 4; ++j) bf16x8_to_float(xv[u][j], f[j]);
+      for (int j = 0; j < 4; ++j) {
+        const int64_t off = kk + 64 * (j / 2) + 8 * (j % 2);
+        const uint4 v = x_ok && off < a.k ? __ldg(reinterpret_cast<const uint4*>(x + off)) : zero;
+        bf16x8_to_float(v, f[j]);
+      }
       float inv = inv_row, sa = 0.0f, sb = 0.0f;
       if constexpr (kBlock) {
         float m = 0.0f;
@@ -129,20 +180,19 @@ __global__ void __launch_bounds__(kWarps * 32) fp8_matmul_kernel(const Fp8Matmul
         m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
         const float s = fp8_scale_for_amax(m);
         inv = 1.0f / s;
-        const float ws = w_block_scale[grp];
-        sa = ws * __shfl_sync(0xffffffffu, s,
-                              8 * c);  // x rows 2c and 2c + 1 live in lanes 8c and 8c + 4
-        sb = ws * __shfl_sync(0xffffffffu, s, 8 * c + 4);
+        sa = b.ws[u] * __shfl_sync(0xffffffffu, s,
+                                   8 * c);  // x rows 2c and 2c + 1 live in lanes 8c and 8c + 4
+        sb = b.ws[u] * __shfl_sync(0xffffffffu, s, 8 * c + 4);
       }
-      uint32_t X[8];  // byte b of the 32: column 32c + b
+      uint32_t X[8];  // byte b of the 32: the column of the lane's weight byte b
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         const uint2 q = fp8x8_from_float(f[j], inv);
         X[2 * j] = q.x;
         X[2 * j + 1] = q.y;
       }
-      const uint32_t* A0 = reinterpret_cast<const uint32_t*>(wa[u]);
-      const uint32_t* A1 = reinterpret_cast<const uint32_t*>(wb[u]);
+      const uint32_t* A0 = reinterpret_cast<const uint32_t*>(b.wa[u]);
+      const uint32_t* A1 = reinterpret_cast<const uint32_t*>(b.wb[u]);
       float cg[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
       for (int j = 0; j < 4; ++j)
@@ -157,6 +207,14 @@ __global__ void __launch_bounds__(kWarps * 32) fp8_matmul_kernel(const Fp8Matmul
         for (int e = 0; e < 4; ++e) acc[e] += cg[e];
       }
     }
+  };
+  constexpr int kStep = kWarps * kUnroll;
+  for (int g0 = warp; g0 < groups; g0 += 2 * kStep) {
+    if (g0 + kStep < groups) load(buf[1], g0 + kStep);
+    compute(buf[0], g0);
+    if (g0 + kStep >= groups) break;
+    if (g0 + 2 * kStep < groups) load(buf[0], g0 + 2 * kStep);
+    compute(buf[1], g0 + kStep);
   }
 
   __shared__ float red[kWarps][4][32];
@@ -182,6 +240,7 @@ __global__ void __launch_bounds__(kWarps * 32) fp8_matmul_kernel(const Fp8Matmul
 
 __global__ void __launch_bounds__(kAmaxThreads)
     row_amax_kernel(const bf16* __restrict__ x, int64_t k, float* __restrict__ partial) {
+  pdl_trigger();  // the matmul after this one may start loading its weights
   __shared__ float scratch[kAmaxThreads / 32];
   const int64_t row = blockIdx.x;
   const int64_t i = static_cast<int64_t>(blockIdx.y) * kAmaxThreads + threadIdx.x;  // 8-value chunk
@@ -219,13 +278,14 @@ void fp8_matmul(const Fp8MatmulArgs& a, cudaStream_t stream) {
                   static_cast<unsigned>((a.m + kTileCols - 1) / kTileCols));
   switch (a.mode) {
     case Fp8ActMode::Group:
-      fp8_matmul_kernel<Fp8ActMode::Group><<<grid, kWarps * 32, 0, stream>>>(a);
+      launch_dependent(fp8_matmul_kernel<Fp8ActMode::Group>, grid, dim3(kWarps * 32), 0, stream, a);
       break;
     case Fp8ActMode::Static:
-      fp8_matmul_kernel<Fp8ActMode::Static><<<grid, kWarps * 32, 0, stream>>>(a);
+      launch_dependent(fp8_matmul_kernel<Fp8ActMode::Static>, grid, dim3(kWarps * 32), 0, stream,
+                       a);
       break;
     default:
-      fp8_matmul_kernel<Fp8ActMode::Token><<<grid, kWarps * 32, 0, stream>>>(a);
+      launch_dependent(fp8_matmul_kernel<Fp8ActMode::Token>, grid, dim3(kWarps * 32), 0, stream, a);
       break;
   }
 }
