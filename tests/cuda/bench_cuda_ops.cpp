@@ -121,11 +121,13 @@ void bench_fp8_matmul(Backend& be, Timer& timer, cudaStream_t stream) {
                           {block ? (s.n + 127) / 128 * ((s.k + 127) / 128 + 3) : s.n}, stream));
     }
     for (int64_t m : {1, 2, 4, 8, 16, 64, 256, 1024}) {
-      for (auto path : {cuda::Fp8Gemm::Path::SmallM, cuda::Fp8Gemm::Path::CublasLt,
-                        cuda::Fp8Gemm::Path::Cutlass}) {
+      for (auto path : {cuda::Fp8Gemm::Path::SmallM, cuda::Fp8Gemm::Path::Stream,
+                        cuda::Fp8Gemm::Path::CublasLt, cuda::Fp8Gemm::Path::Cutlass}) {
         if (path == cuda::Fp8Gemm::Path::SmallM && m > 8) continue;
+        if (path == cuda::Fp8Gemm::Path::Stream && m > 2) continue;
         if (path == cuda::Fp8Gemm::Path::Cutlass && (!block || m <= 8)) continue;
         const char* name = path == cuda::Fp8Gemm::Path::SmallM    ? "kernel"
+                           : path == cuda::Fp8Gemm::Path::Stream  ? "stream"
                            : path == cuda::Fp8Gemm::Path::Cutlass ? "cutlass"
                                                                   : "cublaslt";
         double step_ms = 0;

@@ -249,10 +249,14 @@ TEST_F(CudaFp8Test, LinearMatchesReferenceOnEveryPath) {
           std::vector<double> want, abs_sum;
           reference(host, x, m, with_bias ? &b : nullptr, want, abs_sum);
           Tensor gb = gpu_bf16(*gpu_, b, {n});
-          for (Path path : {Path::SmallM, Path::CublasLt}) {
+          for (Path path : {Path::SmallM, Path::CublasLt, Path::Stream}) {
+            if (path == Path::Stream && !cuda::fp8_stream_matmul_supported(m, k)) continue;
+            const char* path_name = path == Path::SmallM   ? " kernel"
+                                    : path == Path::Stream ? " stream"
+                                                           : " cublaslt";
             std::ostringstream what;
             what << scheme_name(scheme) << " m " << m << " n " << n << " k " << k
-                 << (with_bias ? " bias" : "") << (path == Path::SmallM ? " kernel" : " cublaslt");
+                 << (with_bias ? " bias" : "") << path_name;
             Tensor out = gpu_->alloc(DType::BF16, {m, n});
             gemm.force_path(path);
             try {
@@ -265,8 +269,7 @@ TEST_F(CudaFp8Test, LinearMatchesReferenceOnEveryPath) {
               continue;
             }
             const double r = check_linear(from_gpu_bf16(*gpu_, out), want, abs_sum, what.str());
-            double& w = worst[std::string(scheme_name(scheme)) +
-                              (path == Path::SmallM ? " kernel" : " cublaslt")];
+            double& w = worst[std::string(scheme_name(scheme)) + path_name];
             w = std::max(w, r);
           }
         }
@@ -276,11 +279,15 @@ TEST_F(CudaFp8Test, LinearMatchesReferenceOnEveryPath) {
     std::printf("  fp8 linear %-32s worst err/tol %.3f\n", what.c_str(), w);
   for (const auto& what : no_algorithm)
     std::printf("  fp8 linear: cuBLASLt has no FP8 GEMM for %s\n", what.c_str());
-  std::printf("  fp8 gemm calls: %llu kernel, %llu cublaslt (%llu with unit scales), %llu tiled\n",
-              static_cast<unsigned long long>(gemm.stats().small_m),
-              static_cast<unsigned long long>(gemm.stats().cublaslt),
-              static_cast<unsigned long long>(gemm.stats().cublaslt_unit_scales),
-              static_cast<unsigned long long>(gemm.stats().tiled));
+  EXPECT_GT(gemm.stats().stream, 0u);
+  std::printf(
+      "  fp8 gemm calls: %llu kernel, %llu stream, %llu cublaslt (%llu with unit scales), %llu "
+      "tiled\n",
+      static_cast<unsigned long long>(gemm.stats().small_m),
+      static_cast<unsigned long long>(gemm.stats().stream),
+      static_cast<unsigned long long>(gemm.stats().cublaslt),
+      static_cast<unsigned long long>(gemm.stats().cublaslt_unit_scales),
+      static_cast<unsigned long long>(gemm.stats().tiled));
   // The backend's own choice, through Backend::linear.
   const LinearWeight host = make_weight(Scheme::Block, 200, 320, 3);
   const LinearWeight w = gpu_->prepare_linear(host);
@@ -352,7 +359,7 @@ std::vector<float> rows_of(const std::vector<float>& x, int64_t k,
 // rows: each CUDA block reduces the row itself; more: a pass of partial
 // maxima first) give the same scale, so a row comes out bit for bit the same
 // alone, in pairs or among 8. k spans several partial-maxima pieces and ends
-// mid-group.
+// mid-group. The same for the streaming kernel's one or two rows.
 TEST_F(CudaFp8Test, SmallMRowScalesAgreeAcrossBatchSizes) {
   cuda::Fp8Gemm gemm(stream_);
   gemm.force_path(cuda::Fp8Gemm::Path::SmallM);
@@ -380,6 +387,20 @@ TEST_F(CudaFp8Test, SmallMRowScalesAgreeAcrossBatchSizes) {
           ASSERT_EQ(got[r * n + j], want[rows[r] * n + j])
               << "row " << rows[r] << " of " << rows.size() << ", column " << j;
     }
+    // The streaming kernel (one or two rows): a row alone or beside another
+    // comes out the same, and close to the small-m kernel's.
+    gemm.force_path(cuda::Fp8Gemm::Path::Stream);
+    const auto pair = run({3, 6});
+    for (int64_t r : {3, 6}) {
+      const auto one = run({r});
+      const size_t at = r == 3 ? 0 : 1;
+      for (int64_t j = 0; j < n; ++j) {
+        ASSERT_EQ(one[j], pair[at * n + j]) << "stream: row " << r << ", column " << j;
+        EXPECT_NEAR(one[j], want[r * n + j], 0.02 * std::fabs(want[r * n + j]) + 0.05)
+            << "stream vs small-m: row " << r << ", column " << j;
+      }
+    }
+    gemm.force_path(cuda::Fp8Gemm::Path::SmallM);
   }
 }
 
@@ -395,7 +416,6 @@ TEST_F(CudaFp8Test, RejectsBadShapes) {
 }
 
 // --- CUTLASS's block-scaled FP8 GEMM (sm_90) ---
-
 
 // 128x128 weight blocks past 8 rows: CUTLASS's GEMM against the reference
 // (sampled rows of the large products: rows are independent), with and

@@ -43,6 +43,11 @@ Fp8Gemm::Fp8Gemm(cudaStream_t stream) : stream_(stream) {
   const char* env = std::getenv("LOOM_FP8_SMALL_M");
   if (env && std::string_view(env) == "0") small_m_ = 0;
   if (env && std::string_view(env) == "1") small_m_ = 1;
+  const char* stream_env = std::getenv("LOOM_FP8_STREAM");
+  stream_path_ = stream_env && std::string_view(stream_env) == "1";
+  int device = 0;
+  LOOM_CUDA_CHECK(cudaGetDevice(&device));
+  LOOM_CUDA_CHECK(cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, device));
 }
 
 Fp8Gemm::~Fp8Gemm() {
@@ -155,6 +160,7 @@ void Fp8Gemm::run(const void* x, int64_t m, const Fp8WeightView& w, const void* 
   const Fp8ActMode mode = act_mode(w);
   const bool small_m = small_m_ == 1 || (small_m_ == -1 && w.block);
   Path path = m <= kFp8MatmulMaxRows && small_m ? Path::SmallM : Path::CublasLt;
+  if (stream_path_ && fp8_stream_matmul_supported(m, k)) path = Path::Stream;
   Plan* plan = nullptr;
   if (forced_) path = *forced_;
   // Block-scaled weights: CUTLASS's GEMM before cuBLASLt (which has none on sm_90).
@@ -162,6 +168,8 @@ void Fp8Gemm::run(const void* x, int64_t m, const Fp8WeightView& w, const void* 
       w.block && (forced_ ? *forced_ == Path::Cutlass : path == Path::CublasLt);
   if (cutlass_first && run_cutlass(x, m, w, bias, out)) return;
   LOOM_CHECK(path != Path::Cutlass, "no CUTLASS FP8 block GEMM for m {} n {} k {}", m, n, k);
+  LOOM_CHECK(path != Path::Stream || fp8_stream_matmul_supported(m, k),
+             "no streaming FP8 kernel for m {} k {}", m, k);
   if (path == Path::CublasLt) {
     plan = plan_for(Key{mp, n, k, w.block, bias != nullptr, alignment_of(w.w), alignment_of(out)});
     LOOM_CHECK(plan || !forced_, "cuBLASLt has no FP8 GEMM for m {} n {} k {}", mp, n, k);
@@ -175,7 +183,7 @@ void Fp8Gemm::run(const void* x, int64_t m, const Fp8WeightView& w, const void* 
     // Token mode: one or two rows' maxima are reduced by every CUDA block
     // itself while its first weights load (the row is in L2); more rows get
     // a pass of partial maxima first, so that blocks do not each read 8 rows.
-    if (mode == Fp8ActMode::Token && m > kFp8InBlockAmaxRows) {
+    if (mode == Fp8ActMode::Token && m > kFp8InBlockAmaxRows && path != Path::Stream) {
       a.amax_parts = fp8_row_amax_parts(k);
       auto* partial =
           static_cast<float*>(x_scale_.ensure(static_cast<size_t>(m * a.amax_parts) * 4, stream_));
@@ -190,6 +198,11 @@ void Fp8Gemm::run(const void* x, int64_t m, const Fp8WeightView& w, const void* 
     a.k = k;
     a.bias = bias;
     a.out = out;
+    if (path == Path::Stream) {
+      fp8_stream_matmul(a, sms_, stream_);
+      stats_.stream++;
+      return;
+    }
     fp8_matmul(a, stream_);
     (path == Path::SmallM ? stats_.small_m : stats_.tiled)++;
     return;

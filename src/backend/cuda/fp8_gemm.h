@@ -23,6 +23,9 @@
 // Both quantise x the same way, bit for bit. Plans are cached per shape.
 // LOOM_FP8_SMALL_M=1 sends every FP8 product of up to 8 rows to our kernel,
 // =0 none (A/B comparisons); unset: block-scaled weights only.
+// LOOM_FP8_STREAM=1 (experimental, off by default) sends products of one or
+// two rows, every scheme, to the persistent streaming kernel
+// (kernels/fp8/fp8_stream.cu) where it takes the shape.
 // Internal to backend/cuda; used from one thread.
 #pragma once
 
@@ -56,13 +59,14 @@ class Fp8Gemm {
   Fp8Gemm& operator=(const Fp8Gemm&) = delete;
 
   // Which kernel computes a product (each call counts once).
-  enum class Path { SmallM, CublasLt, Tiled, Cutlass };
+  enum class Path { SmallM, CublasLt, Tiled, Cutlass, Stream };
   // Forces a path for tests and comparisons (Tiled works for every shape;
   // CublasLt throws where cuBLASLt has no algorithm, Cutlass where
-  // fp8_block_gemm_supported says no); nullopt: the usual choice.
+  // fp8_block_gemm_supported says no, Stream where
+  // fp8_stream_matmul_supported says no); nullopt: the usual choice.
   void force_path(std::optional<Path> path) { forced_ = path; }
   struct Stats {
-    uint64_t small_m = 0, cublaslt = 0, tiled = 0, cutlass = 0;
+    uint64_t small_m = 0, cublaslt = 0, tiled = 0, cutlass = 0, stream = 0;
     uint64_t cublaslt_unit_scales = 0;  // of cublaslt: unit scales + scale_fp8_product
   };
   const Stats& stats() const { return stats_; }
@@ -94,6 +98,8 @@ class Fp8Gemm {
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
   int small_m_ = -1;  // LOOM_FP8_SMALL_M: 1 every scheme, 0 none, -1 block-scaled weights
+  bool stream_path_ = false;  // LOOM_FP8_STREAM=1: the persistent kernel at one or two rows
+  int sms_ = 0;
   bool unit_scale_logged_ = false;
   std::optional<Path> forced_;
   Stats stats_;

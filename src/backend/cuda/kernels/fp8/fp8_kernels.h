@@ -80,4 +80,12 @@ struct Fp8MatmulArgs {
 };
 void fp8_matmul(const Fp8MatmulArgs& args, cudaStream_t stream);
 
+// The same product for one or two rows of x (Token mode computes the rows'
+// maxima itself: row_amax is not read) from persistent blocks, one per SM
+// (sms), whose weight stream runs through a ring of shared-memory stages
+// filled by bulk copies (sm_90; fp8_stream.cu). Supported: 1 <= m <= 2, k a
+// multiple of 16 and small enough for x's rows to sit in shared memory.
+bool fp8_stream_matmul_supported(int64_t m, int64_t k);
+void fp8_stream_matmul(const Fp8MatmulArgs& args, int sms, cudaStream_t stream);
+
 }  // namespace loom::cuda
