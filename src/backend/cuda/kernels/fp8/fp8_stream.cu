@@ -153,21 +153,27 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (warp == kConsumers) {
     // The producer: the weights need nothing from the kernel before this one
     // (launched with PDL), so the ring fills while it finishes.
-    if (lane == 0) {
-      const int64_t total = static_cast<int64_t>(my_tiles) * chunks;
-      for (int64_t t = 0; t < total; ++t) {
-        const int s = static_cast<int>(t % stages);
-        if (t >= stages) mbar_wait(empty + s, static_cast<uint32_t>((t / stages - 1) & 1));
-        const int64_t tile = blockIdx.x + (t / chunks) * gridDim.x;
-        const int64_t k0 = (t % chunks) * static_cast<int64_t>(kChunk);
-        const auto bytes = static_cast<uint32_t>(a.k - k0 < kChunk ? a.k - k0 : kChunk);
-        const int64_t row0 = tile * kRows;
-        const int rows = static_cast<int>(a.n - row0 < kRows ? a.n - row0 : kRows);
-        mbar_expect_tx(full + s, bytes * static_cast<uint32_t>(rows));
-        uint8_t* dst = smem + static_cast<size_t>(s) * kStageBytes;
-        for (int r = 0; r < rows; ++r)
-          bulk_copy(dst + r * kPitch, a.w + (row0 + r) * a.k + k0, bytes, full + s);
-      }
+    // Lane r copies row r of a stage, after lane 0 has armed the stage's
+    // barrier; the stage, its fill's parity, the chunk and the tile advance
+    // by counting (no 64-bit division in the loop).
+    int s = 0, chunk = 0;
+    uint32_t parity = 0;
+    int64_t row0 = static_cast<int64_t>(blockIdx.x) * kRows;
+    const int64_t row_step = static_cast<int64_t>(gridDim.x) * kRows;
+    const int total = my_tiles * chunks;
+    for (int t = 0; t < total; ++t) {
+      // Fill f = t / stages of stage s waits for the consumers' release of fill f - 1.
+      if (t >= stages) mbar_wait(empty + s, parity ^ 1u);
+      const int64_t k0 = static_cast<int64_t>(chunk) * kChunk;
+      const auto bytes = static_cast<uint32_t>(a.k - k0 < kChunk ? a.k - k0 : kChunk);
+      const int rows = static_cast<int>(a.n - row0 < kRows ? a.n - row0 : kRows);
+      if (lane == 0) mbar_expect_tx(full + s, bytes * static_cast<uint32_t>(rows));
+      __syncwarp();
+      if (lane < rows)
+        bulk_copy(smem + static_cast<size_t>(s) * kStageBytes + lane * kPitch,
+                  a.w + (row0 + lane) * a.k + k0, bytes, full + s);
+      if (++s == stages) s = 0, parity ^= 1u;
+      if (++chunk == chunks) chunk = 0, row0 += row_step;
     }
     return;
   }
@@ -245,8 +251,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     const float* w_block_scale = kBlock ? a.w_scale + (row0 / kGroup) * a.w_scale_ld : nullptr;
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     for (int ch = warp; ch < chunks; ch += kConsumers) {
-      const int64_t t = static_cast<int64_t>(i) * chunks + ch;
-      const int s = static_cast<int>(t % stages);
+      const int t = i * chunks + ch;
+      const int s = t % stages;
       mbar_wait(full + s, static_cast<uint32_t>((t / stages) & 1));
       const uint8_t* st = smem + static_cast<size_t>(s) * kStageBytes;
       const int64_t k0 = static_cast<int64_t>(ch) * kChunk;
