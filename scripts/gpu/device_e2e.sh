@@ -25,6 +25,11 @@
 #            (32/128 tokens, up to 16 streams)
 #   faults   the server's fault-injection suite against the CUDA build (0.5B-shaped model)
 #   fp8test  FP8 op, model and engine tests (test_cuda_fp8, test_cuda_model, test_cuda_engine)
+#   fp8b1    the FP8 kernels for one or two rows: their test_cuda_fp8 cases, the
+#            one-row GEMM table (small-m kernel, streaming kernel, cuBLASLt), then
+#            8B batch-1 decode (--quantization fp8 --kv-cache-dtype fp8) through each
+#            (LOOM_FP8_SMALL_M=1, + LOOM_FP8_STREAM=1, the default cuBLASLt) with
+#            kernel profiles, in one call
 #   fp8block the CUTLASS block-scaled FP8 GEMM: its test_cuda_fp8 cases, then
 #            bench_cuda_ops' prefill table (bf16 vs FP8 per-row vs FP8 blocks)
 #   fp8small a small Llama-3 shape end to end: FP8 checkpoints of both formats and
@@ -442,6 +447,28 @@ for r in runs:
         sort -u | head -50
     done
     cat /tmp/test_cuda_fp8.log /tmp/test_cuda_model.log /tmp/test_cuda_engine.log > "$OUT/fp8test.log"
+    ;;
+  fp8b1)
+    timeout 200 $T/test_cuda_fp8 --gtest_filter='*LinearMatches*:*SmallMRowScales*:*RowsIndependent*' \
+      > /tmp/fp8b1.log 2>&1; echo "test_cuda_fp8 (one- and two-row cases) rc=$? $(tail -1 /tmp/fp8b1.log)"
+    grep -E "FAILED|Failure|Expected|Which is|worst|calls" /tmp/fp8b1.log | head -20
+    timeout 120 $T/bench_cuda_ops --matmul > /tmp/mm.log 2>&1; echo "bench_cuda_ops --matmul rc=$?"
+    awk '/FP8 E4M3/{f=1} f' /tmp/mm.log | grep -E "^(qkv|o|gate_up|down) +(kernel|stream|cublaslt) +1 "
+    cat /tmp/fp8b1.log /tmp/mm.log > "$OUT/fp8b1_ops.log"
+    model8b
+    : > /tmp/fp8b1.jsonl
+    for v in "kernel LOOM_FP8_SMALL_M=1" "stream LOOM_FP8_SMALL_M=1 LOOM_FP8_STREAM=1" "cublaslt LOOM_FP8_SMALL_M=0"; do
+      set -- $v; name=$1; shift
+      env "$@" timeout 200 scripts/gpu/kernel_profile.sh --step-kernel embedding_kernel --top 12 \
+        --out "$OUT/profile_fp8b1_$name" -- \
+        $L bench latency --device cuda --model /tmp/llama8b --input-len 128 --output-len 512 --batch-sizes 1 \
+        --quantization fp8 --kv-cache-dtype fp8 --json > /tmp/b1_$name.jsonl 2> /tmp/b1_$name.err ||
+        tail -5 /tmp/b1_$name.err
+      echo "-- $name"; grep -E "fp8_|nvjet|GPU busy  " /tmp/b1_$name.err | head -6
+      python3 -c "import json,sys; [print([(e['batch'], e['decode_tokens_per_s'], e['itl_ms']['p50']) for e in json.loads(l)['decode']]) for l in open(sys.argv[1]) if l.startswith('{')]" /tmp/b1_$name.jsonl
+      cat /tmp/b1_$name.jsonl >> /tmp/fp8b1.jsonl
+    done
+    meta /tmp/fp8b1.jsonl "bench latency --input-len 128 --output-len 512 --batch-sizes 1 --quantization fp8 --kv-cache-dtype fp8, Llama-3-8B shape: the FP8 small-m kernel, the streaming kernel, cuBLASLt" > "$OUT/bench_latency_8b_fp8b1.json"
     ;;
   fp8small)
     python3 scripts/gpu/make_random_model.py --shape small --out /tmp/small > /dev/null || exit 1
