@@ -322,6 +322,11 @@ namespace loom {
 // `out` to its numel), converting as needed. Synchronises like copy_to_host.
 void copy_to_host_f32(Backend& backend, const Tensor& src, std::vector<float>& out);
 
+// Backend::argmax_rows' rule on one host row of n floats: the index of the
+// largest value, the lowest among equal maxima, NaNs skipped, 0 when every
+// value is NaN.
+int32_t argmax_f32(const float* row, int64_t n);
+
 // Rows `rows` of the 2-D tensor x, in that order, gathered into `keep`: a
 // buffer the caller holds across calls, (re)allocated only when too small or
 // of another dtype or width (grown geometrically). Returns the view of its

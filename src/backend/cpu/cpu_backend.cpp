@@ -1,7 +1,8 @@
 // CpuBackend: the Backend interface on the host, f32 activations. Memory is
 // plain 64-byte-aligned host memory; weights are used where they lie (possibly
-// mmapped), except Q8_0 / Q5_0 matrices, copied to their interleaved types. Ops run on the process-wide ThreadPool, or on a pool of the
-// requested size when the global one already has another size.
+// mmapped), except Q8_0 / Q5_0 matrices, copied to their interleaved types. Ops run on the
+// process-wide ThreadPool, or on a pool of the requested size when the global one already has
+// another size.
 #include <cstring>
 #include <memory>
 
@@ -33,6 +34,21 @@ class CpuBackend final : public Backend {
 
   Tensor alloc(DType dtype, std::vector<int64_t> shape) override {
     return Tensor::cpu(dtype, std::move(shape));
+  }
+  // Greedy rows of host f32 logits scanned on the pool, a row per task.
+  void argmax_rows(const Tensor& logits, std::vector<int32_t>& out) override {
+    if (logits.device() != Device::Cpu || logits.dtype() != DType::F32 || logits.ndim() < 1 ||
+        logits.cols() <= 0 || logits.cols() > INT32_MAX) {
+      Backend::argmax_rows(logits, out);  // its errors and conversions
+      return;
+    }
+    const int64_t rows = logits.rows(), vocab = logits.cols();
+    out.assign(static_cast<size_t>(rows), 0);
+    const float* values = logits.data_as<const float>();
+    cpu::parallel_rows(*pool_, rows, vocab, [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r)
+        out[static_cast<size_t>(r)] = argmax_f32(values + r * vocab, vocab);
+    });
   }
   Tensor prepare_weight(const Tensor& host_weight) override {
     LOOM_CHECK(host_weight.device() == Device::Cpu, "cpu backend weights must be in host memory");
