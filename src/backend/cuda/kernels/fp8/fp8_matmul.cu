@@ -9,11 +9,11 @@
 // loads are issued before the previous iteration's mmas. The first
 // iteration's loads need nothing from the kernel before this one, so they go
 // out before pdl_wait() (launched with PDL) and before the block works out
-// its row scales. In a group, lane (g =
-// lane / 4, c = lane % 4) loads bytes [16c, 16c + 16) and [64 + 16c, 64 + 16c
-// + 16) of weight rows g and g + 8, so that the 4 lanes of a row read 64
-// contiguous bytes per load, and the same 32 columns of x row g (bf16, from
-// L1/L2 when the group comes up), which it quantises: with the row's scale
+// its row scales. In a group, lane (g = lane / 4, c = lane % 4) loads bytes
+// [16c, 16c + 16) and [64 + 16c, 64 + 16c + 16) of weight rows g and g + 8,
+// so that the 4 lanes of a row read 64 contiguous bytes per load, and the
+// same 32 columns of x row g (bf16, from L1/L2 when the group comes up),
+// which it quantises: with the row's scale
 // (Token: from the row's amax; Static: the layer's scale), or with the
 // group's (Group: the amax of the 128 columns, reduced over the 4 lanes of x
 // row g). Four mmas consume the lane's 32 bytes b = 0..31 (its columns in
