@@ -26,7 +26,8 @@
 #   faults   the server's fault-injection suite against the CUDA build (0.5B-shaped model)
 #   fp8test  FP8 op, model and engine tests (test_cuda_fp8, test_cuda_model, test_cuda_engine)
 #   fp8b1    the FP8 kernels for one or two rows: their test_cuda_fp8 cases, the
-#            one-row GEMM table (small-m kernel, streaming kernel, cuBLASLt), then
+#            one-row GEMM table (small-m kernel, streaming kernel, cuBLASLt; the
+#            streaming kernel also at each FP8_STREAM_CFGS chunk:blocks-per-SM), then
 #            8B batch-1 decode (--quantization fp8 --kv-cache-dtype fp8) through each
 #            (LOOM_FP8_SMALL_M=1, + LOOM_FP8_STREAM=1, the default cuBLASLt) with
 #            kernel profiles, in one call
@@ -455,6 +456,13 @@ for r in runs:
     timeout 120 $T/bench_cuda_ops --matmul > /tmp/mm.log 2>&1; echo "bench_cuda_ops --matmul rc=$?"
     awk '/FP8 E4M3/{f=1} f' /tmp/mm.log | grep -E "^(qkv|o|gate_up|down) +(kernel|stream|cublaslt) +1 "
     cat /tmp/fp8b1.log /tmp/mm.log > "$OUT/fp8b1_ops.log"
+    # The streaming kernel's shapes: bytes of k per stage and row, blocks per SM.
+    for cfg in ${FP8_STREAM_CFGS:-2048:1 4096:1 1024:2 2048:2}; do
+      LOOM_FP8_STREAM_CHUNK=${cfg%:*} LOOM_FP8_STREAM_BLOCKS=${cfg#*:} timeout 120 $T/bench_cuda_ops --matmul \
+        > /tmp/mm_$cfg.log 2>&1; echo "-- stream chunk ${cfg%:*}, ${cfg#*:} block(s) per SM: rc=$?"
+      awk '/FP8 E4M3/{f=1} f' /tmp/mm_$cfg.log | grep -E "^(qkv|o|gate_up|down) +stream +1 "
+      cat /tmp/mm_$cfg.log >> "$OUT/fp8b1_ops.log"
+    done
     model8b
     : > /tmp/fp8b1.jsonl
     for v in "kernel LOOM_FP8_SMALL_M=1" "stream LOOM_FP8_SMALL_M=1 LOOM_FP8_STREAM=1" "cublaslt LOOM_FP8_SMALL_M=0"; do

@@ -250,7 +250,7 @@ TEST_F(CudaFp8Test, LinearMatchesReferenceOnEveryPath) {
           reference(host, x, m, with_bias ? &b : nullptr, want, abs_sum);
           Tensor gb = gpu_bf16(*gpu_, b, {n});
           for (Path path : {Path::SmallM, Path::CublasLt, Path::Stream}) {
-            if (path == Path::Stream && !cuda::fp8_stream_matmul_supported(m, k)) continue;
+            if (path == Path::Stream && !cuda::fp8_stream_matmul_supported(m, k, {})) continue;
             const char* path_name = path == Path::SmallM   ? " kernel"
                                     : path == Path::Stream ? " stream"
                                                            : " cublaslt";
@@ -402,6 +402,52 @@ TEST_F(CudaFp8Test, SmallMRowScalesAgreeAcrossBatchSizes) {
     }
     gemm.force_path(cuda::Fp8Gemm::Path::SmallM);
   }
+}
+
+// The streaming kernel's shapes (LOOM_FP8_STREAM_CHUNK bytes of k per stage,
+// LOOM_FP8_STREAM_BLOCKS blocks per SM) change only the order of its sums:
+// each agrees with the small-m kernel, and a row alone with the row paired.
+TEST_F(CudaFp8Test, StreamConfigsAgree) {
+  const int64_t n = 300, k = 3 * 4096 + 208;
+  for (Scheme scheme : {Scheme::Channel, Scheme::Block}) {
+    const LinearWeight w = gpu_->prepare_linear(make_weight(scheme, n, k, 12));
+    const auto x = random_bf16_values(static_cast<size_t>(2 * k), 23, -2, 2);
+    const auto run = [&](cuda::Fp8Gemm& gemm, const std::vector<int64_t>& rows) {
+      const auto xr = rows_of(x, k, rows);
+      const auto rm = static_cast<int64_t>(rows.size());
+      Tensor out = gpu_->alloc(DType::BF16, {rm, n});
+      gemm.run(gpu_bf16(*gpu_, xr, {rm, k}).data(), rm, view_of(w), nullptr, out.data());
+      return from_gpu_bf16(*gpu_, out);
+    };
+    cuda::Fp8Gemm small(stream_);
+    small.force_path(cuda::Fp8Gemm::Path::SmallM);
+    const auto want = run(small, {0, 1});
+    for (auto [chunk, blocks] : {std::pair{128, 1}, {512, 2}, {2048, 2}, {4096, 1}}) {
+      SCOPED_TRACE(::testing::Message()
+                   << scheme_name(scheme) << " chunk " << chunk << " blocks " << blocks);
+      ::setenv("LOOM_FP8_STREAM_CHUNK", std::to_string(chunk).c_str(), 1);
+      ::setenv("LOOM_FP8_STREAM_BLOCKS", std::to_string(blocks).c_str(), 1);
+      cuda::Fp8Gemm gemm(stream_);
+      ::unsetenv("LOOM_FP8_STREAM_CHUNK");
+      ::unsetenv("LOOM_FP8_STREAM_BLOCKS");
+      ASSERT_TRUE(cuda::fp8_stream_matmul_supported(2, k, {chunk, blocks}));
+      gemm.force_path(cuda::Fp8Gemm::Path::Stream);
+      const auto pair = run(gemm, {0, 1});
+      for (int64_t r : {0, 1}) {
+        const auto one = run(gemm, {r});
+        for (int64_t j = 0; j < n; ++j) {
+          ASSERT_EQ(one[j], pair[r * n + j]) << "row " << r << ", column " << j;
+          ASSERT_NEAR(one[j], want[r * n + j], 0.02 * std::fabs(want[r * n + j]) + 0.05)
+              << "row " << r << ", column " << j;
+        }
+      }
+      EXPECT_EQ(gemm.stats().stream, 3u);
+    }
+  }
+  EXPECT_FALSE(cuda::fp8_stream_matmul_supported(1, k, {100, 1}));
+  EXPECT_FALSE(cuda::fp8_stream_matmul_supported(1, k, {1024, 5}));
+  EXPECT_FALSE(cuda::fp8_stream_matmul_supported(1, k, {8192, 1}));  // two stages do not fit
+  EXPECT_FALSE(cuda::fp8_stream_matmul_supported(3, k, {}));
 }
 
 TEST_F(CudaFp8Test, RejectsBadShapes) {

@@ -45,6 +45,22 @@ Fp8Gemm::Fp8Gemm(cudaStream_t stream) : stream_(stream) {
   if (env && std::string_view(env) == "1") small_m_ = 1;
   const char* stream_env = std::getenv("LOOM_FP8_STREAM");
   stream_path_ = stream_env && std::string_view(stream_env) == "1";
+  const auto env_int = [](const char* name, int fallback) {
+    const char* v = std::getenv(name);
+    if (!v || !*v) return fallback;
+    char* end = nullptr;
+    const long x = std::strtol(v, &end, 10);
+    LOOM_CHECK(*end == '\0' && x > 0 && x <= 1 << 20, "{}={} is not a positive integer", name, v);
+    return static_cast<int>(x);
+  };
+  stream_cfg_.chunk = env_int("LOOM_FP8_STREAM_CHUNK", stream_cfg_.chunk);
+  stream_cfg_.blocks_per_sm = env_int("LOOM_FP8_STREAM_BLOCKS", stream_cfg_.blocks_per_sm);
+  LOOM_CHECK(
+      !stream_path_ || fp8_stream_matmul_supported(1, 4096, stream_cfg_),
+      "LOOM_FP8_STREAM_CHUNK={} / LOOM_FP8_STREAM_BLOCKS={}: no such streaming kernel (chunk: a "
+      "multiple of 128 up to 4096; 1-4 blocks per SM, two stages of 16 rows fitting in its share "
+      "of shared memory)",
+      stream_cfg_.chunk, stream_cfg_.blocks_per_sm);
   int device = 0;
   LOOM_CUDA_CHECK(cudaGetDevice(&device));
   LOOM_CUDA_CHECK(cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, device));
@@ -92,7 +108,8 @@ Fp8Gemm::Plan Fp8Gemm::make_plan(const Key& key, bool with_bias, bool unit_scale
                                                static_cast<uint64_t>(m), k));
   // Unit scales: an f32 product, scaled and rounded to bf16 once afterwards.
   LOOM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.d, unit_scales ? CUDA_R_32F : CUDA_R_16BF,
-                                               static_cast<uint64_t>(n), static_cast<uint64_t>(m), n));
+                                               static_cast<uint64_t>(n), static_cast<uint64_t>(m),
+                                               n));
   cublasLtMatmulPreference_t pref = nullptr;
   LOOM_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
   const uint64_t ws = workspace_bytes_;
@@ -137,15 +154,18 @@ Fp8Gemm::Plan* Fp8Gemm::plan_for(const Key& key) {
       destroy(p);
       p = make_plan(key, false, true);
       if (p.found && !unit_scale_logged_) {
-        LOOM_LOG_INFO("FP8: cuBLASLt has no per-row scaled FP8 GEMM here; FP8 GEMM with unit scales + a scaling pass");
+        LOOM_LOG_INFO(
+            "FP8: cuBLASLt has no per-row scaled FP8 GEMM here; FP8 GEMM with unit scales + a "
+            "scaling pass");
         unit_scale_logged_ = true;
       }
     }
     if (!p.found) {
       const auto [m, n, k, block, bias, aw, ao] = key;
       LOOM_LOG_WARN(
-          "cuBLASLt has no FP8 GEMM for m {} n {} k {} ({} scales; heuristic: {}); using loom's FP8 kernel", m,
-          n, k, block ? "128x128 block" : "per-row", cublasGetStatusString(p.status));
+          "cuBLASLt has no FP8 GEMM for m {} n {} k {} ({} scales; heuristic: {}); using loom's "
+          "FP8 kernel",
+          m, n, k, block ? "128x128 block" : "per-row", cublasGetStatusString(p.status));
     }
     it = plans_.emplace(key, p).first;
   }
@@ -160,7 +180,7 @@ void Fp8Gemm::run(const void* x, int64_t m, const Fp8WeightView& w, const void* 
   const Fp8ActMode mode = act_mode(w);
   const bool small_m = small_m_ == 1 || (small_m_ == -1 && w.block);
   Path path = m <= kFp8MatmulMaxRows && small_m ? Path::SmallM : Path::CublasLt;
-  if (stream_path_ && fp8_stream_matmul_supported(m, k)) path = Path::Stream;
+  if (stream_path_ && fp8_stream_matmul_supported(m, k, stream_cfg_)) path = Path::Stream;
   Plan* plan = nullptr;
   if (forced_) path = *forced_;
   // Block-scaled weights: CUTLASS's GEMM before cuBLASLt (which has none on sm_90).
@@ -168,7 +188,7 @@ void Fp8Gemm::run(const void* x, int64_t m, const Fp8WeightView& w, const void* 
       w.block && (forced_ ? *forced_ == Path::Cutlass : path == Path::CublasLt);
   if (cutlass_first && run_cutlass(x, m, w, bias, out)) return;
   LOOM_CHECK(path != Path::Cutlass, "no CUTLASS FP8 block GEMM for m {} n {} k {}", m, n, k);
-  LOOM_CHECK(path != Path::Stream || fp8_stream_matmul_supported(m, k),
+  LOOM_CHECK(path != Path::Stream || fp8_stream_matmul_supported(m, k, stream_cfg_),
              "no streaming FP8 kernel for m {} k {}", m, k);
   if (path == Path::CublasLt) {
     plan = plan_for(Key{mp, n, k, w.block, bias != nullptr, alignment_of(w.w), alignment_of(out)});
@@ -199,7 +219,7 @@ void Fp8Gemm::run(const void* x, int64_t m, const Fp8WeightView& w, const void* 
     a.bias = bias;
     a.out = out;
     if (path == Path::Stream) {
-      fp8_stream_matmul(a, sms_, stream_);
+      fp8_stream_matmul(a, sms_, stream_cfg_, stream_);
       stats_.stream++;
       return;
     }
@@ -222,14 +242,19 @@ void Fp8Gemm::run(const void* x, int64_t m, const Fp8WeightView& w, const void* 
   if (plan->scale_after) {
     // f32 products of at most ~128 MiB at a time, each scaled into out.
     const int64_t chunk = std::clamp<int64_t>((int64_t{128} << 20) / (n * 4) / 16 * 16, 16, 4096);
-    auto* prod = static_cast<float*>(out_f32_.ensure(static_cast<size_t>(std::min(m, chunk) * n) * 4, stream_));
+    auto* prod = static_cast<float*>(
+        out_f32_.ensure(static_cast<size_t>(std::min(m, chunk) * n) * 4, stream_));
     for (int64_t r0 = 0; r0 < m; r0 += chunk) {
       const int64_t rows = std::min(chunk, m - r0);
-      Plan* pc = rows == m ? plan : plan_for(Key{rows, n, k, false, bias != nullptr, alignment_of(w.w), 256});
+      Plan* pc = rows == m
+                     ? plan
+                     : plan_for(Key{rows, n, k, false, bias != nullptr, alignment_of(w.w), 256});
       LOOM_CHECK(pc && pc->scale_after, "cuBLASLt FP8 GEMM plan for {} rows", rows);
-      LOOM_CUBLAS_CHECK(cublasLtMatmul(lt_, pc->desc, &alpha, w.w, pc->a, xq + r0 * k, pc->b, &beta, prod, pc->d,
-                                       prod, pc->d, &pc->algo, workspace_, workspace_bytes_, stream_));
-      scale_fp8_product(prod, static_cast<uint16_t*>(out) + r0 * n, rows, n, xs + r0, w.scale, bias, stream_);
+      LOOM_CUBLAS_CHECK(cublasLtMatmul(lt_, pc->desc, &alpha, w.w, pc->a, xq + r0 * k, pc->b, &beta,
+                                       prod, pc->d, prod, pc->d, &pc->algo, workspace_,
+                                       workspace_bytes_, stream_));
+      scale_fp8_product(prod, static_cast<uint16_t*>(out) + r0 * n, rows, n, xs + r0, w.scale, bias,
+                        stream_);
     }
     stats_.cublaslt++;
     stats_.cublaslt_unit_scales++;

@@ -25,7 +25,9 @@
 // =0 none (A/B comparisons); unset: block-scaled weights only.
 // LOOM_FP8_STREAM=1 (experimental, off by default) sends products of one or
 // two rows, every scheme, to the persistent streaming kernel
-// (kernels/fp8/fp8_stream.cu) where it takes the shape.
+// (kernels/fp8/fp8_stream.cu) where it takes the shape; LOOM_FP8_STREAM_CHUNK
+// (bytes of k per stage and row, default 1024) and LOOM_FP8_STREAM_BLOCKS
+// (blocks per SM, default 1) shape it.
 // Internal to backend/cuda; used from one thread.
 #pragma once
 
@@ -36,6 +38,7 @@
 
 #include "backend/cuda/cuda_util.h"
 #include "backend/cuda/gemm.h"  // the cuBLAS headers and LOOM_CUBLAS_CHECK
+#include "backend/cuda/kernels/fp8/fp8_kernels.h"
 #include "backend/linear.h"
 
 namespace loom::cuda {
@@ -82,8 +85,8 @@ class Fp8Gemm {
     cublasLtMatmulDesc_t desc = nullptr;
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
     cublasLtMatmulAlgo_t algo{};
-    bool found = false;       // cuBLASLt offered an algorithm
-    bool fused_bias = false;  // with the bias epilogue
+    bool found = false;        // cuBLASLt offered an algorithm
+    bool fused_bias = false;   // with the bias epilogue
     bool scale_after = false;  // unit scales, f32 product; scale_fp8_product applies them
     cublasStatus_t status = CUBLAS_STATUS_SUCCESS;  // of the heuristic query
   };
@@ -97,8 +100,9 @@ class Fp8Gemm {
   cublasLtHandle_t lt_ = nullptr;
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
-  int small_m_ = -1;  // LOOM_FP8_SMALL_M: 1 every scheme, 0 none, -1 block-scaled weights
-  bool stream_path_ = false;  // LOOM_FP8_STREAM=1: the persistent kernel at one or two rows
+  int small_m_ = -1;            // LOOM_FP8_SMALL_M: 1 every scheme, 0 none, -1 block-scaled weights
+  bool stream_path_ = false;    // LOOM_FP8_STREAM=1: the persistent kernel at one or two rows
+  Fp8StreamConfig stream_cfg_;  // LOOM_FP8_STREAM_CHUNK, LOOM_FP8_STREAM_BLOCKS (A/B sweeps)
   int sms_ = 0;
   bool unit_scale_logged_ = false;
   std::optional<Path> forced_;

@@ -33,8 +33,9 @@ void quantize_fp8_rows(const void* x, int64_t rows, int64_t padded_rows, int64_t
 // FP8 GEMM with unit scales where it has no outer-vector scaling), rounded
 // once: out[r, c] = bf16(in[r, c] * row_scale[r] * col_scale[c] (+ bias[c])),
 // f32 in [rows, cols], bf16 out [rows, cols], bias bf16 [cols] or null.
-void scale_fp8_product(const float* in, void* out, int64_t rows, int64_t cols, const float* row_scale,
-                       const float* col_scale, const void* bias, cudaStream_t stream);
+void scale_fp8_product(const float* in, void* out, int64_t rows, int64_t cols,
+                       const float* row_scale, const float* col_scale, const void* bias,
+                       cudaStream_t stream);
 
 // A plain f32/f16/bf16 weight [n, k] quantised per output row (--quantization
 // fp8): scale[r] = fp8_scale_for_amax(max |w[r, :]|), q = fp8(w * (1 / scale[r])).
@@ -84,8 +85,16 @@ void fp8_matmul(const Fp8MatmulArgs& args, cudaStream_t stream);
 // maxima itself: row_amax is not read) from persistent blocks, one per SM
 // (sms), whose weight stream runs through a ring of shared-memory stages
 // filled by bulk copies (sm_90; fp8_stream.cu). Supported: 1 <= m <= 2, k a
-// multiple of 16 and small enough for x's rows to sit in shared memory.
-bool fp8_stream_matmul_supported(int64_t m, int64_t k);
-void fp8_stream_matmul(const Fp8MatmulArgs& args, int sms, cudaStream_t stream);
+// multiple of 16 and small enough for x's rows to sit in shared memory
+// beside two stages.
+// cfg: the bytes of k per stage and row (a multiple of 128, at most 4096)
+// and the blocks per SM (1-4, sharing the SM's shared memory).
+struct Fp8StreamConfig {
+  int chunk = 1024;
+  int blocks_per_sm = 1;
+};
+bool fp8_stream_matmul_supported(int64_t m, int64_t k, const Fp8StreamConfig& cfg);
+void fp8_stream_matmul(const Fp8MatmulArgs& args, int sms, const Fp8StreamConfig& cfg,
+                       cudaStream_t stream);
 
 }  // namespace loom::cuda

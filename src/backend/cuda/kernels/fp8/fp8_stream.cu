@@ -2,7 +2,8 @@
 // (fp8_kernels.h): one persistent CUDA block per SM walks its 16-row weight
 // tiles one after another, and a producer thread keeps a ring of kStages
 // shared-memory stages filled with bulk copies (cp.async.bulk, the Hopper
-// copy engine), each stage 16 rows x kChunk bytes of k, across tile ends. So
+// copy engine), each stage 16 rows x `chunk` bytes of k (Fp8StreamConfig),
+// across tile ends. So
 // the bytes in flight per SM do not depend on registers or on how many warps
 // wait, and no block's pipeline runs dry between tiles (the small-m kernel's
 // blocks each stream one tile and stop).
@@ -16,8 +17,9 @@
 // Group: each 128-column group's; Static: the layer's scale). A group's
 // products are promoted to f32 registers after the group, as in the small-m
 // kernel; the warps' sums of a tile meet in shared memory in a fixed order.
-// A row's result depends only on that row (k, the tile and kChunk fix the
+// A row's result depends only on that row (k, the tile and the chunk fix the
 // order of every sum), not on the other row of x.
+#include <algorithm>
 #include <atomic>
 
 #include "backend/cuda/kernels/fp8/fp8.cuh"
@@ -27,16 +29,13 @@
 namespace loom::cuda {
 namespace {
 
-constexpr int kRows = 16;            // weight rows per tile (mma m16)
-constexpr int kChunk = 1024;         // bytes of k per stage and row
-constexpr int kPitch = kChunk + 16;  // a stage's row stride (16: fewer bank conflicts)
-constexpr int kStageBytes = kRows * kPitch;
+constexpr int kRows = 16;                        // weight rows per tile (mma m16)
 constexpr int kConsumers = 4;                    // consumer warps
 constexpr int kThreads = (kConsumers + 1) * 32;  // + the producer warp
 constexpr int kGroup = 128;
 constexpr int kMaxRows = 2;  // rows of x
 constexpr int kMaxStages = 8;
-constexpr size_t kSmemLimit = 200 * 1024;  // dynamic shared memory per block, at most
+constexpr size_t kSmemPerSm = 200 * 1024;  // dynamic shared memory of an SM's blocks, at most
 
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
@@ -96,38 +95,46 @@ __device__ __forceinline__ void mma_e4m3(float (&c)[4], uint32_t a0, uint32_t a1
 #endif
 }
 
-struct Layout {
-  int stages = 0;
+// A launch's shared-memory plan: stages of 16 rows x chunk bytes (rows
+// pitch = chunk + 16 apart: fewer bank conflicts), then x's quantised rows,
+// x's group scales and the barriers.
+struct Plan {
+  int chunk = 0, pitch = 0, stage_bytes = 0, stages = 0;
   size_t x_offset = 0, xs_offset = 0, bar_offset = 0, bytes = 0;
 };
 
-__host__ __device__ inline Layout layout_for(int64_t m, int64_t k) {
-  Layout l;
+Plan plan_for(int64_t k, const Fp8StreamConfig& cfg) {
+  Plan p;
+  if (cfg.chunk < kGroup || cfg.chunk > 4096 || cfg.chunk % kGroup != 0 || cfg.blocks_per_sm < 1 ||
+      cfg.blocks_per_sm > 4)
+    return p;  // stages stays 0: not supported
+  const size_t limit = kSmemPerSm / static_cast<size_t>(cfg.blocks_per_sm);
   const int64_t groups = (k + kGroup - 1) / kGroup;
   const size_t x_bytes = static_cast<size_t>(kMaxRows * k + 15) / 16 * 16;
-  const size_t xs_bytes = static_cast<size_t>(kMaxRows * groups) * 4;
-  const size_t tail = x_bytes + (xs_bytes + 15) / 16 * 16 + 2 * kMaxStages * 8;
-  (void)m;
-  if (tail + 2 * static_cast<size_t>(kStageBytes) > kSmemLimit) return l;  // stages stays 0
-  l.stages = static_cast<int>((kSmemLimit - tail) / kStageBytes < kMaxStages
-                                  ? (kSmemLimit - tail) / kStageBytes
-                                  : kMaxStages);
-  l.x_offset = static_cast<size_t>(l.stages) * kStageBytes;
-  l.xs_offset = l.x_offset + x_bytes;
-  l.bar_offset = l.xs_offset + (xs_bytes + 15) / 16 * 16;
-  l.bytes = l.bar_offset + 2 * kMaxStages * 8;
-  return l;
+  const size_t xs_bytes = (static_cast<size_t>(kMaxRows * groups) * 4 + 15) / 16 * 16;
+  const size_t tail = x_bytes + xs_bytes + 2 * kMaxStages * 8;
+  p.chunk = cfg.chunk;
+  p.pitch = cfg.chunk + 16;
+  p.stage_bytes = kRows * p.pitch;
+  const auto stage = static_cast<size_t>(p.stage_bytes);
+  if (tail + 2 * stage > limit) return Plan{};
+  p.stages = static_cast<int>(std::min<size_t>((limit - tail) / stage, kMaxStages));
+  p.x_offset = static_cast<size_t>(p.stages) * stage;
+  p.xs_offset = p.x_offset + x_bytes;
+  p.bar_offset = p.xs_offset + xs_bytes;
+  p.bytes = p.bar_offset + 2 * kMaxStages * 8;
+  return p;
 }
 
 template <Fp8ActMode kMode>
 __global__ void __launch_bounds__(kThreads, 1)
-    fp8_stream_kernel(const Fp8MatmulArgs a, int stages) {
+    fp8_stream_kernel(const Fp8MatmulArgs a, const Plan plan) {
   extern __shared__ __align__(16) uint8_t smem[];
   constexpr bool kBlock = kMode == Fp8ActMode::Group;
-  const Layout lay = layout_for(a.m, a.k);
-  uint8_t* xq = smem + lay.x_offset;                           // [kMaxRows][k] fp8
-  float* xs = reinterpret_cast<float*>(smem + lay.xs_offset);  // Group: [kMaxRows][groups]
-  uint64_t* full = reinterpret_cast<uint64_t*>(smem + lay.bar_offset);
+  const int stages = plan.stages, chunk_bytes = plan.chunk, pitch = plan.pitch;
+  uint8_t* xq = smem + plan.x_offset;                           // [kMaxRows][k] fp8
+  float* xs = reinterpret_cast<float*>(smem + plan.xs_offset);  // Group: [kMaxRows][groups]
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + plan.bar_offset);
   uint64_t* empty = full + kMaxStages;
   __shared__ float red[2][kConsumers][4][32];
   __shared__ float row_scale[kMaxRows];
@@ -135,7 +142,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t tiles = (a.n + kRows - 1) / kRows;
-  const int chunks = static_cast<int>((a.k + kChunk - 1) / kChunk);
+  const int chunks = static_cast<int>((a.k + chunk_bytes - 1) / chunk_bytes);
   const int groups = static_cast<int>((a.k + kGroup - 1) / kGroup);
   // This block's tiles: blockIdx.x, + gridDim.x, ...
   const int my_tiles =
@@ -164,13 +171,13 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int t = 0; t < total; ++t) {
       // Fill f = t / stages of stage s waits for the consumers' release of fill f - 1.
       if (t >= stages) mbar_wait(empty + s, parity ^ 1u);
-      const int64_t k0 = static_cast<int64_t>(chunk) * kChunk;
-      const auto bytes = static_cast<uint32_t>(a.k - k0 < kChunk ? a.k - k0 : kChunk);
+      const int64_t k0 = static_cast<int64_t>(chunk) * chunk_bytes;
+      const auto bytes = static_cast<uint32_t>(a.k - k0 < chunk_bytes ? a.k - k0 : chunk_bytes);
       const int rows = static_cast<int>(a.n - row0 < kRows ? a.n - row0 : kRows);
       if (lane == 0) mbar_expect_tx(full + s, bytes * static_cast<uint32_t>(rows));
       __syncwarp();
       if (lane < rows)
-        bulk_copy(smem + static_cast<size_t>(s) * kStageBytes + lane * kPitch,
+        bulk_copy(smem + static_cast<size_t>(s) * plan.stage_bytes + lane * pitch,
                   a.w + (row0 + lane) * a.k + k0, bytes, full + s);
       if (++s == stages) s = 0, parity ^= 1u;
       if (++chunk == chunks) chunk = 0, row0 += row_step;
@@ -254,20 +261,20 @@ __global__ void __launch_bounds__(kThreads, 1)
       const int t = i * chunks + ch;
       const int s = t % stages;
       mbar_wait(full + s, static_cast<uint32_t>((t / stages) & 1));
-      const uint8_t* st = smem + static_cast<size_t>(s) * kStageBytes;
-      const int64_t k0 = static_cast<int64_t>(ch) * kChunk;
+      const uint8_t* st = smem + static_cast<size_t>(s) * plan.stage_bytes;
+      const int64_t k0 = static_cast<int64_t>(ch) * chunk_bytes;
 #pragma unroll 2
-      for (int q = 0; q < kChunk / kGroup; ++q) {
+      for (int q = 0; q < chunk_bytes / kGroup; ++q) {
         const int64_t kk = k0 + q * kGroup + 16 * c;  // the lane's first byte in k
         if (k0 + q * kGroup >= a.k) break;            // warp-uniform
         const int off = q * kGroup + 16 * c;          // ... in the stage's row
         const bool in0 = kk < a.k, in1 = kk + 64 < a.k;
         // Rows past n were not copied: their bytes are stale, their sums unused.
-        const uint4 w00 = in0 ? *reinterpret_cast<const uint4*>(st + g * kPitch + off) : zero;
-        const uint4 w01 = in1 ? *reinterpret_cast<const uint4*>(st + g * kPitch + off + 64) : zero;
-        const uint4 w10 = in0 ? *reinterpret_cast<const uint4*>(st + (g + 8) * kPitch + off) : zero;
+        const uint4 w00 = in0 ? *reinterpret_cast<const uint4*>(st + g * pitch + off) : zero;
+        const uint4 w01 = in1 ? *reinterpret_cast<const uint4*>(st + g * pitch + off + 64) : zero;
+        const uint4 w10 = in0 ? *reinterpret_cast<const uint4*>(st + (g + 8) * pitch + off) : zero;
         const uint4 w11 =
-            in1 ? *reinterpret_cast<const uint4*>(st + (g + 8) * kPitch + off + 64) : zero;
+            in1 ? *reinterpret_cast<const uint4*>(st + (g + 8) * pitch + off + 64) : zero;
         uint4 x0 = zero, x1 = zero;
         if (x_ok) {
           if (in0) x0 = *reinterpret_cast<const uint4*>(xq + g * a.k + kk);
@@ -323,41 +330,44 @@ __global__ void __launch_bounds__(kThreads, 1)
 }
 
 template <Fp8ActMode kMode>
-void launch(const Fp8MatmulArgs& a, int sms, cudaStream_t stream) {
-  const Layout lay = layout_for(a.m, a.k);
-  // The shared-memory limit is set once per device and instantiation.
+void launch(const Fp8MatmulArgs& a, int sms, const Fp8StreamConfig& cfg, cudaStream_t stream) {
+  const Plan plan = plan_for(a.k, cfg);
+  // The shared-memory limit is set once per device and instantiation (the
+  // largest any configuration asks for).
   static std::atomic<uint64_t> configured{0};
   int device = 0;
   cudaGetDevice(&device);
   const uint64_t bit = uint64_t{1} << (device % 64);
   if (!(configured.load(std::memory_order_acquire) & bit)) {
     cudaFuncSetAttribute(fp8_stream_kernel<kMode>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                         static_cast<int>(kSmemLimit));
+                         static_cast<int>(kSmemPerSm));
     configured.fetch_or(bit, std::memory_order_release);
   }
   const int64_t tiles = (a.n + kRows - 1) / kRows;
-  const auto grid = static_cast<unsigned>(tiles < sms ? tiles : sms);
-  launch_dependent(fp8_stream_kernel<kMode>, dim3(grid), dim3(kThreads), lay.bytes, stream, a,
-                   lay.stages);
+  const int64_t blocks = static_cast<int64_t>(sms) * cfg.blocks_per_sm;
+  const auto grid = static_cast<unsigned>(tiles < blocks ? tiles : blocks);
+  launch_dependent(fp8_stream_kernel<kMode>, dim3(grid), dim3(kThreads), plan.bytes, stream, a,
+                   plan);
 }
 
 }  // namespace
 
-bool fp8_stream_matmul_supported(int64_t m, int64_t k) {
-  return m >= 1 && m <= kMaxRows && k > 0 && k % 16 == 0 && layout_for(m, k).stages >= 2;
+bool fp8_stream_matmul_supported(int64_t m, int64_t k, const Fp8StreamConfig& cfg) {
+  return m >= 1 && m <= kMaxRows && k > 0 && k % 16 == 0 && plan_for(k, cfg).stages >= 2;
 }
 
-void fp8_stream_matmul(const Fp8MatmulArgs& a, int sms, cudaStream_t stream) {
+void fp8_stream_matmul(const Fp8MatmulArgs& a, int sms, const Fp8StreamConfig& cfg,
+                       cudaStream_t stream) {
   if (a.m <= 0 || a.n <= 0) return;
   switch (a.mode) {
     case Fp8ActMode::Group:
-      launch<Fp8ActMode::Group>(a, sms, stream);
+      launch<Fp8ActMode::Group>(a, sms, cfg, stream);
       break;
     case Fp8ActMode::Static:
-      launch<Fp8ActMode::Static>(a, sms, stream);
+      launch<Fp8ActMode::Static>(a, sms, cfg, stream);
       break;
     default:
-      launch<Fp8ActMode::Token>(a, sms, stream);
+      launch<Fp8ActMode::Token>(a, sms, cfg, stream);
       break;
   }
 }
