@@ -3,6 +3,7 @@
 // mmapped), except Q8_0 / Q5_0 matrices, copied to their interleaved types. Ops run on the
 // process-wide ThreadPool, or on a pool of the requested size when the global one already has
 // another size.
+#include <algorithm>
 #include <cstring>
 #include <memory>
 
@@ -32,8 +33,26 @@ class CpuBackend final : public Backend {
                        pool_->num_threads());
   }
 
+  // Zeroed like Tensor::cpu. A large buffer (the KV cache) is zeroed by the
+  // pool's threads, 2 MiB apiece: its first touch, where the kernel backs and
+  // clears the pages, is most of a server's start-up on a fresh machine.
   Tensor alloc(DType dtype, std::vector<int64_t> shape) override {
-    return Tensor::cpu(dtype, std::move(shape));
+    Tensor t = Tensor::cpu_uninitialized(dtype, std::move(shape));
+    const auto bytes = static_cast<size_t>((t.nbytes() + 63) / 64 * 64);
+    auto* p = static_cast<uint8_t*>(t.data());
+    constexpr size_t kPiece = size_t{2} << 20;
+    if (bytes < 8 * kPiece || pool_->num_threads() < 2) {
+      if (p) std::memset(p, 0, bytes);
+      return t;
+    }
+    const auto pieces = static_cast<int64_t>((bytes + kPiece - 1) / kPiece);
+    pool_->parallel_for(pieces, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        const size_t at = static_cast<size_t>(i) * kPiece;
+        std::memset(p + at, 0, std::min(kPiece, bytes - at));
+      }
+    });
+    return t;
   }
   // Greedy rows of host f32 logits scanned on the pool, a row per task.
   void argmax_rows(const Tensor& logits, std::vector<int32_t>& out) override {
