@@ -69,4 +69,31 @@ __device__ __forceinline__ float amax8(const float (&f)[8]) {
   return m;
 }
 
+// c += A (16 x 32, rows g and g + 8 of lane (g = lane / 4, c = lane % 4):
+// registers a0..a3) times B (32 x 8, b0, b1), FP8 E4M3 in, f32 out:
+// mma.m16n8k32 (PTX ISA fragment layouts).
+__device__ __forceinline__ void mma_e4m3(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2,
+                                         uint32_t a3, uint32_t b0, uint32_t b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  asm("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+#else
+  __trap();  // FP8 tensor cores need sm_89+; the host refuses FP8 weights on older GPUs
+#endif
+}
+
+// One 128-column group of the FP8 matmul kernels (fp8_matmul.cu,
+// fp8_stream.cu): c += the products of a lane's 32 bytes of weight rows g
+// (w0) and g + 8 (w1) with the same 32 columns of x row g (x), as four mmas;
+// mma j takes bytes 8j .. 8j + 7 (words 2j, 2j + 1), so A and B see the
+// group's k in the same permuted order.
+__device__ __forceinline__ void mma_group_e4m3(float (&c)[4], const uint32_t* w0,
+                                               const uint32_t* w1, const uint32_t* x) {
+#pragma unroll
+  for (int j = 0; j < 4; ++j)
+    mma_e4m3(c, w0[2 * j], w1[2 * j], w0[2 * j + 1], w1[2 * j + 1], x[2 * j], x[2 * j + 1]);
+}
+
 }  // namespace loom::cuda

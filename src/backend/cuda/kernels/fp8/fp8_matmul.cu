@@ -46,19 +46,6 @@ constexpr int kGroup = 128;
 constexpr int kAmaxThreads = 256;
 constexpr int kAmaxSpan = kAmaxThreads * 8;  // columns one block of fp8_row_amax reduces
 
-__device__ __forceinline__ void mma_e4m3(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2,
-                                         uint32_t a3, uint32_t b0, uint32_t b1) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
-  asm("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-      "{%8, %9}, "
-      "{%0, %1, %2, %3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-#else
-  __trap();  // FP8 tensor cores need sm_89+; the host refuses FP8 weights on older GPUs
-#endif
-}
-
 template <Fp8ActMode kMode>
 __global__ void __launch_bounds__(kWarps * 32, 2) fp8_matmul_kernel(const Fp8MatmulArgs a) {
   constexpr bool kBlock = kMode == Fp8ActMode::Group;  // 128x128 weight blocks go with 1x128 groups
@@ -194,9 +181,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2) fp8_matmul_kernel(const Fp8Mat
       const uint32_t* A0 = reinterpret_cast<const uint32_t*>(b.wa[u]);
       const uint32_t* A1 = reinterpret_cast<const uint32_t*>(b.wb[u]);
       float cg[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-      for (int j = 0; j < 4; ++j)
-        mma_e4m3(cg, A0[2 * j], A1[2 * j], A0[2 * j + 1], A1[2 * j + 1], X[2 * j], X[2 * j + 1]);
+      mma_group_e4m3(cg, A0, A1, X);
       if constexpr (kBlock) {
         acc[0] = fmaf(cg[0], sa, acc[0]);
         acc[1] = fmaf(cg[1], sb, acc[1]);

@@ -83,18 +83,6 @@ __device__ __forceinline__ void consumers_sync() {
   asm volatile("bar.sync 1, %0;" ::"n"(kConsumers * 32) : "memory");
 }
 
-__device__ __forceinline__ void mma_e4m3(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2,
-                                         uint32_t a3, uint32_t b0, uint32_t b1) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
-  asm("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-      "{%8, %9}, {%0, %1, %2, %3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-#else
-  __trap();
-#endif
-}
-
 // A launch's shared-memory plan: stages of 16 rows x chunk bytes (rows
 // pitch = chunk + 16 apart: fewer bank conflicts), then x's quantised rows,
 // x's group scales and the barriers.
@@ -284,9 +272,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         const uint32_t A1[8] = {w10.x, w10.y, w10.z, w10.w, w11.x, w11.y, w11.z, w11.w};
         const uint32_t X[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
         float cg[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-        for (int j = 0; j < 4; ++j)
-          mma_e4m3(cg, A0[2 * j], A1[2 * j], A0[2 * j + 1], A1[2 * j + 1], X[2 * j], X[2 * j + 1]);
+        mma_group_e4m3(cg, A0, A1, X);
         if constexpr (kBlock) {
           const int grp = static_cast<int>((k0 + q * kGroup) / kGroup);
           const float ws = __ldg(w_block_scale + grp);
