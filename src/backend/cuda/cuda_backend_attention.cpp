@@ -3,9 +3,6 @@
 // the split-KV CUDA-core kernel for the rest (kernels/attention/).
 #include <algorithm>
 #include <bit>
-#include <charconv>
-#include <cstdlib>
-#include <string_view>
 
 #include "backend/cuda/cuda_backend_impl.h"
 #include "backend/cuda/kernels/kernels.h"
@@ -19,18 +16,6 @@ bool aligned16(const void* p) {
 
 int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;
-}
-
-// The integer in env variable `name` within [lo, hi], or `fallback` when unset.
-int64_t env_int(const char* name, int64_t lo, int64_t hi, int64_t fallback) {
-  const char* env = std::getenv(name);
-  if (!env || !*env) return fallback;
-  const std::string_view text(env);
-  int64_t v = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  LOOM_CHECK(ec == std::errc() && end == text.data() + text.size() && v >= lo && v <= hi,
-             "{}={} must be an integer in [{}, {}]", name, text, lo, hi);
-  return v;
 }
 
 }  // namespace

@@ -1,14 +1,28 @@
-// Error reporting, DeviceBuffer and PinnedUploader (see cuda_util.h).
+// Error reporting, environment knobs, DeviceBuffer and PinnedUploader (see cuda_util.h).
 #include "backend/cuda/cuda_util.h"
 
 #include <algorithm>
 #include <atomic>
+#include <charconv>
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 
 namespace loom::cuda {
 
 void throw_cuda_error(const char* file, int line, const char* expr, const char* what) {
   throw Error(fmt::format("CUDA error: {} ({})", what, expr), file, line);
+}
+
+int64_t env_int(const char* name, int64_t lo, int64_t hi, int64_t fallback) {
+  const char* env = std::getenv(name);
+  if (!env || !*env) return fallback;
+  const std::string_view text(env);
+  int64_t v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  LOOM_CHECK(ec == std::errc() && end == text.data() + text.size() && v >= lo && v <= hi,
+             "{}={} must be an integer in [{}, {}]", name, text, lo, hi);
+  return v;
 }
 
 namespace {

@@ -1,5 +1,5 @@
 // Host-side helpers of the CUDA backend: error checks that throw loom::Error,
-// a grow-only stream-ordered device buffer, and an uploader that stages small
+// integer environment knobs, a grow-only stream-ordered device buffer, and an uploader that stages small
 // host arrays through pinned memory so uploads never stall the host on the
 // stream. Internal to backend/cuda; one thread (the engine thread) uses them.
 #pragma once
@@ -17,6 +17,11 @@
 namespace loom::cuda {
 
 [[noreturn]] void throw_cuda_error(const char* file, int line, const char* expr, const char* what);
+
+// The integer in environment variable `name` within [lo, hi], or `fallback`
+// when unset or empty; anything else throws loom::Error naming the variable
+// (the backend's tuning knobs for A/B runs).
+int64_t env_int(const char* name, int64_t lo, int64_t hi, int64_t fallback);
 
 }  // namespace loom::cuda
 

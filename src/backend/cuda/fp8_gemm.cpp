@@ -45,16 +45,10 @@ Fp8Gemm::Fp8Gemm(cudaStream_t stream) : stream_(stream) {
   if (env && std::string_view(env) == "1") small_m_ = 1;
   const char* stream_env = std::getenv("LOOM_FP8_STREAM");
   stream_path_ = stream_env && std::string_view(stream_env) == "1";
-  const auto env_int = [](const char* name, int fallback) {
-    const char* v = std::getenv(name);
-    if (!v || !*v) return fallback;
-    char* end = nullptr;
-    const long x = std::strtol(v, &end, 10);
-    LOOM_CHECK(*end == '\0' && x > 0 && x <= 1 << 20, "{}={} is not a positive integer", name, v);
-    return static_cast<int>(x);
-  };
-  stream_cfg_.chunk = env_int("LOOM_FP8_STREAM_CHUNK", stream_cfg_.chunk);
-  stream_cfg_.blocks_per_sm = env_int("LOOM_FP8_STREAM_BLOCKS", stream_cfg_.blocks_per_sm);
+  stream_cfg_.chunk =
+      static_cast<int>(env_int("LOOM_FP8_STREAM_CHUNK", 1, 1 << 20, stream_cfg_.chunk));
+  stream_cfg_.blocks_per_sm =
+      static_cast<int>(env_int("LOOM_FP8_STREAM_BLOCKS", 1, 1 << 20, stream_cfg_.blocks_per_sm));
   LOOM_CHECK(
       !stream_path_ || fp8_stream_matmul_supported(1, 4096, stream_cfg_),
       "LOOM_FP8_STREAM_CHUNK={} / LOOM_FP8_STREAM_BLOCKS={}: no such streaming kernel (chunk: a "
@@ -180,7 +174,9 @@ void Fp8Gemm::run(const void* x, int64_t m, const Fp8WeightView& w, const void* 
   const Fp8ActMode mode = act_mode(w);
   const bool small_m = small_m_ == 1 || (small_m_ == -1 && w.block);
   Path path = m <= kFp8MatmulMaxRows && small_m ? Path::SmallM : Path::CublasLt;
-  if (stream_path_ && fp8_stream_matmul_supported(m, k, stream_cfg_)) path = Path::Stream;
+  const bool want_stream = forced_ ? *forced_ == Path::Stream : stream_path_;
+  const bool stream_ok = want_stream && fp8_stream_matmul_supported(m, k, stream_cfg_);
+  if (stream_ok) path = Path::Stream;
   Plan* plan = nullptr;
   if (forced_) path = *forced_;
   // Block-scaled weights: CUTLASS's GEMM before cuBLASLt (which has none on sm_90).
@@ -188,8 +184,7 @@ void Fp8Gemm::run(const void* x, int64_t m, const Fp8WeightView& w, const void* 
       w.block && (forced_ ? *forced_ == Path::Cutlass : path == Path::CublasLt);
   if (cutlass_first && run_cutlass(x, m, w, bias, out)) return;
   LOOM_CHECK(path != Path::Cutlass, "no CUTLASS FP8 block GEMM for m {} n {} k {}", m, n, k);
-  LOOM_CHECK(path != Path::Stream || fp8_stream_matmul_supported(m, k, stream_cfg_),
-             "no streaming FP8 kernel for m {} k {}", m, k);
+  LOOM_CHECK(path != Path::Stream || stream_ok, "no streaming FP8 kernel for m {} k {}", m, k);
   if (path == Path::CublasLt) {
     plan = plan_for(Key{mp, n, k, w.block, bias != nullptr, alignment_of(w.w), alignment_of(out)});
     LOOM_CHECK(plan || !forced_, "cuBLASLt has no FP8 GEMM for m {} n {} k {}", mp, n, k);

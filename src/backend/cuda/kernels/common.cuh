@@ -99,6 +99,18 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
+  return v;
+}
+
+// A shared-memory pointer as the 32-bit address PTX's shared-space
+// instructions take.
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
 // Sum over the whole block (blockDim.x a multiple of 32, at most 1024); every
 // thread gets the result. `scratch` holds 33 floats of shared memory.
 __device__ __forceinline__ float block_sum(float v, float* scratch) {

@@ -13,6 +13,8 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
+#include <cstdint>
 #include <utility>
 
 #include "backend/cuda/kernels/kernels.h"
@@ -49,6 +51,27 @@ void launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, size_t s
   cfg.numAttrs = programmatic_launch() ? 1 : 0;
   // An error stays for cudaGetLastError, as with <<<>>>.
   (void)cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+}
+
+// Raises `kernel`'s dynamic shared-memory limit to `bytes` and prefers the
+// largest shared-memory carveout, once per device: bit d of `configured` (a
+// static of the caller, one per kernel) marks device d done; devices >= 64
+// are set every time. False if the runtime refused (the error is left for
+// cudaGetLastError); the caller then launches nothing.
+template <class... Params>
+bool configure_shared_memory(void (*kernel)(Params...), int bytes,
+                             std::atomic<uint64_t>& configured) {
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return false;
+  const uint64_t bit = device < 64 ? uint64_t{1} << device : 0;
+  if (bit != 0 && (configured.load(std::memory_order_relaxed) & bit) != 0) return true;
+  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) !=
+          cudaSuccess ||
+      cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                           cudaSharedmemCarveoutMaxShared) != cudaSuccess)
+    return false;
+  configured.fetch_or(bit, std::memory_order_relaxed);
+  return true;
 }
 
 }  // namespace loom::cuda

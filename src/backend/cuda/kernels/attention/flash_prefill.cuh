@@ -44,6 +44,7 @@
 #include "backend/cuda/kernels/common.cuh"
 #include "backend/cuda/kernels/fp8/fp8.cuh"
 #include "backend/cuda/kernels/kernels.h"
+#include "backend/cuda/kernels/launch.cuh"
 
 namespace loom::cuda {
 
@@ -83,10 +84,6 @@ struct FlashShape {
 namespace flash {
 
 constexpr float kLog2e = 1.4426950408889634f;
-
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
 
 // Byte offset of 16-byte chunk `chunk` of row `row` in a swizzled tile.
 template <int kRowBytes>
@@ -150,7 +147,7 @@ __global__ void __launch_bounds__(FlashShape<HD>::kThreads)
   using flash::swizzle;
 
   extern __shared__ __align__(128) unsigned char smem[];
-  const uint32_t s_q = flash::smem_addr(smem);
+  const uint32_t s_q = smem_addr(smem);
   const uint32_t s_kv = s_q + Shape::kQBytes;  // buffer b: K at s_kv + 2 b kTileBytes, V after it
   // FP8: staging buffer b: K at s_stage + 2 b kStageBytes, V after it.
   const uint32_t s_stage = s_kv + 2 * kTileBytes;
@@ -505,19 +502,7 @@ void launch_flash_prefill_kv(const FlashPrefillArgs& a, cudaStream_t stream) {
   using Shape = FlashShape<HD>;
   constexpr int kSmem = kFp8 ? Shape::kSmemBytesFp8 : Shape::kSmemBytes;
   static std::atomic<uint64_t> configured{0};
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess) return;
-  const uint64_t bit = device < 64 ? uint64_t{1} << device : 0;
-  if (bit == 0 || (configured.load(std::memory_order_relaxed) & bit) == 0) {
-    if (cudaFuncSetAttribute(flash_prefill_kernel<HD, kFp8>,
-                             cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem) != cudaSuccess)
-      return;
-    if (cudaFuncSetAttribute(flash_prefill_kernel<HD, kFp8>,
-                             cudaFuncAttributePreferredSharedMemoryCarveout,
-                             cudaSharedmemCarveoutMaxShared) != cudaSuccess)
-      return;
-    configured.fetch_or(bit, std::memory_order_relaxed);
-  }
+  if (!configure_shared_memory(flash_prefill_kernel<HD, kFp8>, kSmem, configured)) return;
   const unsigned grid = static_cast<unsigned>(a.num_tiles) * static_cast<unsigned>(a.num_kv_heads);
   flash_prefill_kernel<HD, kFp8><<<grid, Shape::kThreads, kSmem, stream>>>(a);
 }

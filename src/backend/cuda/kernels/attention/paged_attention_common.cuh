@@ -20,7 +20,7 @@ constexpr float kLog2e = 1.4426950408889634f;
 // zero-fills the destination without reading src.
 template <class Vec>
 __device__ __forceinline__ void attn_copy_async(Vec* dst, const void* src, bool fill) {
-  const auto d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
+  const uint32_t d = smem_addr(dst);
   if constexpr (sizeof(Vec) == 16) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src),
                  "r"(fill ? 16 : 0)

@@ -428,19 +428,8 @@ auto paged_attention_mma_kernel_for(int g) {
 template <int HD, int G>
 bool configure_paged_attention_mma() {
   static std::atomic<uint64_t> configured{0};
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess) return false;
-  const uint64_t bit = device < 64 ? uint64_t{1} << device : 0;
-  if (bit != 0 && (configured.load(std::memory_order_relaxed) & bit) != 0) return true;
-  if (cudaFuncSetAttribute(paged_attention_mma_kernel<HD, G>,
-                           cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           MmaAttnShape<HD>::kSmemBytes) != cudaSuccess ||
-      cudaFuncSetAttribute(paged_attention_mma_kernel<HD, G>,
-                           cudaFuncAttributePreferredSharedMemoryCarveout,
-                           cudaSharedmemCarveoutMaxShared) != cudaSuccess)
-    return false;
-  configured.fetch_or(bit, std::memory_order_relaxed);
-  return true;
+  return configure_shared_memory(paged_attention_mma_kernel<HD, G>, MmaAttnShape<HD>::kSmemBytes,
+                                 configured);
 }
 
 template <int HD>

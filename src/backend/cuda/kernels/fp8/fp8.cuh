@@ -84,6 +84,21 @@ __device__ __forceinline__ void mma_e4m3(float (&c)[4], uint32_t a0, uint32_t a1
 #endif
 }
 
+// The largest |x| over the 8-value pieces t, t + n, t + 2n, ... of row x (k
+// values, a multiple of 8; x 16-byte aligned), reduced over the calling warp:
+// with n threads at t = 0..n-1, the warps' results together cover the row.
+__device__ __forceinline__ float warp_row_amax(const bf16* x, int64_t k, int t, int n) {
+  const uint4* v = reinterpret_cast<const uint4*>(x);
+  float m = 0.0f;
+#pragma unroll 8
+  for (int64_t q = t; q < k / 8; q += n) {
+    float f[8];
+    bf16x8_to_float(__ldg(v + q), f);
+    m = fmaxf(m, amax8(f));
+  }
+  return warp_max(m);
+}
+
 // One 128-column group of the FP8 matmul kernels (fp8_matmul.cu,
 // fp8_stream.cu): c += the products of a lane's 32 bytes of weight rows g
 // (w0) and g + 8 (w1) with the same 32 columns of x row g (x), as four mmas;
@@ -94,6 +109,23 @@ __device__ __forceinline__ void mma_group_e4m3(float (&c)[4], const uint32_t* w0
 #pragma unroll
   for (int j = 0; j < 4; ++j)
     mma_e4m3(c, w0[2 * j], w1[2 * j], w0[2 * j + 1], w1[2 * j + 1], x[2 * j], x[2 * j + 1]);
+}
+
+// A group's products g (mma_group_e4m3 from zero) promoted into the f32
+// accumulators: scaled per column (block-scaled weights: sa for the lane's
+// columns 2c, sb for 2c + 1; registers 0 and 2, 1 and 3) or added as they are.
+template <bool kScaled>
+__device__ __forceinline__ void promote_group(float (&acc)[4], const float (&g)[4], float sa,
+                                              float sb) {
+  if constexpr (kScaled) {
+    acc[0] = fmaf(g[0], sa, acc[0]);
+    acc[1] = fmaf(g[1], sb, acc[1]);
+    acc[2] = fmaf(g[2], sa, acc[2]);
+    acc[3] = fmaf(g[3], sb, acc[3]);
+  } else {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[e] += g[e];
+  }
 }
 
 }  // namespace loom::cuda

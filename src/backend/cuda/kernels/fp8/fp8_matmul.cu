@@ -103,19 +103,9 @@ __global__ void __launch_bounds__(kWarps * 32, 2) fp8_matmul_kernel(const Fp8Mat
     if (kMode == Fp8ActMode::Token && a.row_amax == nullptr) {
       __shared__ float s_part[kTileCols][kWarps];
       const int live = static_cast<int>(a.m - col0 < kTileCols ? a.m - col0 : kTileCols);
-      const int64_t chunks = a.k / 8;
       for (int i = 0; i < live; ++i) {
-        const uint4* xi =
-            reinterpret_cast<const uint4*>(static_cast<const bf16*>(a.x) + (col0 + i) * a.k);
-        float m = 0.0f;
-#pragma unroll 8
-        for (int64_t q = threadIdx.x; q < chunks; q += kWarps * 32) {
-          float f[8];
-          bf16x8_to_float(__ldg(xi + q), f);
-          m = fmaxf(m, amax8(f));
-        }
-#pragma unroll
-        for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+        const float m = warp_row_amax(static_cast<const bf16*>(a.x) + (col0 + i) * a.k, a.k,
+                                      threadIdx.x, kWarps * 32);
         if (lane == 0) s_part[i][warp] = m;
       }
       __syncthreads();
@@ -182,15 +172,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2) fp8_matmul_kernel(const Fp8Mat
       const uint32_t* A1 = reinterpret_cast<const uint32_t*>(b.wb[u]);
       float cg[4] = {0.0f, 0.0f, 0.0f, 0.0f};
       mma_group_e4m3(cg, A0, A1, X);
-      if constexpr (kBlock) {
-        acc[0] = fmaf(cg[0], sa, acc[0]);
-        acc[1] = fmaf(cg[1], sb, acc[1]);
-        acc[2] = fmaf(cg[2], sa, acc[2]);
-        acc[3] = fmaf(cg[3], sb, acc[3]);
-      } else {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) acc[e] += cg[e];
-      }
+      promote_group<kBlock>(acc, cg, sa, sb);
     }
   };
   constexpr int kStep = kWarps * kUnroll;
@@ -235,8 +217,7 @@ __global__ void __launch_bounds__(kAmaxThreads)
     bf16x8_to_float(__ldg(reinterpret_cast<const uint4*>(x + row * k) + i), f);
     m = amax8(f);
   }
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+  m = warp_max(m);
   if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = m;
   __syncthreads();
   if (threadIdx.x == 0) {

@@ -37,10 +37,6 @@ constexpr int kMaxRows = 2;  // rows of x
 constexpr int kMaxStages = 8;
 constexpr size_t kSmemPerSm = 200 * 1024;  // dynamic shared memory of an SM's blocks, at most
 
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
 __device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(count));
 }
@@ -199,19 +195,11 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
       }
   } else {
-    for (int i = 0; i < live; ++i) {
-      float m = 0.0f;
-      if constexpr (kMode == Fp8ActMode::Token) {
-        for (int64_t p = tid; p < chunks8; p += kConsumers * 32) {
-          float f[8];
-          bf16x8_to_float(__ldg(reinterpret_cast<const uint4*>(xg + i * a.k) + p), f);
-          m = fmaxf(m, amax8(f));
-        }
-#pragma unroll
-        for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+    if constexpr (kMode == Fp8ActMode::Token)
+      for (int i = 0; i < live; ++i) {
+        const float m = warp_row_amax(xg + i * a.k, a.k, tid, kConsumers * 32);
         if (lane == 0) amax_part[i][warp] = m;
       }
-    }
     consumers_sync();
     if (tid < live) {
       float s = 1.0f;
@@ -279,13 +267,9 @@ __global__ void __launch_bounds__(kThreads, 1)
           // Columns 2c and 2c + 1 of the tile: x rows 2c, 2c + 1.
           const float sa = 2 * c < live ? ws * xs[(2 * c) * groups + grp] : 0.0f;
           const float sb = 2 * c + 1 < live ? ws * xs[(2 * c + 1) * groups + grp] : 0.0f;
-          acc[0] = fmaf(cg[0], sa, acc[0]);
-          acc[1] = fmaf(cg[1], sb, acc[1]);
-          acc[2] = fmaf(cg[2], sa, acc[2]);
-          acc[3] = fmaf(cg[3], sb, acc[3]);
+          promote_group<true>(acc, cg, sa, sb);
         } else {
-#pragma unroll
-          for (int e = 0; e < 4; ++e) acc[e] += cg[e];
+          promote_group<false>(acc, cg, 0.0f, 0.0f);
         }
       }
       __syncwarp();
@@ -318,17 +302,10 @@ __global__ void __launch_bounds__(kThreads, 1)
 template <Fp8ActMode kMode>
 void launch(const Fp8MatmulArgs& a, int sms, const Fp8StreamConfig& cfg, cudaStream_t stream) {
   const Plan plan = plan_for(a.k, cfg);
-  // The shared-memory limit is set once per device and instantiation (the
-  // largest any configuration asks for).
+  // The limit is the largest any configuration asks for.
   static std::atomic<uint64_t> configured{0};
-  int device = 0;
-  cudaGetDevice(&device);
-  const uint64_t bit = uint64_t{1} << (device % 64);
-  if (!(configured.load(std::memory_order_acquire) & bit)) {
-    cudaFuncSetAttribute(fp8_stream_kernel<kMode>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                         static_cast<int>(kSmemPerSm));
-    configured.fetch_or(bit, std::memory_order_release);
-  }
+  if (!configure_shared_memory(fp8_stream_kernel<kMode>, static_cast<int>(kSmemPerSm), configured))
+    return;
   const int64_t tiles = (a.n + kRows - 1) / kRows;
   const int64_t blocks = static_cast<int64_t>(sms) * cfg.blocks_per_sm;
   const auto grid = static_cast<unsigned>(tiles < blocks ? tiles : blocks);
