@@ -355,6 +355,17 @@ std::vector<float> rows_of(const std::vector<float>& x, int64_t k,
   return out;
 }
 
+// Rows `rows` of x [m, k] through gemm with the weight w [n, k]: their
+// outputs [rows.size(), n], on the host.
+std::vector<float> run_rows(Backend& be, cuda::Fp8Gemm& gemm, const LinearWeight& w,
+                            const std::vector<float>& x, int64_t k,
+                            const std::vector<int64_t>& rows) {
+  const auto rm = static_cast<int64_t>(rows.size());
+  Tensor out = be.alloc(DType::BF16, {rm, w.rows()});
+  gemm.run(gpu_bf16(be, rows_of(x, k, rows), {rm, k}).data(), rm, view_of(w), nullptr, out.data());
+  return from_gpu_bf16(be, out);
+}
+
 // The small-m kernel's two ways to a row's activation scale (one or two
 // rows: each CUDA block reduces the row itself; more: a pass of partial
 // maxima first) give the same scale, so a row comes out bit for bit the same
@@ -370,11 +381,7 @@ TEST_F(CudaFp8Test, SmallMRowScalesAgreeAcrossBatchSizes) {
     auto x = random_bf16_values(static_cast<size_t>(m * k), 21, -2, 2);
     x[3 * k + k - 5] = 7.5f;  // row 3's amax in the last, partial group
     const auto run = [&](const std::vector<int64_t>& rows) {
-      const auto xr = rows_of(x, k, rows);
-      const auto rm = static_cast<int64_t>(rows.size());
-      Tensor out = gpu_->alloc(DType::BF16, {rm, n});
-      gemm.run(gpu_bf16(*gpu_, xr, {rm, k}).data(), rm, view_of(w), nullptr, out.data());
-      return from_gpu_bf16(*gpu_, out);
+      return run_rows(*gpu_, gemm, w, x, k, rows);
     };
     std::vector<int64_t> all(m);
     for (int64_t i = 0; i < m; ++i) all[i] = i;
@@ -413,11 +420,7 @@ TEST_F(CudaFp8Test, StreamConfigsAgree) {
     const LinearWeight w = gpu_->prepare_linear(make_weight(scheme, n, k, 12));
     const auto x = random_bf16_values(static_cast<size_t>(2 * k), 23, -2, 2);
     const auto run = [&](cuda::Fp8Gemm& gemm, const std::vector<int64_t>& rows) {
-      const auto xr = rows_of(x, k, rows);
-      const auto rm = static_cast<int64_t>(rows.size());
-      Tensor out = gpu_->alloc(DType::BF16, {rm, n});
-      gemm.run(gpu_bf16(*gpu_, xr, {rm, k}).data(), rm, view_of(w), nullptr, out.data());
-      return from_gpu_bf16(*gpu_, out);
+      return run_rows(*gpu_, gemm, w, x, k, rows);
     };
     cuda::Fp8Gemm small(stream_);
     small.force_path(cuda::Fp8Gemm::Path::SmallM);
