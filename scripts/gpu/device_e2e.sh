@@ -31,6 +31,10 @@
 #            8B batch-1 decode (--quantization fp8 --kv-cache-dtype fp8) through each
 #            (LOOM_FP8_SMALL_M=1, + LOOM_FP8_STREAM=1, the default cuBLASLt) with
 #            kernel profiles, in one call
+#   fp8ncu   Nsight Compute on the one-row products: the FP8 small-m kernel at each
+#            8B shape (per-row scales), the streaming kernel and the bf16 GEMV on gate_up,
+#            one launch each
+#            (speed of light, memory, warp stalls, occupancy), as ncu_fp8.txt
 #   fp8block the CUTLASS block-scaled FP8 GEMM: its test_cuda_fp8 cases, then
 #            bench_cuda_ops' prefill table (bf16 vs FP8 per-row vs FP8 blocks)
 #   fp8small a small Llama-3 shape end to end: FP8 checkpoints of both formats and
@@ -450,14 +454,14 @@ for r in runs:
     cat /tmp/test_cuda_fp8.log /tmp/test_cuda_model.log /tmp/test_cuda_engine.log > "$OUT/fp8test.log"
     ;;
   fp8b1)
-    timeout 200 $T/test_cuda_fp8 --gtest_filter='*LinearMatches*:*SmallMRowScales*:*RowsIndependent*' \
+    timeout 200 $T/test_cuda_fp8 --gtest_filter='*LinearMatches*:*SmallMRowScales*:*RowsIndependent*:*StreamConfigs*' \
       > /tmp/fp8b1.log 2>&1; echo "test_cuda_fp8 (one- and two-row cases) rc=$? $(tail -1 /tmp/fp8b1.log)"
     grep -E "FAILED|Failure|Expected|Which is|worst|calls" /tmp/fp8b1.log | head -20
     timeout 120 $T/bench_cuda_ops --matmul > /tmp/mm.log 2>&1; echo "bench_cuda_ops --matmul rc=$?"
-    awk '/FP8 E4M3/{f=1} f' /tmp/mm.log | grep -E "^(qkv|o|gate_up|down) +(kernel|stream|cublaslt) +1 "
+    awk '/FP8 E4M3/{f=1} f' /tmp/mm.log | grep -E "^(qkv|o|gate_up|down) +(kernel|stream|cublaslt) +[12] "
     cat /tmp/fp8b1.log /tmp/mm.log > "$OUT/fp8b1_ops.log"
     # The streaming kernel's shapes: bytes of k per stage and row, blocks per SM.
-    for cfg in ${FP8_STREAM_CFGS:-2048:1 4096:1 1024:2 2048:2}; do
+    for cfg in ${FP8_STREAM_CFGS:-2048:1 1024:1 1024:2 512:2}; do
       LOOM_FP8_STREAM_CHUNK=${cfg%:*} LOOM_FP8_STREAM_BLOCKS=${cfg#*:} timeout 120 $T/bench_cuda_ops --matmul \
         > /tmp/mm_$cfg.log 2>&1; echo "-- stream chunk ${cfg%:*}, ${cfg#*:} block(s) per SM: rc=$?"
       awk '/FP8 E4M3/{f=1} f' /tmp/mm_$cfg.log | grep -E "^(qkv|o|gate_up|down) +stream +1 "
@@ -477,6 +481,25 @@ for r in runs:
       cat /tmp/b1_$name.jsonl >> /tmp/fp8b1.jsonl
     done
     meta /tmp/fp8b1.jsonl "bench latency --input-len 128 --output-len 512 --batch-sizes 1 --quantization fp8 --kv-cache-dtype fp8, Llama-3-8B shape: the FP8 small-m kernel, the streaming kernel, cuBLASLt" > "$OUT/bench_latency_8b_fp8b1.json"
+    ;;
+  fp8ncu)
+    ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+    [ -n "$ncu" ] || { echo "no ncu"; continue; }
+    # bench_cuda_ops --matmul 20 runs each shape 23 times (3 warm-up): the
+    # FP8 per-row table at one row is qkv, o, gate_up, down in that order, as is
+    # the bf16 table's (its one-row products run gemv_kernel).
+    : > "$OUT/ncu_fp8.txt"
+    for spec in "fp8_matmul_kernel 10 qkv" "fp8_matmul_kernel 33 o" "fp8_matmul_kernel 56 gate_up" \
+                "fp8_matmul_kernel 79 down" "fp8_stream_kernel 56 gate_up_stream" "gemv_kernel 56 gate_up_bf16"; do
+      set -- $spec
+      echo "== $3 ($1, launch $2)" >> "$OUT/ncu_fp8.txt"
+      timeout 150 "$ncu" --clock-control none -k "regex:$1" --launch-skip "$2" --launch-count 1 \
+        --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats \
+        --section Occupancy --section SchedulerStats --section LaunchStats \
+        $T/bench_cuda_ops --matmul 20 2>&1 | sed -n '/==PROF==/,$p' | grep -v "^ *---" >> "$OUT/ncu_fp8.txt"
+      echo "ncu $3 rc=${PIPESTATUS[0]}"
+    done
+    grep -E "^== |Duration|Memory Throughput|DRAM Throughput|Achieved Occupancy|Registers Per|Warp Cycles Per Issued" "$OUT/ncu_fp8.txt" | head -60
     ;;
   fp8small)
     python3 scripts/gpu/make_random_model.py --shape small --out /tmp/small > /dev/null || exit 1

@@ -425,7 +425,7 @@ TEST_F(CudaFp8Test, StreamConfigsAgree) {
     cuda::Fp8Gemm small(stream_);
     small.force_path(cuda::Fp8Gemm::Path::SmallM);
     const auto want = run(small, {0, 1});
-    for (auto [chunk, blocks] : {std::pair{128, 1}, {512, 2}, {2048, 2}, {4096, 1}}) {
+    for (auto [chunk, blocks] : {std::pair{128, 1}, {512, 2}, {1024, 2}, {2048, 1}}) {
       SCOPED_TRACE(::testing::Message()
                    << scheme_name(scheme) << " chunk " << chunk << " blocks " << blocks);
       ::setenv("LOOM_FP8_STREAM_CHUNK", std::to_string(chunk).c_str(), 1);
@@ -449,7 +449,8 @@ TEST_F(CudaFp8Test, StreamConfigsAgree) {
   }
   EXPECT_FALSE(cuda::fp8_stream_matmul_supported(1, k, {100, 1}));
   EXPECT_FALSE(cuda::fp8_stream_matmul_supported(1, k, {1024, 5}));
-  EXPECT_FALSE(cuda::fp8_stream_matmul_supported(1, k, {8192, 1}));  // two stages do not fit
+  EXPECT_FALSE(cuda::fp8_stream_matmul_supported(1, k, {8192, 1}));
+  EXPECT_FALSE(cuda::fp8_stream_matmul_supported(2, k, {4096, 1}));  // four stages do not fit
   EXPECT_FALSE(cuda::fp8_stream_matmul_supported(3, k, {}));
 }
 

@@ -86,7 +86,7 @@ void fp8_matmul(const Fp8MatmulArgs& args, cudaStream_t stream);
 // (sms), whose weight stream runs through a ring of shared-memory stages
 // filled by bulk copies (sm_90; fp8_stream.cu). Supported: 1 <= m <= 2, k a
 // multiple of 16 and small enough for x's rows to sit in shared memory
-// beside two stages.
+// beside four stages (a multiple of the 4 consumer warps).
 // cfg: the bytes of k per stage and row (a multiple of 128, at most 4096)
 // and the blocks per SM (1-4, sharing the SM's shared memory).
 struct Fp8StreamConfig {

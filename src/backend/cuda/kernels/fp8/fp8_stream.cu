@@ -8,8 +8,9 @@
 // wait, and no block's pipeline runs dry between tiles (the small-m kernel's
 // blocks each stream one tile and stop).
 //
-// Consumer warp w takes the chunks c of a tile with c % kConsumers == w; in a
-// chunk, each 128-column group is four mma.m16n8k32.e4m3 in the layout of the
+// Consumer warp w takes the chunks whose fill number t (counted over the
+// block's tiles) has t % kConsumers == w, and the stages are a multiple of
+// kConsumers, so each stage has one consumer; in a chunk, each 128-column group is four mma.m16n8k32.e4m3 in the layout of the
 // small-m kernel (fp8_matmul.cu): lane (g, c) holds bytes [16c, 16c + 16) and
 // [64 + 16c, 64 + 16c + 16) of the group in weight rows g and g + 8 and in x
 // row g, here read from shared memory. x is quantised once per block, before
@@ -101,8 +102,10 @@ Plan plan_for(int64_t k, const Fp8StreamConfig& cfg) {
   p.pitch = cfg.chunk + 16;
   p.stage_bytes = kRows * p.pitch;
   const auto stage = static_cast<size_t>(p.stage_bytes);
-  if (tail + 2 * stage > limit) return Plan{};
-  p.stages = static_cast<int>(std::min<size_t>((limit - tail) / stage, kMaxStages));
+  if (tail + kConsumers * stage > limit) return Plan{};
+  // A multiple of kConsumers: stage s is always consumed by warp s % kConsumers.
+  p.stages = static_cast<int>(std::min<size_t>((limit - tail) / stage, kMaxStages)) /
+             kConsumers * kConsumers;
   p.x_offset = static_cast<size_t>(p.stages) * stage;
   p.xs_offset = p.x_offset + x_bytes;
   p.bar_offset = p.xs_offset + xs_bytes;
@@ -233,7 +236,11 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int64_t row0 = (blockIdx.x + static_cast<int64_t>(i) * gridDim.x) * kRows;
     const float* w_block_scale = kBlock ? a.w_scale + (row0 / kGroup) * a.w_scale_ld : nullptr;
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    for (int ch = warp; ch < chunks; ch += kConsumers) {
+    // Fill t (over all tiles) is warp t % kConsumers's, so each stage has one
+    // consumer, which waits for its fills in order, never more than one
+    // phase ahead of the barrier (what a parity wait can tell apart).
+    const int first = (warp - (i * chunks) % kConsumers + kConsumers) % kConsumers;
+    for (int ch = first; ch < chunks; ch += kConsumers) {
       const int t = i * chunks + ch;
       const int s = t % stages;
       mbar_wait(full + s, static_cast<uint32_t>((t / stages) & 1));
