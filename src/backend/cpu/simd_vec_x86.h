@@ -26,6 +26,12 @@ struct V256 {
     return _mm256_add_epi32(acc,
                             _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
   }
+  // dot(dot(acc, u0, s0), u1, s1), the two maddubs' int16 pair sums added
+  // before one widening (u <= 63: 4 * 63 * 127 stays inside int16; exact).
+  static I dot2(I acc, I u0, I s0, I u1, I s1) {
+    const I p = _mm256_add_epi16(_mm256_maddubs_epi16(u0, s0), _mm256_maddubs_epi16(u1, s1));
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
+  }
   static I dot_signed(I acc, I w, I x) {
     const I p = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
     return _mm256_add_epi32(acc, _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
@@ -110,6 +116,15 @@ struct V512 {
 #endif
     return _mm512_add_epi32(acc,
                             _mm512_madd_epi16(_mm512_maddubs_epi16(u, s), _mm512_set1_epi16(1)));
+  }
+  // dot(dot(acc, u0, s0), u1, s1); without VNNI, V256::dot2's one widening
+  // of both products (u <= 63; exact).
+  static I dot2(I acc, I u0, I s0, I u1, I s1) {
+#if defined(__AVX512VNNI__)
+    if constexpr (kVnni) return _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(acc, u0, s0), u1, s1);
+#endif
+    const I p = _mm512_add_epi16(_mm512_maddubs_epi16(u0, s0), _mm512_maddubs_epi16(u1, s1));
+    return _mm512_add_epi32(acc, _mm512_madd_epi16(p, _mm512_set1_epi16(1)));
   }
   // Signed bytes on both sides: |w| against x with w's sign.
   static I dot_signed(I acc, I w, I x) {
