@@ -136,13 +136,14 @@ void row_matmul(ThreadPool& pool, const GemmKernels& gk, const Tensor& x,
 }
 
 // Whether m rows against w take the row path (below kGemmMinRowsQuant rows
-// for quantised weights, kGemmMinRowsQuantAvx2 under AVX2, kGemmMinRowsFloat
-// for float ones).
+// for quantised weights, kGemmMinRowsQuantAvx2 / ...Signed under AVX2,
+// kGemmMinRowsFloat for float ones).
 bool row_path(const GemmKernels& gk, int64_t m, const Tensor& w) {
   QuantLayout layout;
-  const int64_t quant_rows = gk.isa == Isa::Avx2 ? kGemmMinRowsQuantAvx2 : kGemmMinRowsQuant;
-  return gk.rows_quant &&
-         m < (gk.quant_layout(w.dtype(), layout) ? quant_rows : kGemmMinRowsFloat);
+  if (!gk.rows_quant) return false;
+  if (!gk.quant_layout(w.dtype(), layout)) return m < kGemmMinRowsFloat;
+  if (gk.isa != Isa::Avx2) return m < kGemmMinRowsQuant;
+  return m < (layout.is_signed ? kGemmMinRowsQuantAvx2Signed : kGemmMinRowsQuantAvx2);
 }
 
 // Checks a weight for the GEMM and the row path; whether it is quantised

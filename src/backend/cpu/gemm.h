@@ -35,11 +35,16 @@ namespace loom::cpu {
 // up to 16 rows beats unpacking panels (a decode step of 8 / 12 / 16 sequences
 // of the Qwen2.5-0.5B GGUF: ~480 / 500 / 525 tok/s instead of ~305 / 395 /
 // 460 with panels from 8 rows, on 2 AVX-512 cores). With AVX2 (8-row halves,
-// 256-bit dots) the two are even at 12 rows and the panels win at 16, so
-// there the switch is at 13. Float weights: the GEMM from 4 rows on (its f16
-// matvec of 4 rows takes about half the row path's time).
+// 256-bit dots, two groups' products per widening in the GEMM) the panels of
+// unsigned layouts win from 5 rows (2 threads, a 0.5B layer's products at 5 /
+// 8 / 12 rows: 0.24-0.36 / 0.31-0.45 / 0.41-0.57 ms against 0.29-0.39 /
+// 0.42-0.56 / 0.63-0.86 by rows), Q8_0's signed panels from 10 (its output
+// head: rows 15.1 ms at 8, GEMM 20.7 at 12 against rows 23.1). Float
+// weights: the GEMM from 4 rows on (its f16 matvec of 4 rows takes about half
+// the row path's time).
 constexpr int64_t kGemmMinRowsQuant = 17;
-constexpr int64_t kGemmMinRowsQuantAvx2 = 13;
+constexpr int64_t kGemmMinRowsQuantAvx2 = 5;
+constexpr int64_t kGemmMinRowsQuantAvx2Signed = 10;
 constexpr int64_t kGemmMinRowsFloat = 4;
 // Activation rows per row-kernel call (rows_quant takes 1-4, rows_float
 // 1-3); more rows pass over the same weight group again, from L1.
