@@ -10,7 +10,8 @@
 //
 // Consumer warp w takes the chunks whose fill number t (counted over the
 // block's tiles) has t % kConsumers == w, and the stages are a multiple of
-// kConsumers, so each stage has one consumer; in a chunk, each 128-column group is four mma.m16n8k32.e4m3 in the layout of the
+// kConsumers, so each stage has one consumer; in a chunk, each 128-column
+// group is four mma.m16n8k32.e4m3 in the layout of the
 // small-m kernel (fp8_matmul.cu): lane (g, c) holds bytes [16c, 16c + 16) and
 // [64 + 16c, 64 + 16c + 16) of the group in weight rows g and g + 8 and in x
 // row g, here read from shared memory. x is quantised once per block, before
