@@ -469,7 +469,7 @@ for r in runs:
     done
     model8b
     : > /tmp/fp8b1.jsonl
-    for v in "kernel LOOM_FP8_SMALL_M=1" "stream LOOM_FP8_SMALL_M=1 LOOM_FP8_STREAM=1" "cublaslt LOOM_FP8_SMALL_M=0"; do
+    for v in "kernel" "stream LOOM_FP8_STREAM=1" "cublaslt LOOM_FP8_SMALL_M=0"; do
       set -- $v; name=$1; shift
       env "$@" timeout 200 scripts/gpu/kernel_profile.sh --step-kernel embedding_kernel --top 12 \
         --out "$OUT/profile_fp8b1_$name" -- \

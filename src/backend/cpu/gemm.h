@@ -38,8 +38,9 @@ namespace loom::cpu {
 // 256-bit dots, two groups' products per widening in the GEMM) the panels of
 // unsigned layouts win from 5 rows (2 threads, a 0.5B layer's products at 5 /
 // 8 / 12 rows: 0.24-0.36 / 0.31-0.45 / 0.41-0.57 ms against 0.29-0.39 /
-// 0.42-0.56 / 0.63-0.86 by rows), Q8_0's signed panels from 10 (its output
-// head: rows 15.1 ms at 8, GEMM 20.7 at 12 against rows 23.1). Float
+// 0.42-0.56 / 0.63-0.86 by rows), Q8_0's signed panels somewhere between 8
+// and 12 (its output head: rows 15.1 ms at 8 against GEMM 16.2, GEMM 20.7 at
+// 12 against rows 23.1), so the switch there is at 10. Float
 // weights: the GEMM from 4 rows on (its f16 matvec of 4 rows takes about half
 // the row path's time).
 constexpr int64_t kGemmMinRowsQuant = 17;

@@ -501,24 +501,19 @@ void quant_tile(const QuantPanel& p, const ActQ8_G* x, int64_t xs, float* c, int
         isum[r][0] = isum[r][1] = V::zero();
       }
     }
-    if constexpr (kSigned) {
-      for (int g = 0; g < kSub / 4; ++g) {
-        const I w0 = V::load(q + g * nr * 4), w1 = V::load(q + g * nr * 4 + 4 * L);
-        for (int r = 0; r < MR; ++r) {
-          const I xb = V::set1(load_i32(x[r * xs + blk].qs + 16 * half + 4 * g));
-          isum[r][0] = V::dot_signed(isum[r][0], w0, xb);
-          isum[r][1] = V::dot_signed(isum[r][1], w1, xb);
-        }
-      }
-    } else {
-      // Two groups of 4 values per widening (V::dot2: unsigned u <= 63).
-      for (int g = 0; g < kSub / 4; g += 2) {
-        const uint8_t* qg = q + g * nr * 4;
-        const I w0 = V::load(qg), w1 = V::load(qg + 4 * L);
-        const I v0 = V::load(qg + nr * 4), v1 = V::load(qg + nr * 4 + 4 * L);
-        for (int r = 0; r < MR; ++r) {
-          const int8_t* xq = x[r * xs + blk].qs + 16 * half + 4 * g;
-          const I xa = V::set1(load_i32(xq)), xb = V::set1(load_i32(xq + 4));
+    // Two groups of 4 values at a time: unsigned u <= 63 sums both groups'
+    // products before one widening (V::dot2); signed ones take a dot each.
+    for (int g = 0; g < kSub / 4; g += 2) {
+      const uint8_t* qg = q + g * nr * 4;
+      const I w0 = V::load(qg), w1 = V::load(qg + 4 * L);
+      const I v0 = V::load(qg + nr * 4), v1 = V::load(qg + nr * 4 + 4 * L);
+      for (int r = 0; r < MR; ++r) {
+        const int8_t* xq = x[r * xs + blk].qs + 16 * half + 4 * g;
+        const I xa = V::set1(load_i32(xq)), xb = V::set1(load_i32(xq + 4));
+        if constexpr (kSigned) {
+          isum[r][0] = V::dot_signed(V::dot_signed(isum[r][0], w0, xa), v0, xb);
+          isum[r][1] = V::dot_signed(V::dot_signed(isum[r][1], w1, xa), v1, xb);
+        } else {
           isum[r][0] = V::dot2(isum[r][0], w0, xa, v0, xb);
           isum[r][1] = V::dot2(isum[r][1], w1, xa, v1, xb);
         }
