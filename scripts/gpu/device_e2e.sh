@@ -29,7 +29,7 @@
 #            one-row GEMM table (small-m kernel, streaming kernel, cuBLASLt; the
 #            streaming kernel also at each FP8_STREAM_CFGS chunk:blocks-per-SM), then
 #            8B batch-1 decode (--quantization fp8 --kv-cache-dtype fp8) through each
-#            (our small-m kernel, the default; + LOOM_FP8_STREAM=1; LOOM_FP8_SMALL_M=0: cuBLASLt) with
+#            (our small-m kernel, LOOM_FP8_SMALL_M=1; LOOM_FP8_STREAM=1; LOOM_FP8_SMALL_M=0: cuBLASLt) with
 #            kernel profiles, in one call
 #   fp8ncu   Nsight Compute on the one-row products: the FP8 small-m kernel at each
 #            8B shape (per-row scales), the streaming kernel and the bf16 GEMV on gate_up,
@@ -469,7 +469,7 @@ for r in runs:
     done
     model8b
     : > /tmp/fp8b1.jsonl
-    for v in "kernel" "stream LOOM_FP8_STREAM=1" "cublaslt LOOM_FP8_SMALL_M=0"; do
+    for v in "kernel LOOM_FP8_SMALL_M=1" "stream LOOM_FP8_STREAM=1" "cublaslt LOOM_FP8_SMALL_M=0"; do
       set -- $v; name=$1; shift
       env "$@" timeout 200 scripts/gpu/kernel_profile.sh --step-kernel embedding_kernel --top 12 \
         --out "$OUT/profile_fp8b1_$name" -- \

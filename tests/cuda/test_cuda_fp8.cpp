@@ -411,6 +411,63 @@ TEST_F(CudaFp8Test, SmallMRowScalesAgreeAcrossBatchSizes) {
   }
 }
 
+// The small-m kernel against the batch paths (cuBLASLt; CUTLASS for 128x128
+// blocks) on the same rows: both close to the exact sums, but not bit for
+// bit. The kernel sums 128 products at a time in f16 HMMAs, Hopper's FP8
+// wgmma keeps fewer bits (H100: ~6% of the bf16 outputs one unit apart, the
+// kernel's mean error a little lower), which is why per-row and per-tensor
+// weights take cuBLASLt at every m unless LOOM_FP8_SMALL_M=1: a request
+// alone (1-8 rows) and in a batch would otherwise part at near-ties.
+// Prints the share that differ and each path's mean error against the
+// double reference; a wrong scale or lost group would make most differ.
+TEST_F(CudaFp8Test, SmallMAndBatchPathsAgree) {
+  using Path = cuda::Fp8Gemm::Path;
+  cuda::Fp8Gemm gemm(stream_);
+  for (Scheme scheme : {Scheme::Channel, Scheme::TensorStatic, Scheme::Block})
+    for (int64_t k : {int64_t{896}, int64_t{4096}}) {
+      const int64_t n = 1024, m = 4;
+      const LinearWeight host = make_weight(scheme, n, k, 31);
+      const LinearWeight w = gpu_->prepare_linear(host);
+      auto x = random_bf16_values(static_cast<size_t>(m * k), 37, -2, 2);
+      std::vector<double> want, abs_sum;
+      reference(host, x, m, nullptr, want, abs_sum);
+      std::vector<int64_t> rows(m);
+      for (int64_t i = 0; i < m; ++i) rows[i] = i;
+      gemm.force_path(Path::SmallM);
+      const auto small = run_rows(*gpu_, gemm, w, x, k, rows);
+      bool cutlass = scheme == Scheme::Block;
+      std::vector<float> batch;
+      if (cutlass) try {
+          gemm.force_path(Path::Cutlass);
+          batch = run_rows(*gpu_, gemm, w, x, k, rows);
+        } catch (const Error&) {
+          cutlass = false;  // not built for sm_90a, or not this device
+        }
+      if (!cutlass) {
+        gemm.force_path(Path::CublasLt);
+        batch = run_rows(*gpu_, gemm, w, x, k, rows);
+      }
+      size_t differ = 0;
+      double err_small = 0, err_batch = 0, worst_rel = 0;
+      for (size_t i = 0; i < want.size(); ++i) {
+        if (small[i] != batch[i]) ++differ;
+        err_small += std::fabs(small[i] - want[i]);
+        err_batch += std::fabs(batch[i] - want[i]);
+        worst_rel = std::max(worst_rel, std::fabs(double(small[i]) - batch[i]) /
+                                            std::max(1e-6, std::fabs(want[i])));
+      }
+      std::printf(
+          "  %-18s k %5lld small-m vs %s: %5.2f%% of outputs differ (worst %.2e relative); mean "
+          "|err| small-m %.3e, batch %.3e\n",
+          scheme_name(scheme), static_cast<long long>(k), cutlass ? "cutlass " : "cublaslt",
+          100.0 * double(differ) / double(want.size()), worst_rel, err_small / double(want.size()),
+          err_batch / double(want.size()));
+      EXPECT_LE(differ, want.size() / 8) << scheme_name(scheme) << " k " << k;
+      EXPECT_LE(err_small, 1.05 * err_batch) << scheme_name(scheme) << " k " << k;
+      EXPECT_LE(err_batch, 1.05 * err_small) << scheme_name(scheme) << " k " << k;
+    }
+}
+
 // The streaming kernel's shapes (LOOM_FP8_STREAM_CHUNK bytes of k per stage,
 // LOOM_FP8_STREAM_BLOCKS blocks per SM) change only the order of its sums:
 // each agrees with the small-m kernel, and a row alone with the row paired.

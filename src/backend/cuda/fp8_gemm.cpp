@@ -41,7 +41,8 @@ Fp8Gemm::Fp8Gemm(cudaStream_t stream) : stream_(stream) {
   workspace_bytes_ = kWorkspaceBytes;
   LOOM_CUDA_CHECK(cudaMalloc(&workspace_, workspace_bytes_));
   const char* env = std::getenv("LOOM_FP8_SMALL_M");
-  if (env && std::string_view(env) == "0") small_m_ = false;
+  if (env && std::string_view(env) == "0") small_m_ = 0;
+  if (env && std::string_view(env) == "1") small_m_ = 1;
   const char* stream_env = std::getenv("LOOM_FP8_STREAM");
   stream_path_ = stream_env && std::string_view(stream_env) == "1";
   stream_cfg_.chunk =
@@ -171,7 +172,8 @@ void Fp8Gemm::run(const void* x, int64_t m, const Fp8WeightView& w, const void* 
   // 1x128 block scaling wants x's rows (cuBLASLt's n) padded to a multiple of 4.
   const int64_t mp = w.block ? round_up(m, 4) : m;
   const Fp8ActMode mode = act_mode(w);
-  Path path = m <= kFp8MatmulMaxRows && small_m_ ? Path::SmallM : Path::CublasLt;
+  const bool small_m = small_m_ == 1 || (small_m_ == -1 && w.block);
+  Path path = m <= kFp8MatmulMaxRows && small_m ? Path::SmallM : Path::CublasLt;
   const bool want_stream = forced_ ? *forced_ == Path::Stream : stream_path_;
   const bool stream_ok = want_stream && fp8_stream_matmul_supported(m, k, stream_cfg_);
   if (stream_ok) path = Path::Stream;

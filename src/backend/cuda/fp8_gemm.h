@@ -2,13 +2,19 @@
 // dequant(w)^T (+ bias), bf16 x and out, FP8 E4M3 weights with per-row or
 // 128x128-block scales; x quantised to FP8 per row, per 128-column group
 // (block-scaled weights) or with a static scale:
-//   m <= kFp8MatmulMaxRows, every scaling scheme: our tensor-core kernel
+//   m <= kFp8MatmulMaxRows, 128x128-block weights: our tensor-core kernel
 //     (kernels/fp8/fp8_matmul.cu), bound by streaming the weights once
-//     (decode steps), quantising x on the fly (H100, per-row scales: an 8B
-//     layer's four products at 1-8 rows 96-102 us, cuBLASLt 108-125). As with bf16
-//     (the GEMV up to two rows), a request's tokens alone and in a batch of
-//     more than 8 can differ at near-ties (the two accumulate FP8 products
-//     differently);
+//     (decode steps), quantising x on the fly. Per-row and per-tensor
+//     weights take cuBLASLt at every m by default, so that a request's tokens
+//     alone and in a batch agree: the kernel sums 128 products at a time in
+//     f16 HMMAs, Hopper's FP8 wgmma (cuBLASLt, CUTLASS) keeps fewer bits of
+//     its sums (DeepSeek-V3 measured ~14), and about 6% of bf16 outputs come
+//     out one unit apart (test_cuda_fp8 SmallMAndBatchPathsAgree; the
+//     kernel's are slightly closer to the exact sums), which flips near-ties
+//     of greedy decoding (block-scaled weights too: kernel vs CUTLASS).
+//     LOOM_FP8_SMALL_M=1 sends every scheme's small products
+//     to the kernel (faster: on an H100, per-row scales, an 8B layer's four
+//     products at 1-8 rows 96-102 us vs cuBLASLt's 108-125), =0 none;
 //   otherwise x is quantised (kernels/fp8/quantize.cu) for cuBLASLt's FP8
 //     GEMM with its Hopper scaling modes: per-row weights and rows of x as
 //     outer vectors (OUTER_VEC_32F both), or 128x128 weight blocks with 1x128
@@ -21,8 +27,6 @@
 //     cuBLASLt lacks there;
 //   shapes cuBLASLt has no FP8 algorithm for: our kernel over tiles of 8 rows.
 // Both quantise x the same way, bit for bit. Plans are cached per shape.
-// LOOM_FP8_SMALL_M=0 sends no product to our kernel (cuBLASLt / CUTLASS at
-// every m: A/B comparisons).
 // LOOM_FP8_STREAM=1 (experimental, off by default) sends products of one or
 // two rows, every scheme, to the persistent streaming kernel
 // (kernels/fp8/fp8_stream.cu) where it takes the shape; LOOM_FP8_STREAM_CHUNK
@@ -100,7 +104,7 @@ class Fp8Gemm {
   cublasLtHandle_t lt_ = nullptr;
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
-  bool small_m_ = true;         // LOOM_FP8_SMALL_M=0: our kernel for no product
+  int small_m_ = -1;  // -1: block-scaled weights only; LOOM_FP8_SMALL_M=0: none, =1: every scheme
   bool stream_path_ = false;    // LOOM_FP8_STREAM=1: the persistent kernel at one or two rows
   Fp8StreamConfig stream_cfg_;  // LOOM_FP8_STREAM_CHUNK, LOOM_FP8_STREAM_BLOCKS (A/B sweeps)
   int sms_ = 0;
