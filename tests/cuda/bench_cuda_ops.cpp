@@ -99,7 +99,8 @@ void bench_matmul(Backend& be, Timer& timer, cudaStream_t stream, const char* pa
 // FP8 linear layers at the bf16 table's shapes: weights [N, K] in E4M3 with
 // per-row or 128x128-block scales, x bf16 (quantised per token / per 1x128
 // group inside), through the small-m tensor-core kernel (M <= 8), cuBLASLt's
-// FP8 GEMM and (block scales, sm_90) CUTLASS's. TB/s counts x (bf16), the FP8
+// FP8 GEMM and (sm_90) CUTLASS's (per-row scales at every M, block scales
+// past 8 rows). TB/s counts x (bf16), the FP8
 // weight and out (bf16).
 void bench_fp8_matmul(Backend& be, Timer& timer, cudaStream_t stream) {
   struct Shape {
@@ -125,7 +126,7 @@ void bench_fp8_matmul(Backend& be, Timer& timer, cudaStream_t stream) {
                         cuda::Fp8Gemm::Path::CublasLt, cuda::Fp8Gemm::Path::Cutlass}) {
         if (path == cuda::Fp8Gemm::Path::SmallM && m > 8) continue;
         if (path == cuda::Fp8Gemm::Path::Stream && m > 2) continue;
-        if (path == cuda::Fp8Gemm::Path::Cutlass && (!block || m <= 8)) continue;
+        if (path == cuda::Fp8Gemm::Path::Cutlass && block && m <= 8) continue;
         const char* name = path == cuda::Fp8Gemm::Path::SmallM    ? "kernel"
                            : path == cuda::Fp8Gemm::Path::Stream  ? "stream"
                            : path == cuda::Fp8Gemm::Path::Cutlass ? "cutlass"
@@ -168,9 +169,9 @@ void bench_fp8_matmul(Backend& be, Timer& timer, cudaStream_t stream) {
 }
 
 // Prefill-sized GEMMs side by side at the 8B shapes: bf16 (Backend::matmul),
-// FP8 with per-row scales (cuBLASLt), FP8 with 128x128-block scales through
-// CUTLASS's blockwise-scaled GEMM (sm_90) and through our tiled kernel (what
-// block scales got before). FP8 times include quantising x. TFLOP/s.
+// FP8 with per-row scales (cuBLASLt; CUTLASS's row-scaled GEMM), FP8 with 128x128-block scales
+// through CUTLASS's blockwise-scaled GEMM (sm_90) and through our tiled kernel (what block scales
+// got before). FP8 times include quantising x. TFLOP/s.
 void bench_fp8_block_gemm(Backend& be, Timer& timer, cudaStream_t stream) {
   using Path = cuda::Fp8Gemm::Path;
   struct Shape {
@@ -181,10 +182,11 @@ void bench_fp8_block_gemm(Backend& be, Timer& timer, cudaStream_t stream) {
       {"qkv", 6144, 4096}, {"o", 4096, 4096}, {"gate_up", 28672, 4096}, {"down", 4096, 14336}};
   cuda::Fp8Gemm gemm(stream);
   std::printf(
-      "\n== prefill GEMMs: bf16 vs FP8 per-row (cuBLASLt) vs FP8 128x128 blocks (CUTLASS; tiled) "
-      "==\n"
-      "%-8s %5s %7s %6s %14s %14s %14s %14s\n",
-      "shape", "M", "N", "K", "bf16 TFLOP/s", "fp8-row", "fp8-blk cutl", "fp8-blk tiled");
+      "\n== prefill GEMMs: bf16 vs FP8 per-row (cuBLASLt; CUTLASS) vs FP8 128x128 blocks (CUTLASS; "
+      "tiled) ==\n"
+      "%-8s %5s %7s %6s %14s %14s %14s %14s %14s\n",
+      "shape", "M", "N", "K", "bf16 TFLOP/s", "fp8-row", "fp8-row cutl", "fp8-blk cutl",
+      "fp8-blk tiled");
   for (int64_t m : {64, 256, 2048}) {
     for (const Shape& s : shapes) {
       Tensor wb = filled(be, DType::BF16, {s.n, s.k}, stream);
@@ -212,6 +214,8 @@ void bench_fp8_block_gemm(Backend& be, Timer& timer, cudaStream_t stream) {
       v.activation = Fp8Activation::DynamicToken;
       gemm.force_path(Path::CublasLt);
       const double row = tflops([&] { gemm.run(x.data(), m, v, nullptr, out.data()); });
+      gemm.force_path(Path::Cutlass);
+      const double row_cutlass = tflops([&] { gemm.run(x.data(), m, v, nullptr, out.data()); });
       v.scale = blk_scale.data_as<const float>();
       v.scale_ld = ld;
       v.block = true;
@@ -220,9 +224,9 @@ void bench_fp8_block_gemm(Backend& be, Timer& timer, cudaStream_t stream) {
       const double cutlass = tflops([&] { gemm.run(x.data(), m, v, nullptr, out.data()); });
       gemm.force_path(Path::Tiled);
       const double tiled = tflops([&] { gemm.run(x.data(), m, v, nullptr, out.data()); });
-      std::printf("%-8s %5lld %7lld %6lld %14.1f %14.1f %14.1f %14.1f\n", s.name,
+      std::printf("%-8s %5lld %7lld %6lld %14.1f %14.1f %14.1f %14.1f %14.1f\n", s.name,
                   static_cast<long long>(m), static_cast<long long>(s.n),
-                  static_cast<long long>(s.k), bf16, row, cutlass, tiled);
+                  static_cast<long long>(s.k), bf16, row, row_cutlass, cutlass, tiled);
     }
   }
   gemm.force_path(std::nullopt);

@@ -453,8 +453,8 @@ TEST_F(CudaFp8Test, SmallMAndBatchPathsAgree) {
         if (small[i] != batch[i]) ++differ;
         err_small += std::fabs(small[i] - want[i]);
         err_batch += std::fabs(batch[i] - want[i]);
-        worst_rel = std::max(worst_rel, std::fabs(double(small[i]) - batch[i]) /
-                                            std::max(1e-6, std::fabs(want[i])));
+        worst_rel = std::max(
+            worst_rel, std::fabs(double(small[i]) - batch[i]) / std::max(1e-6, std::fabs(want[i])));
       }
       std::printf(
           "  %-18s k %5lld small-m vs %s: %5.2f%% of outputs differ (worst %.2e relative); mean "
@@ -529,6 +529,63 @@ TEST_F(CudaFp8Test, RejectsBadShapes) {
 // without bias; shapes it does not take (n or k not a multiple of 128) fall
 // back to another kernel; a row's result does not depend on the other rows
 // nor on its place in a 128-row tile (bitwise).
+// The same CUTLASS GEMM with per-row scales (per-channel and per-tensor
+// weights; per-token and static activations), forced at every m including
+// decode's 1-8 rows: against the reference, and a row's bits the same at
+// every m (so that with LOOM_FP8_CUTLASS_ROWS=1 a request alone and in any
+// batch agree).
+TEST_F(CudaFp8Test, CutlassRowGemmMatchesReference) {
+  using Path = cuda::Fp8Gemm::Path;
+  int major = 0, minor = 0;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0);
+  if (!cuda::fp8_block_gemm_built()) GTEST_SKIP() << "this build has no CUTLASS FP8 GEMM";
+  if (major * 10 + minor != 90) GTEST_SKIP() << "CUTLASS FP8 GEMM: sm_90 only";
+  cuda::Fp8Gemm gemm(stream_);
+  gemm.force_path(Path::Cutlass);
+  for (Scheme scheme : {Scheme::Channel, Scheme::TensorStatic})
+    for (auto [n, k] : {std::pair<int64_t, int64_t>{6144, 4096}, {1024, 896}}) {
+      SCOPED_TRACE(scheme_name(scheme));
+      const LinearWeight host = make_weight(scheme, n, k, 51);
+      const LinearWeight w = gpu_->prepare_linear(host);
+      const auto b = random_bf16_values(static_cast<size_t>(n), 53, -1, 1);
+      Tensor gb = gpu_bf16(*gpu_, b, {n});
+      double worst = 0;
+      std::map<int64_t, std::vector<float>> results;  // m -> out
+      for (int64_t m : {1, 2, 8, 9, 64, 300}) {
+        const auto x = random_bf16_values(static_cast<size_t>(m * k), 57, -2, 2);  // prefixes agree
+        const bool with_bias = n == 1024;
+        std::ostringstream what;
+        what << scheme_name(scheme) << " cutlass rows m " << m << " n " << n << " k " << k;
+        Tensor out = gpu_->alloc(DType::BF16, {m, n});
+        gemm.run(gpu_bf16(*gpu_, x, {m, k}).data(), m, view_of(w), with_bias ? gb.data() : nullptr,
+                 out.data());
+        const auto got = from_gpu_bf16(*gpu_, out);
+        const int64_t checked = std::min<int64_t>(m, 16);  // keep the host reference quick
+        std::vector<double> want, abs_sum;
+        reference(host, std::vector<float>(x.begin(), x.begin() + checked * k), checked,
+                  with_bias ? &b : nullptr, want, abs_sum);
+        worst =
+            std::max(worst, check_linear(std::vector<float>(got.begin(), got.begin() + checked * n),
+                                         want, abs_sum, what.str()));
+        results[m] = got;
+      }
+      std::printf("  fp8 linear %-18s n %5lld cutlass rows worst err/tol %.3f\n",
+                  scheme_name(scheme), static_cast<long long>(n), worst);
+      const auto& all = results[300];
+      for (int64_t m : {1, 2, 8, 9, 64})
+        EXPECT_TRUE(std::equal(results[m].begin(), results[m].end(), all.begin()))
+            << "m " << m << ": rows differ from the same rows in m 300";
+    }
+  // Not a multiple of 128: forcing it throws.
+  const LinearWeight w2 = gpu_->prepare_linear(make_weight(Scheme::Channel, 200, 256, 59));
+  Tensor out = gpu_->alloc(DType::BF16, {4, 200});
+  EXPECT_THROW(gemm.run(gpu_bf16(*gpu_, random_bf16_values(4 * 256, 61, -2, 2), {4, 256}).data(), 4,
+                        view_of(w2), nullptr, out.data()),
+               Error);
+  EXPECT_GT(gemm.stats().cutlass, 0u);
+}
+
 TEST_F(CudaFp8Test, CutlassBlockGemmMatchesReference) {
   using Path = cuda::Fp8Gemm::Path;
   int major = 0, minor = 0;

@@ -43,6 +43,8 @@ Fp8Gemm::Fp8Gemm(cudaStream_t stream) : stream_(stream) {
   const char* env = std::getenv("LOOM_FP8_SMALL_M");
   if (env && std::string_view(env) == "0") small_m_ = 0;
   if (env && std::string_view(env) == "1") small_m_ = 1;
+  const char* rows_env = std::getenv("LOOM_FP8_CUTLASS_ROWS");
+  cutlass_rows_ = rows_env && std::string_view(rows_env) == "1";
   const char* stream_env = std::getenv("LOOM_FP8_STREAM");
   stream_path_ = stream_env && std::string_view(stream_env) == "1";
   stream_cfg_.chunk =
@@ -179,11 +181,12 @@ void Fp8Gemm::run(const void* x, int64_t m, const Fp8WeightView& w, const void* 
   if (stream_ok) path = Path::Stream;
   Plan* plan = nullptr;
   if (forced_) path = *forced_;
-  // Block-scaled weights: CUTLASS's GEMM before cuBLASLt (which has none on sm_90).
+  // Block-scaled weights: CUTLASS's GEMM before cuBLASLt (which has none on
+  // sm_90); per-row scales too with LOOM_FP8_CUTLASS_ROWS=1.
   const bool cutlass_first =
-      w.block && (forced_ ? *forced_ == Path::Cutlass : path == Path::CublasLt);
+      forced_ ? *forced_ == Path::Cutlass : path == Path::CublasLt && (w.block || cutlass_rows_);
   if (cutlass_first && run_cutlass(x, m, w, bias, out)) return;
-  LOOM_CHECK(path != Path::Cutlass, "no CUTLASS FP8 block GEMM for m {} n {} k {}", m, n, k);
+  LOOM_CHECK(path != Path::Cutlass, "no CUTLASS FP8 GEMM for m {} n {} k {}", m, n, k);
   LOOM_CHECK(path != Path::Stream || stream_ok, "no streaming FP8 kernel for m {} k {}", m, k);
   if (path == Path::CublasLt) {
     plan = plan_for(Key{mp, n, k, w.block, bias != nullptr, alignment_of(w.w), alignment_of(out)});
@@ -270,6 +273,26 @@ void Fp8Gemm::run(const void* x, int64_t m, const Fp8WeightView& w, const void* 
 
 bool Fp8Gemm::run_cutlass(const void* x, int64_t m, const Fp8WeightView& w, const void* bias,
                           void* out) {
+  if (!w.block) {  // a scale per row of x (token or static) and per weight row
+    Fp8RowGemmArgs a;
+    a.m = m;
+    a.w = w.w;
+    a.w_scale = w.scale;
+    a.n = w.n;
+    a.k = w.k;
+    a.bias = bias;
+    a.out = out;
+    if (!fp8_row_gemm_supported(a)) return false;
+    auto* xq = static_cast<uint8_t*>(xq_.ensure(static_cast<size_t>(m * w.k), stream_));
+    auto* xs = static_cast<float*>(x_scale_.ensure(static_cast<size_t>(m) * 4, stream_));
+    quantize_fp8_rows(x, m, m, w.k, act_mode(w), w.input_scale, xq, xs, m, stream_);
+    a.xq = xq;
+    a.x_scale = xs;
+    const char* err = fp8_row_gemm(a, workspace_, workspace_bytes_, stream_);
+    LOOM_CHECK(err == nullptr, "CUTLASS FP8 row-scaled GEMM m {} n {} k {}: {}", m, w.n, w.k, err);
+    stats_.cutlass++;
+    return true;
+  }
   // x's group scales M-major with rows padded to 4 (16-byte TMA strides), as
   // for cuBLASLt's 1x128 scaling.
   const int64_t mp = round_up(m, 4), k = w.k;

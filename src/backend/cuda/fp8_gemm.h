@@ -24,7 +24,10 @@
 //     applying x's row scales, the weight's row scales and the bias;
 //   128x128 weight blocks on sm_90 first go to CUTLASS's blockwise-scaled FP8
 //     GEMM (kernels/fp8/fp8_block_gemm.h; n and k multiples of 128), which
-//     cuBLASLt lacks there;
+//     cuBLASLt lacks there; with LOOM_FP8_CUTLASS_ROWS=1 (experimental, off
+//     by default) per-row scales too, at every m that would take cuBLASLt
+//     (the same GEMM with x's row scales and the weight's row scales applied
+//     per 128 columns: no f32 product and no scaling pass);
 //   shapes cuBLASLt has no FP8 algorithm for: our kernel over tiles of 8 rows.
 // Both quantise x the same way, bit for bit. Plans are cached per shape.
 // LOOM_FP8_STREAM=1 (experimental, off by default) sends products of one or
@@ -105,6 +108,7 @@ class Fp8Gemm {
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
   int small_m_ = -1;  // -1: block-scaled weights only; LOOM_FP8_SMALL_M=0: none, =1: every scheme
+  bool cutlass_rows_ = false;   // LOOM_FP8_CUTLASS_ROWS=1: CUTLASS for per-row scales too
   bool stream_path_ = false;    // LOOM_FP8_STREAM=1: the persistent kernel at one or two rows
   Fp8StreamConfig stream_cfg_;  // LOOM_FP8_STREAM_CHUNK, LOOM_FP8_STREAM_BLOCKS (A/B sweeps)
   int sms_ = 0;

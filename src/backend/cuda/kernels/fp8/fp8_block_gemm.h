@@ -1,4 +1,4 @@
-// The Hopper FP8 GEMM for 128x128 block-scaled weights (fp8_block_gemm_sm90.cu:
+// The Hopper FP8 GEMM for 128x128 block-scaled weights (fp8_block_gemm_sm90.cuh:
 // CUTLASS's sm_90a warp-specialized GEMM with blockwise scaling), callable from
 // host C++: out[m, n] = sum_g (sum_{k in g} xq[m, k] w[n, k]) x_scale[m, g]
 // w_scale[n / 128, g] (+ bias[n]), bf16 out rounded once, for the 128-column
@@ -44,5 +44,29 @@ bool fp8_block_gemm_supported(const Fp8BlockGemmArgs& args);
 // static string).
 const char* fp8_block_gemm(const Fp8BlockGemmArgs& args, void* workspace, size_t workspace_bytes,
                            cudaStream_t stream);
+
+// The same GEMM (fp8_block_gemm_rows_sm90.cu) for per-row scales: out[m, n]
+// = sum_g (sum_{k in g} xq[m, k] w[n, k]) x_scale[m] w_scale[n] (+ bias[n]),
+// each 128-column group's partial sums scaled as they are promoted to f32
+// registers, bf16 out rounded once. For per-token (or static) activation
+// scales with per-channel (or per-tensor, repeated per row) weight scales.
+// Like fp8_block_gemm, a tile sums all of k in one CTA: a row's result does
+// not depend on the other rows.
+struct Fp8RowGemmArgs {
+  const uint8_t* xq = nullptr;     // fp8 E4M3 [m, k], row-major, 16-byte aligned
+  const float* x_scale = nullptr;  // [m]
+  int64_t m = 0;
+  const uint8_t* w = nullptr;      // fp8 E4M3 [n, k], row-major
+  const float* w_scale = nullptr;  // [n]
+  int64_t n = 0, k = 0;
+  const void* bias = nullptr;  // bf16 [n] or null
+  void* out = nullptr;         // bf16 [m, n], row-major
+};
+
+// As fp8_block_gemm_supported: built in, an sm_90 GPU, n and k multiples of
+// 128, w, out and bias 16-byte aligned, and CUTLASS's own checks.
+bool fp8_row_gemm_supported(const Fp8RowGemmArgs& args);
+const char* fp8_row_gemm(const Fp8RowGemmArgs& args, void* workspace, size_t workspace_bytes,
+                         cudaStream_t stream);
 
 }  // namespace loom::cuda
