@@ -44,6 +44,9 @@
 #   fp8latency  8B batch-1 decode ITL: bf16, --quantization fp8, the FP8 block checkpoint
 #   fp8fixed    8B 512 x 1000/1000: bf16 vs FP8 weights + FP8 KV cache (KV capacity too)
 #   fp8offline  8B 1,000 ShareGPT-like requests: bf16 vs FP8 weights + FP8 KV cache
+#   fp8rows  CUTLASS's per-row-scaled FP8 GEMM (LOOM_FP8_CUTLASS_ROWS=1) vs the default
+#            cuBLASLt path: its tests, GEMM tables, alone vs batched, then A B A B decode,
+#            offline and 512 x 1000/1000 with --quantization fp8 --kv-cache-dtype fp8
 #   offsweep 8B 1,000 ShareGPT-like requests, bf16 and FP8 (weights + KV), at each
 #            --max-num-seqs:--max-num-batched-tokens pair of OFFSWEEP (default
 #            512:16384 1024:16384 1024:32768), with the step profile
@@ -560,6 +563,53 @@ for r in runs:
       echo "-- $name"; grep -v "^|" /tmp/fixed_$name.jsonl | cut -c1-900; cat /tmp/fixed_$name.jsonl >> /tmp/fp8fixed.jsonl
     done
     meta /tmp/fp8fixed.jsonl "bench offline: 512 requests, 1000 in / 1000 out, Llama-3-8B shape, --max-num-seqs 512 --max-num-batched-tokens 16384: bf16, then --quantization fp8 --kv-cache-dtype fp8 (run_info: KV blocks)" > "$OUT/bench_fixed_8b_fp8.json"
+    ;;
+  fp8rows)
+    # CUTLASS's GEMM with per-row scales (LOOM_FP8_CUTLASS_ROWS=1) against the
+    # default (cuBLASLt's unit-scale FP8 GEMM + a scaling pass), --quantization fp8:
+    # its test, the GEMM tables, alone-vs-batched, then A B A B in one call:
+    # batch-1 / batch-64 decode, 1,000 ShareGPT-like requests, 512 x 1000/1000.
+    timeout 200 $T/test_cuda_fp8 --gtest_filter='*Cutlass*:*SmallMAndBatch*:*LinearMatches*' > /tmp/fr.log 2>&1
+    echo "test_cuda_fp8 (CUTLASS cases) rc=$? $(tail -1 /tmp/fr.log)"
+    grep -E "FAILED|Failure|Expected|Which|cutlass rows|differ" /tmp/fr.log | head -20
+    LOOM_FP8_CUTLASS_ROWS=1 timeout 200 $T/test_cuda_engine --gtest_filter='*BatchAndPrefix*:*TokenConstraintMask*' \
+      > /tmp/fr_engine.log 2>&1; echo "test_cuda_engine alone vs batched, LOOM_FP8_CUTLASS_ROWS=1: rc=$?"
+    grep -E "identical" /tmp/fr_engine.log | grep -E "fp8|online" | head -12
+    timeout 120 $T/bench_cuda_ops --matmul > /tmp/fr_mm.log 2>&1; echo "bench_cuda_ops --matmul rc=$?"
+    awk '/per-row scales/{f=1} /128x128 block/{f=0} f' /tmp/fr_mm.log | grep -E "forward step"
+    cat /tmp/fr.log /tmp/fr_engine.log /tmp/fr_mm.log > "$OUT/fp8rows_tests.log"
+    model8b
+    $L bench workload --model /tmp/llama8b --dataset sharegpt --num-requests 1000 --seed 0 --output /tmp/w.jsonl
+    : > /tmp/fr_all.jsonl
+    for round in 1 2; do
+      for v in "cublaslt" "cutlass LOOM_FP8_CUTLASS_ROWS=1"; do
+        set -- $v; name=$1; shift
+        f="--quantization fp8 --kv-cache-dtype fp8"
+        env "$@" timeout 150 $L bench latency --device cuda --model /tmp/llama8b --input-len 128 --output-len 256 \
+          --batch-sizes 1,64 $f --json > /tmp/fr.jsonl 2> /tmp/fr.err || tail -3 /tmp/fr.err
+        env "$@" timeout 200 $L bench offline --device cuda --model /tmp/llama8b --workload /tmp/w.jsonl \
+          --max-num-seqs 512 --max-num-batched-tokens 16384 $f --json >> /tmp/fr.jsonl 2>> /tmp/fr.err || tail -3 /tmp/fr.err
+        [ "$round" = 1 ] && { env "$@" timeout 280 $L bench offline --device cuda --model /tmp/llama8b --dataset fixed \
+          --input-len 1000 --output-len 1000 --num-requests 512 --max-num-seqs 512 --max-num-batched-tokens 16384 $f \
+          --json >> /tmp/fr.jsonl 2>> /tmp/fr.err || tail -3 /tmp/fr.err; }
+        echo "-- $name, round $round"
+        python3 -c "
+import json, sys
+for l in open(sys.argv[1]):
+    if not l.startswith('{'): continue
+    d = json.loads(l)
+    if 'decode' in d: print('  latency', [(e['batch'], e['itl_ms']['p50'], e['decode_tokens_per_s']) for e in d['decode']])
+    else: print('  offline', {k: d.get(k) for k in ('requests_per_s', 'output_tokens_per_s', 'duration_s')})
+" /tmp/fr.jsonl
+        python3 -c "
+import json, sys
+for l in open(sys.argv[1]):
+    if l.startswith('{'):
+        d = json.loads(l); d['variant'] = sys.argv[2]; d['round'] = int(sys.argv[3]); print(json.dumps(d))
+" /tmp/fr.jsonl "$name" "$round" >> /tmp/fr_all.jsonl
+      done
+    done
+    meta /tmp/fr_all.jsonl "Llama-3-8B shape, --quantization fp8 --kv-cache-dtype fp8: cuBLASLt (unit scales + scaling pass) vs LOOM_FP8_CUTLASS_ROWS=1 (CUTLASS row-scaled GEMM), A B A B: bench latency 128/256 batch 1,64; bench offline 1,000 ShareGPT-like 512:16384; 512 x 1000/1000 (round 1)" > "$OUT/fp8_cutlass_rows.json"
     ;;
   fp8offline|offsweep)
     # fp8offline: one pair (512:16384), no profile; offsweep: the OFFSWEEP pairs with the step profile.
