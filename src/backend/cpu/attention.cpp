@@ -196,8 +196,9 @@ void paged_attention(ThreadPool& pool, const Tensor& q, const KvLayerCache& cach
       }
       for (int64_t p = 0; p < n_pieces; ++p) {
         const int64_t b = c0 + chunks * p / n_pieces, e = c0 + chunks * (p + 1) / n_pieces;
-        pieces.push_back({static_cast<int>(i), b, e, items[i].cost * static_cast<double>(e - b) /
-                                                          static_cast<double>(chunks)});
+        pieces.push_back(
+            {static_cast<int>(i), b, e,
+             items[i].cost * static_cast<double>(e - b) / static_cast<double>(chunks)});
       }
     }
   }
@@ -287,9 +288,11 @@ void paged_attention(ThreadPool& pool, const Tensor& q, const KvLayerCache& cach
     const int64_t rows = nq * group;
     const bool split = part_offset[static_cast<size_t>(pc.item)] >= 0;
     // Split items: chunk c's partial in slot part0 + c of `parts`.
-    const int64_t part0 = split ? part_offset[static_cast<size_t>(pc.item)] - chunk_range(it).first : 0;
+    const int64_t part0 =
+        split ? part_offset[static_cast<size_t>(pc.item)] - chunk_range(it).first : 0;
     // buf: qt[rows*hd] | acc[rows*hd] | m[rows] | l[rows] | kt[hd*ldk] | vb[ldk*hd] | s[rows*ldk] |
-    // conv[min(bs, ldk)*hd] (one paged block's keys of a chunk) | pacc[rows*hd] | pmax[rows] | psum[rows]
+    // conv[min(bs, ldk)*hd] (one paged block's keys of a chunk) | pacc[rows*hd] | pmax[rows] |
+    // psum[rows]
     buf.resize(static_cast<size_t>(2 * rows * hd + 2 * rows + 2 * hd * ldk + rows * ldk +
                                    std::min(bs, ldk) * hd + part_floats(rows)));
     float* qt = buf.data();
@@ -318,18 +321,17 @@ void paged_attention(ThreadPool& pool, const Tensor& q, const KvLayerCache& cach
     const int32_t* table =
         meta.block_tables.data() + static_cast<size_t>(it.seq) * meta.max_blocks_per_seq;
     // Rows [i0, i0 + n) of a key chunk lie in one paged block, slot_stride
-    // apart; K goes transposed into kt, V into vb (converted via conv unless the
-    // cache is f32).
+    // apart; K goes transposed into kt, V into vb converted via conv (an f32
+    // cache's V rows are read where they lie, by P.V segment by segment).
+    auto slot_of = [&](int64_t key) {
+      return (static_cast<int64_t>(table[key / bs]) * bs + key % bs) * slot_stride +
+             it.kv_head * hd;
+    };
     auto load_segment = [&](int64_t key, int64_t n, int64_t i0) {
-      const int64_t at =
-          (static_cast<int64_t>(table[key / bs]) * bs + key % bs) * slot_stride + it.kv_head * hd;
+      const int64_t at = slot_of(key);
       if (dt == DType::F32) {
         kern.transpose(reinterpret_cast<const float*>(kbase) + at, n, hd, slot_stride, kt + i0,
                        ldk);
-        for (int64_t i = 0; i < n; ++i)
-          std::memcpy(vb + (i0 + i) * hd,
-                      reinterpret_cast<const float*>(vbase) + at + i * slot_stride,
-                      static_cast<size_t>(hd) * 4);
         return;
       }
       if (dt == DType::F8_E4M3) {
@@ -402,7 +404,18 @@ void paged_attention(ThreadPool& pool, const Tensor& q, const KvLayerCache& cach
         }
       }
       std::fill(pacc, pacc + rows * hd, 0.0f);
-      kern.attn_pv(sc, rows, ldk, nk, vb, hd, pacc);
+      if (dt == DType::F32) {
+        // Segment by segment in key order, as one call over vb would sum;
+        // keys before key_lo (zero weights, zero rows in vb) add nothing.
+        for (int64_t key = std::max(k0, key_lo); key < k1;) {
+          const int64_t n = std::min(k1, (key / bs + 1) * bs) - key;
+          kern.attn_pv(sc + (key - k0), rows, ldk, n,
+                       reinterpret_cast<const float*>(vbase) + slot_of(key), slot_stride, hd, pacc);
+          key += n;
+        }
+      } else {
+        kern.attn_pv(sc, rows, ldk, nk, vb, hd, hd, pacc);
+      }
       if (!split) merge(rows, acc, mx, sum, pacc, pmax, psum);
     }
     if (!split) finish(it, acc, sum);
@@ -430,7 +443,8 @@ void paged_attention(ThreadPool& pool, const Tensor& q, const KvLayerCache& cach
       std::fill(mx, mx + rows, neg_inf);
       const auto [c0, c1] = chunk_range(it);
       const float* slot0 =
-          parts.data() + part_offset[static_cast<size_t>(split_items[static_cast<size_t>(x)])] * part_stride;
+          parts.data() +
+          part_offset[static_cast<size_t>(split_items[static_cast<size_t>(x)])] * part_stride;
       for (int64_t c = c0; c < c1; ++c) {
         const float* pacc = slot0 + (c - c0) * part_stride;
         merge(rows, acc, mx, sum, pacc, pacc + rows * hd, pacc + rows * hd + rows);

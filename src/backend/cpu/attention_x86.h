@@ -84,11 +84,11 @@ float row_max(const float* x, int64_t n) {
   return m;
 }
 
-// o[r * hd + d] += sum_{j < nk} p[r * ldp + j] * v[j * hd + d]; hd a multiple
-// of V::kLanes.
+// o[r * hd + d] += sum_{j < nk} p[r * ldp + j] * v[j * ldv + d]; hd a
+// multiple of V::kLanes.
 template <class V>
-void pv(const float* p, int64_t rows, int64_t ldp, int64_t nk, const float* v, int64_t hd,
-        float* o) {
+void pv(const float* p, int64_t rows, int64_t ldp, int64_t nk, const float* v, int64_t ldv,
+        int64_t hd, float* o) {
   using F = typename V::F;
   constexpr int L = V::kLanes;
   constexpr int kMr = V::kLanes >= 16 ? 8 : 4;  // query rows per pass (16 or 8 accumulators)
@@ -105,8 +105,8 @@ void pv(const float* p, int64_t rows, int64_t ldp, int64_t nk, const float* v, i
         }
       }
       for (int64_t j = 0; j < nk; ++j) {
-        const F v0 = V::loadf(v + j * hd + d0);
-        const F v1 = two ? V::loadf(v + j * hd + d0 + L) : V::zerof();
+        const F v0 = V::loadf(v + j * ldv + d0);
+        const F v1 = two ? V::loadf(v + j * ldv + d0 + L) : V::zerof();
         for (int i = 0; i < kMr; ++i) {
           if (i >= nrow) break;
           const F pb = V::set1f(p[(r + i) * ldp + j]);

@@ -22,7 +22,8 @@ struct CpuKernels {
   // for rows r < rows (q rows hd apart) and keys j < ncols (kt is [hd][ldk];
   // ldk and ncols multiples of 16, ncols <= ldk, kt zero past the keys; a
   // score's value does not depend on ncols). exp_sum: x[j] = e^(x[j] - m), j < n,
-  // returning the sum. pv: o[r * hd + d] += sum_{j < nk} p[r * ldp + j] * v[j * hd + d].
+  // returning the sum. pv: o[r * hd + d] += sum_{j < nk} p[r * ldp + j] * v[j * ldv + d]
+  // (ldv >= hd: V rows read where they lie, e.g. in an f32 cache block).
   // dst[c * ldd + r] = src[r * lds + c] for r < rows, c < cols.
   void (*transpose)(const float* src, int64_t rows, int64_t cols, int64_t lds, float* dst,
                     int64_t ldd);
@@ -31,8 +32,8 @@ struct CpuKernels {
   float (*attn_exp_sum)(float* x, int64_t n, float m);
   // The largest of x[0..n), n >= 1 (a score row's max; exact in any order).
   float (*attn_max)(const float* x, int64_t n);
-  void (*attn_pv)(const float* p, int64_t rows, int64_t ldp, int64_t nk, const float* v, int64_t hd,
-                  float* o);
+  void (*attn_pv)(const float* p, int64_t rows, int64_t ldp, int64_t nk, const float* v,
+                  int64_t ldv, int64_t hd, float* o);
   // out[i] = act(g[i]) * u[i] for SiLU and GELU (tanh approximation).
   void (*silu_mul)(const float* g, const float* u, float* out, int64_t n);
   void (*gelu_mul)(const float* g, const float* u, float* out, int64_t n);

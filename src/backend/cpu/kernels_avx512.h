@@ -14,10 +14,10 @@ namespace {
 using Vec = simd::V512<LOOM_X86_VNNI != 0>;
 
 void avx512_attn_pv(const float* p, int64_t rows, int64_t ldp, int64_t nk, const float* v,
-                    int64_t hd, float* o) {
-  if (hd % Vec::kLanes == 0) return attn::pv<Vec>(p, rows, ldp, nk, v, hd, o);
+                    int64_t ldv, int64_t hd, float* o) {
+  if (hd % Vec::kLanes == 0) return attn::pv<Vec>(p, rows, ldp, nk, v, ldv, hd, o);
   for (int64_t r = 0; r < rows; ++r)
-    for (int64_t j = 0; j < nk; ++j) x86_axpy(p[r * ldp + j], v + j * hd, o + r * hd, hd);
+    for (int64_t j = 0; j < nk; ++j) x86_axpy(p[r * ldp + j], v + j * ldv, o + r * hd, hd);
 }
 
 }  // namespace

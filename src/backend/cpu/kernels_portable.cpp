@@ -51,12 +51,12 @@ float attn_max(const float* x, int64_t n) {
   return m;
 }
 
-void attn_pv(const float* p, int64_t rows, int64_t ldp, int64_t nk, const float* v, int64_t hd,
-             float* o) {
+void attn_pv(const float* p, int64_t rows, int64_t ldp, int64_t nk, const float* v, int64_t ldv,
+             int64_t hd, float* o) {
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t j = 0; j < nk; ++j) {
       const float pj = p[r * ldp + j];
-      for (int64_t d = 0; d < hd; ++d) o[r * hd + d] += pj * v[j * hd + d];
+      for (int64_t d = 0; d < hd; ++d) o[r * hd + d] += pj * v[j * ldv + d];
     }
 }
 
@@ -75,7 +75,7 @@ void gelu_mul(const float* g, const float* u, float* out, int64_t n) {
 }  // namespace
 
 const CpuKernels& kernels_portable() {
-  static const CpuKernels k{Isa::Portable, axpy,     scale,   f16_row,  bf16_row, transpose,
+  static const CpuKernels k{Isa::Portable, axpy,         scale,    f16_row, bf16_row, transpose,
                             attn_scores,   attn_exp_sum, attn_max, attn_pv, silu_mul, gelu_mul};
   return k;
 }
