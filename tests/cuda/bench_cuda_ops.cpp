@@ -160,8 +160,8 @@ void bench_fp8_matmul(Backend& be, Timer& timer, cudaStream_t stream) {
           step_ms += 32 * ms;
         }
         std::printf(
-            "  -> one forward step's FP8 GEMMs at M=%lld (32 layers, no lm_head): %.2f ms\n",
-            static_cast<long long>(m), step_ms);
+            "  -> one forward step's FP8 GEMMs at M=%lld (32 layers, no lm_head), %s: %.2f ms\n",
+            static_cast<long long>(m), name, step_ms);
       }
     }
   }
