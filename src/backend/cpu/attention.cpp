@@ -363,7 +363,8 @@ void paged_attention(ThreadPool& pool, const Tensor& q, const KvLayerCache& cach
       const int64_t nk = k1 - k0;
       for (int64_t key = k0; key < key_lo; ++key) {
         for (int64_t d = 0; d < hd; ++d) kt[d * ldk + key - k0] = 0.0f;
-        std::fill(vb + (key - k0) * hd, vb + (key - k0 + 1) * hd, 0.0f);
+        if (dt != DType::F32)  // an f32 cache's P.V starts at key_lo
+          std::fill(vb + (key - k0) * hd, vb + (key - k0 + 1) * hd, 0.0f);
       }
       for (int64_t key = std::max(k0, key_lo); key < k1;) {
         const int64_t n = std::min(k1, (key / bs + 1) * bs) - key;

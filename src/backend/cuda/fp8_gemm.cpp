@@ -273,30 +273,12 @@ void Fp8Gemm::run(const void* x, int64_t m, const Fp8WeightView& w, const void* 
 
 bool Fp8Gemm::run_cutlass(const void* x, int64_t m, const Fp8WeightView& w, const void* bias,
                           void* out) {
-  if (!w.block) {  // a scale per row of x (token or static) and per weight row
-    Fp8RowGemmArgs a;
-    a.m = m;
-    a.w = w.w;
-    a.w_scale = w.scale;
-    a.n = w.n;
-    a.k = w.k;
-    a.bias = bias;
-    a.out = out;
-    if (!fp8_row_gemm_supported(a)) return false;
-    auto* xq = static_cast<uint8_t*>(xq_.ensure(static_cast<size_t>(m * w.k), stream_));
-    auto* xs = static_cast<float*>(x_scale_.ensure(static_cast<size_t>(m) * 4, stream_));
-    quantize_fp8_rows(x, m, m, w.k, act_mode(w), w.input_scale, xq, xs, m, stream_);
-    a.xq = xq;
-    a.x_scale = xs;
-    const char* err = fp8_row_gemm(a, workspace_, workspace_bytes_, stream_);
-    LOOM_CHECK(err == nullptr, "CUTLASS FP8 row-scaled GEMM m {} n {} k {}: {}", m, w.n, w.k, err);
-    stats_.cutlass++;
-    return true;
-  }
-  // x's group scales M-major with rows padded to 4 (16-byte TMA strides), as
-  // for cuBLASLt's 1x128 scaling.
-  const int64_t mp = round_up(m, 4), k = w.k;
+  // Block scales: x's group scales M-major with rows padded to 4 (16-byte
+  // TMA strides), as for cuBLASLt's 1x128 scaling; per-row weights: one
+  // scale per row of x (per token or static).
+  const int64_t mp = w.block ? round_up(m, 4) : m, k = w.k;
   Fp8BlockGemmArgs a;
+  a.row_scales = !w.block;
   a.x_scale_ld = mp;
   a.m = m;
   a.w = w.w;
@@ -308,12 +290,14 @@ bool Fp8Gemm::run_cutlass(const void* x, int64_t m, const Fp8WeightView& w, cons
   a.out = out;
   if (!fp8_block_gemm_supported(a)) return false;
   auto* xq = static_cast<uint8_t*>(xq_.ensure(static_cast<size_t>(mp * k), stream_));
-  auto* xs = static_cast<float*>(x_scale_.ensure(static_cast<size_t>(mp * (k / 128)) * 4, stream_));
-  quantize_fp8_rows(x, m, mp, k, Fp8ActMode::Group, nullptr, xq, xs, mp, stream_);
+  auto* xs = static_cast<float*>(
+      x_scale_.ensure(static_cast<size_t>(mp * (w.block ? k / 128 : 1)) * 4, stream_));
+  quantize_fp8_rows(x, m, mp, k, act_mode(w), w.input_scale, xq, xs, mp, stream_);
   a.xq = xq;
   a.x_scale = xs;
   const char* err = fp8_block_gemm(a, workspace_, workspace_bytes_, stream_);
-  LOOM_CHECK(err == nullptr, "CUTLASS FP8 block GEMM m {} n {} k {}: {}", m, w.n, k, err);
+  LOOM_CHECK(err == nullptr, "CUTLASS FP8 {} GEMM m {} n {} k {}: {}",
+             w.block ? "block-scaled" : "row-scaled", m, w.n, k, err);
   stats_.cutlass++;
   return true;
 }

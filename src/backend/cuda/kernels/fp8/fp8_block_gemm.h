@@ -2,7 +2,8 @@
 // CUTLASS's sm_90a warp-specialized GEMM with blockwise scaling), callable from
 // host C++: out[m, n] = sum_g (sum_{k in g} xq[m, k] w[n, k]) x_scale[m, g]
 // w_scale[n / 128, g] (+ bias[n]), bf16 out rounded once, for the 128-column
-// groups g of k. A build without CUTLASS or without sm_90a links
+// groups g of k; or, with row_scales, one scale per row on both sides (see
+// Fp8BlockGemmArgs). A build without CUTLASS or without sm_90a links
 // fp8_block_gemm_none.cpp instead, which supports nothing.
 #pragma once
 
@@ -13,14 +14,21 @@
 
 namespace loom::cuda {
 
+// row_scales: the same GEMM (fp8_block_gemm_rows_sm90.cu) with one scale per
+// row of x and one per weight row (per-token or static activations,
+// per-channel or per-tensor weights repeated per row): out[m, n] = sum_g
+// (sum_{k in g} xq[m, k] w[n, k]) x_scale[m] w_scale[n] (+ bias[n]), each
+// group's partial sums scaled as they are promoted to f32; x_scale_ld and
+// w_scale_ld unused.
 struct Fp8BlockGemmArgs {
-  const uint8_t* xq = nullptr;  // fp8 E4M3 [m, k], row-major, 16-byte aligned
-  const float* x_scale =
-      nullptr;  // x_scale[g * x_scale_ld + row] (quantize_fp8_rows' Group layout), 16-byte aligned
+  bool row_scales = false;
+  const uint8_t* xq = nullptr;     // fp8 E4M3 [m, k], row-major, 16-byte aligned
+  const float* x_scale = nullptr;  // x_scale[g * x_scale_ld + row] (quantize_fp8_rows' Group
+                                   // layout), 16-byte aligned; row_scales: x_scale[row]
   int64_t x_scale_ld = 0;  // >= m, a multiple of 4 (16-byte rows for the TMA)
   int64_t m = 0;
   const uint8_t* w = nullptr;      // fp8 E4M3 [n, k], row-major
-  const float* w_scale = nullptr;  // w_scale[(n / 128) * w_scale_ld + k / 128]
+  const float* w_scale = nullptr;  // w_scale[(n / 128) * w_scale_ld + k / 128]; row_scales: [n]
   int64_t w_scale_ld = 0;          // >= k / 128
   int64_t n = 0, k = 0;
   const void* bias = nullptr;  // bf16 [n] or null
@@ -31,7 +39,8 @@ struct Fp8BlockGemmArgs {
 bool fp8_block_gemm_built();
 
 // Whether fp8_block_gemm computes this product on the current device: built
-// in, an sm_90 GPU, n and k multiples of 128, x_scale_ld as above, w, out and
+// in, an sm_90 GPU, n and k multiples of 128, x_scale_ld as above (block
+// scales), w, out and
 // bias 16-byte aligned (xq and x_scale are not looked at: the caller may ask
 // before it quantises x). Otherwise callers use another kernel.
 bool fp8_block_gemm_supported(const Fp8BlockGemmArgs& args);
@@ -44,29 +53,5 @@ bool fp8_block_gemm_supported(const Fp8BlockGemmArgs& args);
 // static string).
 const char* fp8_block_gemm(const Fp8BlockGemmArgs& args, void* workspace, size_t workspace_bytes,
                            cudaStream_t stream);
-
-// The same GEMM (fp8_block_gemm_rows_sm90.cu) for per-row scales: out[m, n]
-// = sum_g (sum_{k in g} xq[m, k] w[n, k]) x_scale[m] w_scale[n] (+ bias[n]),
-// each 128-column group's partial sums scaled as they are promoted to f32
-// registers, bf16 out rounded once. For per-token (or static) activation
-// scales with per-channel (or per-tensor, repeated per row) weight scales.
-// Like fp8_block_gemm, a tile sums all of k in one CTA: a row's result does
-// not depend on the other rows.
-struct Fp8RowGemmArgs {
-  const uint8_t* xq = nullptr;     // fp8 E4M3 [m, k], row-major, 16-byte aligned
-  const float* x_scale = nullptr;  // [m]
-  int64_t m = 0;
-  const uint8_t* w = nullptr;      // fp8 E4M3 [n, k], row-major
-  const float* w_scale = nullptr;  // [n]
-  int64_t n = 0, k = 0;
-  const void* bias = nullptr;  // bf16 [n] or null
-  void* out = nullptr;         // bf16 [m, n], row-major
-};
-
-// As fp8_block_gemm_supported: built in, an sm_90 GPU, n and k multiples of
-// 128, w, out and bias 16-byte aligned, and CUTLASS's own checks.
-bool fp8_row_gemm_supported(const Fp8RowGemmArgs& args);
-const char* fp8_row_gemm(const Fp8RowGemmArgs& args, void* workspace, size_t workspace_bytes,
-                         cudaStream_t stream);
 
 }  // namespace loom::cuda

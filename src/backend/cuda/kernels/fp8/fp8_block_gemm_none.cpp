@@ -1,4 +1,4 @@
-// fp8_block_gemm and fp8_row_gemm (fp8_block_gemm.h) in a build without the CUTLASS kernel (no
+// fp8_block_gemm (fp8_block_gemm.h) in a build without the CUTLASS kernel (no
 // CUTLASS headers, or no sm_90a among the CUDA architectures): it supports
 // nothing, so Fp8Gemm uses its other kernels.
 #include "backend/cuda/kernels/fp8/fp8_block_gemm.h"
@@ -14,14 +14,6 @@ bool fp8_block_gemm_supported(const Fp8BlockGemmArgs&) {
 }
 
 const char* fp8_block_gemm(const Fp8BlockGemmArgs&, void*, size_t, cudaStream_t) {
-  return "this build has no CUTLASS FP8 block-scaled GEMM (CUTLASS headers and sm_90a needed)";
-}
-
-bool fp8_row_gemm_supported(const Fp8RowGemmArgs&) {
-  return false;
-}
-
-const char* fp8_row_gemm(const Fp8RowGemmArgs&, void*, size_t, cudaStream_t) {
   return "this build has no CUTLASS FP8 GEMM (CUTLASS headers and sm_90a needed)";
 }
 

@@ -1,4 +1,4 @@
-// fp8_row_gemm (fp8_block_gemm.h): the sm_90a GEMM of fp8_block_gemm_sm90.cuh
+// fp8_block_gemm's row_scales mode (fp8_block_gemm.h): the sm_90a GEMM of fp8_block_gemm_sm90.cuh
 // with one scale per row of x and one per weight row, each repeated over the
 // 128-column groups of k (a stride of 0), so that every group's partial sums
 // are scaled by x_scale[m] * w_scale[n] as they are promoted to f32.
@@ -10,7 +10,7 @@ namespace {
 
 using G = sm90::ScaledGemm;
 
-G::Gemm::Arguments arguments_of(const Fp8RowGemmArgs& a, int device, int sms) {
+G::Gemm::Arguments arguments_of(const Fp8BlockGemmArgs& a, int device, int sms) {
   using namespace cute;
   const int m = static_cast<int>(a.m), n = static_cast<int>(a.n), k = static_cast<int>(a.k);
   const int kb = k / sm90::kGroup;
@@ -26,17 +26,14 @@ G::Gemm::Arguments arguments_of(const Fp8RowGemmArgs& a, int device, int sms) {
 
 }  // namespace
 
-bool fp8_row_gemm_supported(const Fp8RowGemmArgs& a) {
+bool sm90::row_gemm_supported(const Fp8BlockGemmArgs& a) {
   int device = 0, sms = 0;
-  if (!sm90::shape_ok(a.m, a.n, a.k, a.w, a.out, a.bias, device, sms)) return false;
-  return G::can_implement(arguments_of(a, device, sms));
+  return sm90::shape_ok(a, device, sms) && G::can_implement(arguments_of(a, device, sms));
 }
 
-const char* fp8_row_gemm(const Fp8RowGemmArgs& a, void* workspace, size_t workspace_bytes,
-                         cudaStream_t stream) {
-  int device = 0, cc = 0, sms = 0;
-  if (!sm90::device_info(device, cc, sms)) return "no current CUDA device";
-  return G::run(arguments_of(a, device, sms), workspace, workspace_bytes, stream);
+const char* sm90::row_gemm(const Fp8BlockGemmArgs& a, void* workspace, size_t workspace_bytes,
+                           cudaStream_t stream) {
+  return sm90::launch(a, arguments_of, workspace, workspace_bytes, stream);
 }
 
 }  // namespace loom::cuda

@@ -1,5 +1,6 @@
 // fp8_block_gemm (fp8_block_gemm.h): the sm_90a GEMM of fp8_block_gemm_sm90.cuh
-// with 128x128 weight blocks and x's 1x128 groups.
+// with 128x128 weight blocks and x's 1x128 groups; row_scales goes to
+// fp8_block_gemm_rows_sm90.cu's instantiation.
 #define LOOM_FP8_GEMM_W_SCALE_ROWS 128
 #include "backend/cuda/kernels/fp8/fp8_block_gemm_sm90.cuh"
 
@@ -36,8 +37,9 @@ bool fp8_block_gemm_built() {
 }
 
 bool fp8_block_gemm_supported(const Fp8BlockGemmArgs& a) {
+  if (a.row_scales) return sm90::row_gemm_supported(a);
   int device = 0, sms = 0;
-  if (!sm90::shape_ok(a.m, a.n, a.k, a.w, a.out, a.bias, device, sms)) return false;
+  if (!sm90::shape_ok(a, device, sms)) return false;
   constexpr int64_t kMaxInt = 0x7fffffff;
   if (a.x_scale_ld < a.m || a.x_scale_ld % 4 != 0 || a.w_scale_ld < a.k / sm90::kGroup)
     return false;
@@ -52,9 +54,8 @@ bool fp8_block_gemm_supported(const Fp8BlockGemmArgs& a) {
 
 const char* fp8_block_gemm(const Fp8BlockGemmArgs& a, void* workspace, size_t workspace_bytes,
                            cudaStream_t stream) {
-  int device = 0, cc = 0, sms = 0;
-  if (!sm90::device_info(device, cc, sms)) return "no current CUDA device";
-  return G::run(arguments_of(a, device, sms), workspace, workspace_bytes, stream);
+  if (a.row_scales) return sm90::row_gemm(a, workspace, workspace_bytes, stream);
+  return sm90::launch(a, arguments_of, workspace, workspace_bytes, stream);
 }
 
 }  // namespace loom::cuda

@@ -1,5 +1,5 @@
-// The Hopper FP8 GEMM behind fp8_block_gemm and fp8_row_gemm
-// (fp8_block_gemm.h): CUTLASS's sm_90a FP8 GEMM with blockwise scaling (the
+// The Hopper FP8 GEMM behind fp8_block_gemm (fp8_block_gemm.h), both scale
+// modes: CUTLASS's sm_90a FP8 GEMM with blockwise scaling (the
 // KernelTmaWarpSpecializedCooperativeFP8Blockwise mainloop of CUTLASS's
 // example 67): TMA loads, two consumer warpgroups on wgmma, and every 128
 // columns of k the tensor core's partial sums are scaled by x's scale and the
@@ -7,18 +7,16 @@
 // to bf16 once.
 //
 // A translation unit defines LOOM_FP8_GEMM_W_SCALE_ROWS (128 or 1) and
-// includes this header for its one instantiation, ScaledGemm (compile time on
-// small machines; namespace-scope types, which the host compiler takes where
-// a class template's dependent CUTLASS builders failed): x's scales per row and
-// 128 columns (MN-major: scale[g * ld + row]; a stride of 0 across the groups
-// repeats one scale per row), the weight's per 128x128 block (kScaleRowsW =
-// 128, K-major) or per row (kScaleRowsW = 1, MN-major with a stride of 0
-// across the groups). 128x128x128 tiles, clusters of 2 along n (x's tile
-// multicast to both CTAs), the persistent tile scheduler (each tile sums all
-// of k in one CTA: no split-K or stream-K, so rows do not depend on each
-// other or on how many there are). In CUTLASS's terms A = x [m, k]
-// (row-major), B = w^T (column-major [k, n], i.e. w [n, k] row-major), D =
-// out [m, n] row-major.
+// includes this header for its one instantiation, ScaledGemm, internal to it
+// (compile time on small machines; namespace-scope types, which the host
+// compiler takes where a class template's dependent CUTLASS builders failed): x's scales per row
+// and 128 columns (MN-major: scale[g * ld + row]; a stride of 0 across the groups repeats one scale
+// per row), the weight's per 128x128 block (kScaleRowsW = 128, K-major) or per row (kScaleRowsW =
+// 1, MN-major with a stride of 0 across the groups). 128x128x128 tiles, clusters of 2 along n (x's
+// tile multicast to both CTAs), the persistent tile scheduler (each tile sums all of k in one CTA:
+// no split-K or stream-K, so rows do not depend on each other or on how many there are). In
+// CUTLASS's terms A = x [m, k] (row-major), B = w^T (column-major [k, n], i.e. w [n, k] row-major),
+// D = out [m, n] row-major.
 #pragma once
 
 #include <cutlass/cutlass.h>
@@ -37,6 +35,13 @@
 #endif
 
 namespace loom::cuda::sm90 {
+
+// The row_scales mode, defined in fp8_block_gemm_rows_sm90.cu.
+bool row_gemm_supported(const Fp8BlockGemmArgs& args);
+const char* row_gemm(const Fp8BlockGemmArgs& args, void* workspace, size_t workspace_bytes,
+                     cudaStream_t stream);
+
+namespace {  // each translation unit's own instantiation
 
 using namespace cute;
 
@@ -149,18 +154,27 @@ inline bool device_info(int& device, int& cc, int& sms) {
   return true;
 }
 
-// What both GEMMs ask of a problem before CUTLASS's own check: an sm_90 GPU
+// What both modes ask of a problem before CUTLASS's own check: an sm_90 GPU
 // (sm_90a code runs on 9.0 only), n and k multiples of 128, int-sized
 // extents, 16-byte aligned w, out and bias.
-inline bool shape_ok(int64_t m, int64_t n, int64_t k, const void* w, const void* out,
-                     const void* bias, int& device, int& sms) {
+inline bool shape_ok(const Fp8BlockGemmArgs& a, int& device, int& sms) {
   int cc = 0;
   if (!device_info(device, cc, sms) || cc != 90) return false;
   constexpr int64_t kMaxInt = 0x7fffffff;
-  if (m <= 0 || n <= 0 || k <= 0 || n % kGroup != 0 || k % kGroup != 0) return false;
-  if (m * k > kMaxInt || n * k > kMaxInt || m * n > kMaxInt) return false;
-  if (!aligned16(w) || !aligned16(out)) return false;
-  return !bias || aligned16(bias);
+  if (a.m <= 0 || a.n <= 0 || a.k <= 0 || a.n % kGroup != 0 || a.k % kGroup != 0) return false;
+  if (a.m * a.k > kMaxInt || a.n * a.k > kMaxInt || a.m * a.n > kMaxInt) return false;
+  if (!aligned16(a.w) || !aligned16(a.out)) return false;
+  return !a.bias || aligned16(a.bias);
 }
 
+// Queues ScaledGemm with the arguments arguments_of(args, device, sms) builds.
+template <class ArgumentsOf>
+const char* launch(const Fp8BlockGemmArgs& args, ArgumentsOf arguments_of, void* workspace,
+                   size_t workspace_bytes, cudaStream_t stream) {
+  int device = 0, cc = 0, sms = 0;
+  if (!device_info(device, cc, sms)) return "no current CUDA device";
+  return ScaledGemm::run(arguments_of(args, device, sms), workspace, workspace_bytes, stream);
+}
+
+}  // namespace
 }  // namespace loom::cuda::sm90
