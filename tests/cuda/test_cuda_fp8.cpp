@@ -524,11 +524,16 @@ TEST_F(CudaFp8Test, RejectsBadShapes) {
 
 // --- CUTLASS's block-scaled FP8 GEMM (sm_90) ---
 
-// 128x128 weight blocks past 8 rows: CUTLASS's GEMM against the reference
-// (sampled rows of the large products: rows are independent), with and
-// without bias; shapes it does not take (n or k not a multiple of 128) fall
-// back to another kernel; a row's result does not depend on the other rows
-// nor on its place in a 128-row tile (bitwise).
+// Why CUTLASS's FP8 GEMM cannot run here, or null.
+const char* no_cutlass_here() {
+  int major = 0, minor = 0;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0);
+  if (!cuda::fp8_block_gemm_built()) return "this build has no CUTLASS FP8 GEMM";
+  if (major * 10 + minor != 90) return "CUTLASS FP8 GEMM: sm_90 only";
+  return nullptr;
+}
+
 // The same CUTLASS GEMM with per-row scales (per-channel and per-tensor
 // weights; per-token and static activations), forced at every m including
 // decode's 1-8 rows: against the reference, and a row's bits the same at
@@ -536,11 +541,7 @@ TEST_F(CudaFp8Test, RejectsBadShapes) {
 // batch agree).
 TEST_F(CudaFp8Test, CutlassRowGemmMatchesReference) {
   using Path = cuda::Fp8Gemm::Path;
-  int major = 0, minor = 0;
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
-  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0);
-  if (!cuda::fp8_block_gemm_built()) GTEST_SKIP() << "this build has no CUTLASS FP8 GEMM";
-  if (major * 10 + minor != 90) GTEST_SKIP() << "CUTLASS FP8 GEMM: sm_90 only";
+  if (const char* why = no_cutlass_here()) GTEST_SKIP() << why;
   cuda::Fp8Gemm gemm(stream_);
   gemm.force_path(Path::Cutlass);
   for (Scheme scheme : {Scheme::Channel, Scheme::TensorStatic})
@@ -586,13 +587,14 @@ TEST_F(CudaFp8Test, CutlassRowGemmMatchesReference) {
   EXPECT_GT(gemm.stats().cutlass, 0u);
 }
 
+// 128x128 weight blocks past 8 rows: CUTLASS's GEMM against the reference
+// (sampled rows of the large products: rows are independent), with and
+// without bias; shapes it does not take (n or k not a multiple of 128) fall
+// back to another kernel; a row's result does not depend on the other rows
+// nor on its place in a 128-row tile (bitwise).
 TEST_F(CudaFp8Test, CutlassBlockGemmMatchesReference) {
   using Path = cuda::Fp8Gemm::Path;
-  int major = 0, minor = 0;
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
-  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0);
-  if (!cuda::fp8_block_gemm_built()) GTEST_SKIP() << "this build has no CUTLASS FP8 block GEMM";
-  if (major * 10 + minor != 90) GTEST_SKIP() << "CUTLASS FP8 block GEMM: sm_90 only";
+  if (const char* why = no_cutlass_here()) GTEST_SKIP() << why;
   std::printf("  cutlass fp8 block gemm: built, sm_90\n");
   cuda::Fp8Gemm gemm(stream_);
   const int64_t n = 6144, k = 4096;
