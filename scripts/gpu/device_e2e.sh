@@ -47,6 +47,7 @@
 #   fp8rows  CUTLASS's per-row-scaled FP8 GEMM (LOOM_FP8_CUTLASS_ROWS=1) vs the default
 #            cuBLASLt path: its tests, GEMM tables, alone vs batched, then A B A B decode,
 #            offline and 512 x 1000/1000 with --quantization fp8 --kv-cache-dtype fp8
+#            (fp8rowstest: the tests and tables only; fp8rowsbench: the A B A B only)
 #   offsweep 8B 1,000 ShareGPT-like requests, bf16 and FP8 (weights + KV), at each
 #            --max-num-seqs:--max-num-batched-tokens pair of OFFSWEEP (default
 #            512:16384 1024:16384 1024:32768), with the step profile
@@ -564,7 +565,7 @@ for r in runs:
     done
     meta /tmp/fp8fixed.jsonl "bench offline: 512 requests, 1000 in / 1000 out, Llama-3-8B shape, --max-num-seqs 512 --max-num-batched-tokens 16384: bf16, then --quantization fp8 --kv-cache-dtype fp8 (run_info: KV blocks)" > "$OUT/bench_fixed_8b_fp8.json"
     ;;
-  fp8rows)
+  fp8rows|fp8rowstest)
     # CUTLASS's GEMM with per-row scales (LOOM_FP8_CUTLASS_ROWS=1) against the
     # default (cuBLASLt's unit-scale FP8 GEMM + a scaling pass), --quantization fp8:
     # its test, the GEMM tables, alone-vs-batched, then A B A B in one call:
@@ -578,6 +579,8 @@ for r in runs:
     timeout 120 $T/bench_cuda_ops --matmul > /tmp/fr_mm.log 2>&1; echo "bench_cuda_ops --matmul rc=$?"
     awk '/per-row scales/{f=1} /128x128 block/{f=0} f' /tmp/fr_mm.log | grep -E "forward step"
     cat /tmp/fr.log /tmp/fr_engine.log /tmp/fr_mm.log > "$OUT/fp8rows_tests.log"
+    ;;&
+  fp8rows|fp8rowsbench)
     model8b
     $L bench workload --model /tmp/llama8b --dataset sharegpt --num-requests 1000 --seed 0 --output /tmp/w.jsonl
     : > /tmp/fr_all.jsonl
