@@ -1,7 +1,7 @@
 # CUTLASS's headers (from the nvidia-cutlass wheel scripts/setup.sh fetches
-# into third_party/cutlass) for the one CUTLASS kernel: the Hopper FP8 GEMM
-# with 128x128 block-scaled or per-row scaled weights (src/backend/cuda/
-# kernels/fp8/fp8_block_gemm_sm90.cuh). It needs sm_90a (wgmma, TMA), so it is its own
+# into third_party/cutlass) for the Hopper FP8 GEMMs: 128x128 block-scaled or
+# per-row scaled weights (src/backend/cuda/kernels/fp8/fp8_gemm_sm90.cuh).
+# They need sm_90a (wgmma, TMA), so they are their own
 # target compiled for 90a alone, built when the CUDA architectures include 90a
 # (or, with "native", when the visible GPU is compute capability 9.0);
 # otherwise fp8_block_gemm_none.cpp says the kernel is absent. Included from
@@ -21,10 +21,11 @@ endif()
 set(loom_fp8_block_dir ${PROJECT_SOURCE_DIR}/src/backend/cuda/kernels/fp8)
 if(loom_cutlass_sm90 AND EXISTS "${LOOM_CUTLASS_DIR}/include/cutlass/cutlass.h"
    AND EXISTS "${LOOM_CUTLASS_DIR}/include/cute/tensor.hpp")
-  # Two instantiations of fp8_block_gemm_sm90.cuh, one per translation unit:
-  # 128x128-block and per-row weight scales.
+  # One CUTLASS kernel per translation unit (compile time): 128x128-block
+  # scales, and per-row scales at two tile heights.
   add_library(loom_fp8_block_gemm STATIC ${loom_fp8_block_dir}/fp8_block_gemm_sm90.cu
-                                         ${loom_fp8_block_dir}/fp8_block_gemm_rows_sm90.cu)
+                                         ${loom_fp8_block_dir}/fp8_row_gemm_small_sm90.cu
+                                         ${loom_fp8_block_dir}/fp8_row_gemm_large_sm90.cu)
   set_target_properties(loom_fp8_block_gemm PROPERTIES CUDA_ARCHITECTURES 90a)
   target_include_directories(loom_fp8_block_gemm PRIVATE ${PROJECT_SOURCE_DIR}/src)
   # SYSTEM: CUTLASS's own warnings are its maintainers' business.

@@ -577,8 +577,12 @@ for r in runs:
       > /tmp/fr_engine.log 2>&1; echo "test_cuda_engine alone vs batched, LOOM_FP8_CUTLASS_ROWS=1: rc=$?"
     grep -E "identical" /tmp/fr_engine.log | grep -E "fp8|online" | head -12
     timeout 120 $T/bench_cuda_ops --matmul > /tmp/fr_mm.log 2>&1; echo "bench_cuda_ops --matmul rc=$?"
-    awk '/per-row scales/{f=1} /128x128 block/{f=0} f' /tmp/fr_mm.log | grep -E "forward step"
-    cat /tmp/fr.log /tmp/fr_engine.log /tmp/fr_mm.log > "$OUT/fp8rows_tests.log"
+    awk '/per-row scales/{f=1} /128x128 block/{f=0} f' /tmp/fr_mm.log | grep -E "forward step|cutlass +(1|64) "
+    # CUTLASS's 128-row tiles at every m, against its 64-row tiles up to 64 rows.
+    LOOM_FP8_ROW_SMALL_TILE_ROWS=0 timeout 120 $T/bench_cuda_ops --matmul > /tmp/fr_mm0.log 2>&1
+    echo "-- LOOM_FP8_ROW_SMALL_TILE_ROWS=0 (128-row tiles only): rc=$?"
+    awk '/per-row scales/{f=1} /128x128 block/{f=0} f' /tmp/fr_mm0.log | grep -E "cutlass\): |cutlass +(1|64) "
+    cat /tmp/fr.log /tmp/fr_engine.log /tmp/fr_mm.log /tmp/fr_mm0.log > "$OUT/fp8rows_tests.log"
     ;;&
   fp8rows|fp8rowsbench)
     model8b

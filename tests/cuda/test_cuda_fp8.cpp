@@ -534,18 +534,18 @@ const char* no_cutlass_here() {
   return nullptr;
 }
 
-// The same CUTLASS GEMM with per-row scales (per-channel and per-tensor
-// weights; per-token and static activations), forced at every m including
-// decode's 1-8 rows: against the reference, and a row's bits the same at
-// every m (so that with LOOM_FP8_CUTLASS_ROWS=1 a request alone and in any
-// batch agree).
+// CUTLASS's GEMM with per-row scales (per-channel and per-tensor weights;
+// per-token and static activations), forced at every m including decode's
+// 1-8 rows: against the reference, and a row's bits the same at every m, on
+// either side of the switch from 64-row to 128-row tiles (so that a request
+// alone and in any batch agree).
 TEST_F(CudaFp8Test, CutlassRowGemmMatchesReference) {
   using Path = cuda::Fp8Gemm::Path;
   if (const char* why = no_cutlass_here()) GTEST_SKIP() << why;
   cuda::Fp8Gemm gemm(stream_);
   gemm.force_path(Path::Cutlass);
   for (Scheme scheme : {Scheme::Channel, Scheme::TensorStatic})
-    for (auto [n, k] : {std::pair<int64_t, int64_t>{6144, 4096}, {1024, 896}}) {
+    for (auto [n, k] : {std::pair<int64_t, int64_t>{6144, 4096}, {1024, 896}, {200, 272}}) {
       SCOPED_TRACE(scheme_name(scheme));
       const LinearWeight host = make_weight(scheme, n, k, 51);
       const LinearWeight w = gpu_->prepare_linear(host);
@@ -553,9 +553,9 @@ TEST_F(CudaFp8Test, CutlassRowGemmMatchesReference) {
       Tensor gb = gpu_bf16(*gpu_, b, {n});
       double worst = 0;
       std::map<int64_t, std::vector<float>> results;  // m -> out
-      for (int64_t m : {1, 2, 8, 9, 64, 300}) {
+      for (int64_t m : {1, 2, 8, 9, 64, 65, 128, 300}) {
         const auto x = random_bf16_values(static_cast<size_t>(m * k), 57, -2, 2);  // prefixes agree
-        const bool with_bias = n == 1024;
+        const bool with_bias = n != 6144;
         std::ostringstream what;
         what << scheme_name(scheme) << " cutlass rows m " << m << " n " << n << " k " << k;
         Tensor out = gpu_->alloc(DType::BF16, {m, n});
@@ -574,13 +574,13 @@ TEST_F(CudaFp8Test, CutlassRowGemmMatchesReference) {
       std::printf("  fp8 linear %-18s n %5lld cutlass rows worst err/tol %.3f\n",
                   scheme_name(scheme), static_cast<long long>(n), worst);
       const auto& all = results[300];
-      for (int64_t m : {1, 2, 8, 9, 64})
+      for (int64_t m : {1, 2, 8, 9, 64, 65, 128})
         EXPECT_TRUE(std::equal(results[m].begin(), results[m].end(), all.begin()))
             << "m " << m << ": rows differ from the same rows in m 300";
     }
-  // Not a multiple of 128: forcing it throws.
-  const LinearWeight w2 = gpu_->prepare_linear(make_weight(Scheme::Channel, 200, 256, 59));
-  Tensor out = gpu_->alloc(DType::BF16, {4, 200});
+  // n not a multiple of 8 (rows of out not 16-byte aligned for the TMA): forcing it throws.
+  const LinearWeight w2 = gpu_->prepare_linear(make_weight(Scheme::Channel, 203, 256, 59));
+  Tensor out = gpu_->alloc(DType::BF16, {4, 203});
   EXPECT_THROW(gemm.run(gpu_bf16(*gpu_, random_bf16_values(4 * 256, 61, -2, 2), {4, 256}).data(), 4,
                         view_of(w2), nullptr, out.data()),
                Error);

@@ -45,6 +45,7 @@ Fp8Gemm::Fp8Gemm(cudaStream_t stream) : stream_(stream) {
   if (env && std::string_view(env) == "1") small_m_ = 1;
   const char* rows_env = std::getenv("LOOM_FP8_CUTLASS_ROWS");
   cutlass_rows_ = rows_env && std::string_view(rows_env) == "1";
+  small_tile_rows_ = env_int("LOOM_FP8_ROW_SMALL_TILE_ROWS", 0, int64_t{1} << 40, small_tile_rows_);
   const char* stream_env = std::getenv("LOOM_FP8_STREAM");
   stream_path_ = stream_env && std::string_view(stream_env) == "1";
   stream_cfg_.chunk =
@@ -279,6 +280,7 @@ bool Fp8Gemm::run_cutlass(const void* x, int64_t m, const Fp8WeightView& w, cons
   const int64_t mp = w.block ? round_up(m, 4) : m, k = w.k;
   Fp8BlockGemmArgs a;
   a.row_scales = !w.block;
+  a.small_tile_rows = small_tile_rows_;
   a.x_scale_ld = mp;
   a.m = m;
   a.w = w.w;

@@ -108,9 +108,10 @@ class Fp8Gemm {
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
   int small_m_ = -1;  // -1: block-scaled weights only; LOOM_FP8_SMALL_M=0: none, =1: every scheme
-  bool cutlass_rows_ = false;   // LOOM_FP8_CUTLASS_ROWS=1: CUTLASS for per-row scales too
-  bool stream_path_ = false;    // LOOM_FP8_STREAM=1: the persistent kernel at one or two rows
-  Fp8StreamConfig stream_cfg_;  // LOOM_FP8_STREAM_CHUNK, LOOM_FP8_STREAM_BLOCKS (A/B sweeps)
+  bool cutlass_rows_ = false;     // LOOM_FP8_CUTLASS_ROWS=1: CUTLASS for per-row scales too
+  int64_t small_tile_rows_ = 64;  // LOOM_FP8_ROW_SMALL_TILE_ROWS: CUTLASS's 64-row tiles up to it
+  bool stream_path_ = false;      // LOOM_FP8_STREAM=1: the persistent kernel at one or two rows
+  Fp8StreamConfig stream_cfg_;    // LOOM_FP8_STREAM_CHUNK, LOOM_FP8_STREAM_BLOCKS (A/B sweeps)
   int sms_ = 0;
   bool unit_scale_logged_ = false;
   std::optional<Path> forced_;

@@ -1,10 +1,10 @@
-// The Hopper FP8 GEMM for 128x128 block-scaled weights (fp8_block_gemm_sm90.cuh:
+// The Hopper FP8 GEMMs for 128x128 block-scaled weights (fp8_gemm_sm90.cuh:
 // CUTLASS's sm_90a warp-specialized GEMM with blockwise scaling), callable from
 // host C++: out[m, n] = sum_g (sum_{k in g} xq[m, k] w[n, k]) x_scale[m, g]
 // w_scale[n / 128, g] (+ bias[n]), bf16 out rounded once, for the 128-column
 // groups g of k; or, with row_scales, one scale per row on both sides (see
-// Fp8BlockGemmArgs). A build without CUTLASS or without sm_90a links
-// fp8_block_gemm_none.cpp instead, which supports nothing.
+// Fp8BlockGemmArgs; a GEMM that scales in its epilogue). A build without CUTLASS or without sm_90a
+// links fp8_block_gemm_none.cpp instead, which supports nothing.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -14,35 +14,37 @@
 
 namespace loom::cuda {
 
-// row_scales: the same GEMM (fp8_block_gemm_rows_sm90.cu) with one scale per
-// row of x and one per weight row (per-token or static activations,
-// per-channel or per-tensor weights repeated per row): out[m, n] = sum_g
-// (sum_{k in g} xq[m, k] w[n, k]) x_scale[m] w_scale[n] (+ bias[n]), each
-// group's partial sums scaled as they are promoted to f32; x_scale_ld and
+// row_scales: per-row scales on both sides (per-token or static activations,
+// per-channel or per-tensor weights repeated per row), applied once in the
+// epilogue: out[m, n] = bf16((x_scale[m] w_scale[n]) sum_k xq[m, k] w[n, k]
+// (+ bias[n])), the tensor core's partial sums added to f32 every 128 columns
+// of k (fp8_row_gemm_sm90.cuh); products of up to small_tile_rows rows take
+// 64x64 tiles, larger ones 128x128 (the same bits either way); x_scale_ld and
 // w_scale_ld unused.
 struct Fp8BlockGemmArgs {
   bool row_scales = false;
   const uint8_t* xq = nullptr;     // fp8 E4M3 [m, k], row-major, 16-byte aligned
   const float* x_scale = nullptr;  // x_scale[g * x_scale_ld + row] (quantize_fp8_rows' Group
                                    // layout), 16-byte aligned; row_scales: x_scale[row]
-  int64_t x_scale_ld = 0;  // >= m, a multiple of 4 (16-byte rows for the TMA)
+  int64_t x_scale_ld = 0;          // >= m, a multiple of 4 (16-byte rows for the TMA)
   int64_t m = 0;
   const uint8_t* w = nullptr;      // fp8 E4M3 [n, k], row-major
   const float* w_scale = nullptr;  // w_scale[(n / 128) * w_scale_ld + k / 128]; row_scales: [n]
   int64_t w_scale_ld = 0;          // >= k / 128
   int64_t n = 0, k = 0;
-  const void* bias = nullptr;  // bf16 [n] or null
-  void* out = nullptr;         // bf16 [m, n], row-major
+  const void* bias = nullptr;    // bf16 [n] or null
+  void* out = nullptr;           // bf16 [m, n], row-major
+  int64_t small_tile_rows = 64;  // row_scales: the most rows the 64-row tiles take
 };
 
 // Whether this build has the kernel (CUTLASS headers and sm_90a at build time).
 bool fp8_block_gemm_built();
 
 // Whether fp8_block_gemm computes this product on the current device: built
-// in, an sm_90 GPU, n and k multiples of 128, x_scale_ld as above (block
-// scales), w, out and
-// bias 16-byte aligned (xq and x_scale are not looked at: the caller may ask
-// before it quantises x). Otherwise callers use another kernel.
+// in, an sm_90 GPU, w, out, bias (and row_scales: w_scale) 16-byte aligned;
+// block scales: n and k multiples of 128, x_scale_ld as above; row_scales: n
+// a multiple of 8, k of 16 (xq and x_scale are not looked at: the caller may
+// ask before it quantises x). Otherwise callers use another kernel.
 bool fp8_block_gemm_supported(const Fp8BlockGemmArgs& args);
 
 // Queues the product on `stream`, with `workspace` as CUTLASS's scratch (the

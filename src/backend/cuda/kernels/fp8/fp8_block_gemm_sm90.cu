@@ -1,16 +1,61 @@
-// fp8_block_gemm (fp8_block_gemm.h): the sm_90a GEMM of fp8_block_gemm_sm90.cuh
-// with 128x128 weight blocks and x's 1x128 groups; row_scales goes to
-// fp8_block_gemm_rows_sm90.cu's instantiation.
-#define LOOM_FP8_GEMM_W_SCALE_ROWS 128
-#include "backend/cuda/kernels/fp8/fp8_block_gemm_sm90.cuh"
+// fp8_block_gemm (fp8_block_gemm.h) on sm_90a: 128x128 weight blocks with
+// x's 1x128 groups here, the row_scales mode in fp8_row_gemm_sm90.cuh's two
+// instantiations (fp8_gemm_sm90.cuh says what they share).
+//
+// CUTLASS's FP8 GEMM with blockwise scaling (the
+// KernelTmaWarpSpecializedCooperativeFP8Blockwise mainloop): TMA loads, two
+// consumer warpgroups on wgmma, and every 128 columns of k the tensor core's
+// partial sums are scaled by x's scale and the weight's and added to f32
+// registers. The epilogue adds the bias and rounds to bf16 once. x's scales
+// per row and 128 columns (MN-major: scale[g * ld + row]), the weight's per
+// 128x128 block (K-major). 128x128x128 tiles, clusters of 2 along n (x's tile
+// multicast to both CTAs).
+#include "backend/cuda/kernels/fp8/fp8_gemm_sm90.cuh"
 
 namespace loom::cuda {
 namespace {
 
-using G = sm90::ScaledGemm;
+using namespace cute;
 
-G::Gemm::Arguments arguments_of(const Fp8BlockGemmArgs& a, int device, int sms) {
-  using namespace cute;
+namespace types {
+using ElementA = cutlass::float_e4m3_t;
+using LayoutA = cutlass::layout::RowMajor;
+using ElementB = cutlass::float_e4m3_t;
+using LayoutB = cutlass::layout::ColumnMajor;
+using ElementD = cutlass::bfloat16_t;
+using LayoutD = cutlass::layout::RowMajor;
+using ElementBias = cutlass::bfloat16_t;
+constexpr int kAlignAB = 16;  // elements: 16 bytes
+constexpr int kAlignD = 8;
+
+using TileShape = Shape<_128, _128, _128>;
+using ClusterShape = Shape<_1, _2, _1>;
+using ScaleConfig = cutlass::detail::Sm90BlockwiseScaleConfig<1, sm90::kGroup, sm90::kGroup,
+                                                              GMMA::Major::MN, GMMA::Major::K>;
+using LayoutSFA = decltype(ScaleConfig::deduce_layoutSFA());
+using LayoutSFB = decltype(ScaleConfig::deduce_layoutSFB());
+
+// D = acc + bias[n] (no C operand: ElementC void), alpha 1, beta 0.
+using Fusion =
+    cutlass::epilogue::fusion::LinCombPerColBias<ElementD, float, ElementBias, ElementD, float>;
+using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+    cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
+    cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, LayoutD, kAlignD, ElementD,
+    LayoutD, kAlignD, cutlass::epilogue::TmaWarpSpecializedCooperative, Fusion>::CollectiveOp;
+using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+    cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementA, cute::tuple<LayoutA, LayoutSFA>,
+    kAlignAB, ElementB, cute::tuple<LayoutB, LayoutSFB>, kAlignAB, float, TileShape, ClusterShape,
+    cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
+        sizeof(typename Epilogue::SharedStorage))>,
+    cutlass::gemm::KernelTmaWarpSpecializedCooperativeFP8Blockwise>::CollectiveOp;
+using Kernel = cutlass::gemm::kernel::GemmUniversal<Shape<int, int, int, int>, Mainloop, Epilogue,
+                                                    cutlass::gemm::PersistentScheduler>;
+using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
+}  // namespace types
+
+using types::Gemm;
+
+Gemm::Arguments arguments_of(const Fp8BlockGemmArgs& a, int device, int sms) {
   constexpr int kBlock = sm90::kGroup;
   const int m = static_cast<int>(a.m), n = static_cast<int>(a.n), k = static_cast<int>(a.k);
   const int kb = k / kBlock, nb = n / kBlock;
@@ -19,15 +64,34 @@ G::Gemm::Arguments arguments_of(const Fp8BlockGemmArgs& a, int device, int sms) 
   // can_implement wants m itself a multiple of 4 for this TMA load; the TMA
   // only needs 16-byte strides, which x_ld gives, and fills rows past m with
   // zeros.)
-  const G::LayoutSFA sfa =
+  const types::LayoutSFA sfa =
       make_layout(make_shape(make_shape(_1{}, m), make_shape(Int<kBlock>{}, kb), 1),
                   make_stride(make_stride(_0{}, _1{}), make_stride(_0{}, x_ld), x_ld * kb));
   // The weight's scales: nb rows of kb, row stride w_ld.
-  const G::LayoutSFB sfb =
+  const types::LayoutSFB sfb =
       make_layout(make_shape(make_shape(Int<kBlock>{}, nb), make_shape(Int<kBlock>{}, kb), 1),
                   make_stride(make_stride(_0{}, w_ld), make_stride(_0{}, _1{}), w_ld * nb));
-  return G::arguments(a.xq, a.x_scale, sfa, a.w, a.w_scale, sfb, m, n, k, a.bias, a.out, device,
-                      sms);
+  Gemm::Arguments args{};
+  args.mode = cutlass::gemm::GemmUniversalMode::kGemm;
+  args.problem_shape = {m, n, k, 1};
+  args.mainloop.ptr_A = reinterpret_cast<const types::ElementA*>(a.xq);
+  args.mainloop.dA = make_stride(int64_t{k}, _1{}, int64_t{m} * k);
+  args.mainloop.ptr_B = reinterpret_cast<const types::ElementB*>(a.w);
+  args.mainloop.dB = make_stride(int64_t{k}, _1{}, int64_t{n} * k);
+  args.mainloop.ptr_SFA = a.x_scale;
+  args.mainloop.layout_SFA = sfa;
+  args.mainloop.ptr_SFB = a.w_scale;
+  args.mainloop.layout_SFB = sfb;
+  args.epilogue.thread.alpha = 1.0f;
+  args.epilogue.thread.beta = 0.0f;
+  args.epilogue.thread.bias_ptr = static_cast<const types::ElementBias*>(a.bias);
+  args.epilogue.ptr_C = nullptr;
+  args.epilogue.ptr_D = static_cast<types::ElementD*>(a.out);
+  args.epilogue.dD = make_stride(int64_t{n}, _1{}, int64_t{m} * n);
+  args.epilogue.dC = args.epilogue.dD;
+  args.hw_info.device_id = device;
+  args.hw_info.sm_count = sms;
+  return args;
 }
 
 }  // namespace
@@ -37,9 +101,11 @@ bool fp8_block_gemm_built() {
 }
 
 bool fp8_block_gemm_supported(const Fp8BlockGemmArgs& a) {
-  if (a.row_scales) return sm90::row_gemm_supported(a);
+  // Row scales: both tile heights take the shape, so that which one runs
+  // depends on m alone.
+  if (a.row_scales) return sm90::row_gemm_supported<64>(a) && sm90::row_gemm_supported<128>(a);
   int device = 0, sms = 0;
-  if (!sm90::shape_ok(a, device, sms)) return false;
+  if (!sm90::shape_ok(a, sm90::kGroup, sm90::kGroup, device, sms)) return false;
   constexpr int64_t kMaxInt = 0x7fffffff;
   if (a.x_scale_ld < a.m || a.x_scale_ld % 4 != 0 || a.w_scale_ld < a.k / sm90::kGroup)
     return false;
@@ -49,13 +115,18 @@ bool fp8_block_gemm_supported(const Fp8BlockGemmArgs& a) {
   // Everything else as CUTLASS checks it, on m rounded up to 4 (see arguments_of).
   Fp8BlockGemmArgs rounded = a;
   rounded.m = (a.m + 3) / 4 * 4;
-  return G::can_implement(arguments_of(rounded, device, sms));
+  return Gemm::can_implement(arguments_of(rounded, device, sms)) == cutlass::Status::kSuccess;
 }
 
 const char* fp8_block_gemm(const Fp8BlockGemmArgs& a, void* workspace, size_t workspace_bytes,
                            cudaStream_t stream) {
-  if (a.row_scales) return sm90::row_gemm(a, workspace, workspace_bytes, stream);
-  return sm90::launch(a, arguments_of, workspace, workspace_bytes, stream);
+  if (a.row_scales) {
+    return a.m <= a.small_tile_rows ? sm90::row_gemm<64>(a, workspace, workspace_bytes, stream)
+                         : sm90::row_gemm<128>(a, workspace, workspace_bytes, stream);
+  }
+  int device = 0, cc = 0, sms = 0;
+  if (!sm90::device_info(device, cc, sms)) return "no current CUDA device";
+  return sm90::run_gemm<Gemm>(arguments_of(a, device, sms), workspace, workspace_bytes, stream);
 }
 
 }  // namespace loom::cuda

@@ -1,0 +1,85 @@
+// What the sm_90a FP8 GEMMs behind fp8_block_gemm (fp8_block_gemm.h) share:
+// CUTLASS's headers, the checks every problem passes before CUTLASS's own, a
+// launch helper, and the row-scaled GEMM's entry points. Two kernels, in
+// their own translation units (compile time on small machines):
+//   fp8_block_gemm_sm90.cu: 128x128 weight blocks with x's 1x128 groups
+//     (CUTLASS's blockwise-scaled mainloop: every 128 columns of k the tensor
+//     core's partial sums are scaled by both and added to f32 registers);
+//   fp8_row_gemm_sm90.cuh, instantiated twice (fp8_row_gemm_small_sm90.cu,
+//     fp8_row_gemm_large_sm90.cu): one scale per row of x and per weight row,
+//     applied once in the epilogue.
+// In CUTLASS's terms A = x [m, k] (row-major), B = w^T (column-major [k, n],
+// i.e. w [n, k] row-major), D = out [m, n] row-major. Each tile sums all of
+// k in one CUDA block (persistent scheduler, no split-K or stream-K), so a
+// row's result does not depend on the other rows.
+#pragma once
+
+#include <cutlass/cutlass.h>
+#include <cutlass/gemm/device/gemm_universal_adapter.h>
+
+#include <cute/tensor.hpp>
+#include <cutlass/epilogue/collective/collective_builder.hpp>
+#include <cutlass/gemm/collective/collective_builder.hpp>
+#include <cutlass/gemm/dispatch_policy.hpp>
+#include <cutlass/gemm/kernel/gemm_universal.hpp>
+
+#include "backend/cuda/kernels/fp8/fp8_block_gemm.h"
+
+namespace loom::cuda::sm90 {
+
+constexpr int kGroup = 128;  // columns of k per scale (and weight block rows)
+
+// The row-scaled GEMM at one tile height (64: 64x64 tiles, for products of
+// up to Fp8BlockGemmArgs::small_tile_rows rows; 128: 128x128 tiles), defined
+// in fp8_row_gemm_small_sm90.cu and fp8_row_gemm_large_sm90.cu. Both sum k in
+// the same order (128 columns per wgmma group, promoted to f32 after each) and
+// scale the same way, so a row comes out the same bits from either.
+template <int TileM>
+bool row_gemm_supported(const Fp8BlockGemmArgs& args);
+template <int TileM>
+const char* row_gemm(const Fp8BlockGemmArgs& args, void* workspace, size_t workspace_bytes,
+                     cudaStream_t stream);
+
+inline bool aligned16(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
+
+// The current device, its compute capability (major * 10 + minor) and SM count.
+inline bool device_info(int& device, int& cc, int& sms) {
+  int major = 0, minor = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
+    return false;
+  cc = major * 10 + minor;
+  return true;
+}
+
+// What every problem needs before CUTLASS's own check: an sm_90 GPU (sm_90a
+// code runs on 9.0 only), n and k multiples of n_mult and k_mult, int-sized
+// extents, 16-byte aligned w, out and bias.
+inline bool shape_ok(const Fp8BlockGemmArgs& a, int64_t n_mult, int64_t k_mult, int& device,
+                     int& sms) {
+  int cc = 0;
+  if (!device_info(device, cc, sms) || cc != 90) return false;
+  constexpr int64_t kMaxInt = 0x7fffffff;
+  if (a.m <= 0 || a.n <= 0 || a.k <= 0 || a.n % n_mult != 0 || a.k % k_mult != 0) return false;
+  if (a.m * a.k > kMaxInt || a.n * a.k > kMaxInt || a.m * a.n > kMaxInt) return false;
+  if (!aligned16(a.w) || !aligned16(a.out)) return false;
+  return !a.bias || aligned16(a.bias);
+}
+
+// Queues CUTLASS's Gemm with these arguments: null, or what went wrong (a
+// static string).
+template <class Gemm>
+const char* run_gemm(const typename Gemm::Arguments& args, void* workspace, size_t workspace_bytes,
+                     cudaStream_t stream) {
+  if (Gemm::get_workspace_size(args) > workspace_bytes) return "workspace too small";
+  Gemm gemm;
+  cutlass::Status st = gemm.initialize(args, workspace, stream);
+  if (st == cutlass::Status::kSuccess) st = gemm.run(stream);  // checks the launch
+  return st == cutlass::Status::kSuccess ? nullptr : cutlass::cutlassGetStatusString(st);
+}
+
+}  // namespace loom::cuda::sm90

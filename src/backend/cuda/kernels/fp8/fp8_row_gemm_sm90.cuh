@@ -1,0 +1,133 @@
+// fp8_block_gemm's row_scales mode (fp8_block_gemm.h) on sm_90a: CUTLASS's
+// FP8 GEMM (TMA loads, wgmma; every 4 wgmmas, i.e. 128 columns of k, the
+// tensor core's partial sums are added to f32 registers, since its own FP8
+// accumulation keeps too few bits) with an epilogue that scales once:
+//   out[m, n] = bf16((x_scale[m] * w_scale[n]) * acc[m, n] + bias[n])
+// (one fused multiply-add; x_scale per token, or the static scale repeated per
+// row; w_scale per channel, or the per-tensor scale repeated per row).
+//
+// A translation unit defines LOOM_FP8_ROW_GEMM_TILE_M and includes this file
+// for its one instantiation, sm90::row_gemm<TileM>:
+//   64:  64x64x128 tiles, ping-pong warpgroups (each its own tile), no
+//        cluster: for decode-sized products, where 64 columns of w per tile
+//        spread the weights over more SMs;
+//   128: 128x128x128 tiles, two cooperating warpgroups, clusters of 2 along n
+//        (x's tile multicast to both CTAs): prefill and large batches.
+// The k loop and the epilogue's arithmetic are the same in both, so a row's
+// result does not depend on which tile height computed it (test_cuda_fp8
+// checks this bit for bit across m).
+#pragma once
+
+#include <cutlass/epilogue/fusion/sm90_callbacks_tma_warpspecialized.hpp>
+
+#include "backend/cuda/kernels/fp8/fp8_gemm_sm90.cuh"
+
+#ifndef LOOM_FP8_ROW_GEMM_TILE_M
+#error "define LOOM_FP8_ROW_GEMM_TILE_M (64 or 128)"
+#endif
+
+namespace loom::cuda {
+namespace {
+
+using namespace cute;
+
+namespace row_types {
+constexpr int kTileM = LOOM_FP8_ROW_GEMM_TILE_M;
+static_assert(kTileM == 64 || kTileM == 128);
+constexpr bool kSmall = kTileM == 64;
+
+using ElementA = cutlass::float_e4m3_t;
+using LayoutA = cutlass::layout::RowMajor;
+using ElementB = cutlass::float_e4m3_t;
+using LayoutB = cutlass::layout::ColumnMajor;
+using ElementD = cutlass::bfloat16_t;
+using LayoutD = cutlass::layout::RowMajor;
+using ElementBias = cutlass::bfloat16_t;
+constexpr int kAlignAB = 16;  // elements: 16 bytes
+constexpr int kAlignD = 8;
+
+using TileShape = cute::conditional_t<kSmall, Shape<_64, _64, _128>, Shape<_128, _128, _128>>;
+using ClusterShape = cute::conditional_t<kSmall, Shape<_1, _1, _1>, Shape<_1, _2, _1>>;
+using KernelSchedule = cute::conditional_t<kSmall, cutlass::gemm::KernelTmaWarpSpecializedPingpong,
+                                           cutlass::gemm::KernelTmaWarpSpecializedCooperative>;
+using EpilogueSchedule =
+    cute::conditional_t<kSmall, cutlass::epilogue::TmaWarpSpecialized,
+                        cutlass::epilogue::TmaWarpSpecializedCooperative>;
+
+namespace fusion = cutlass::epilogue::fusion;
+constexpr auto kRound = cutlass::FloatRoundStyle::round_to_nearest;
+using XScale = fusion::Sm90ColBroadcast<0, TileShape, float, float, Stride<_1, _0, int64_t>>;
+using WScale = fusion::Sm90RowBroadcast<0, TileShape, float, float, Stride<_0, _1, int64_t>>;
+using Bias = fusion::Sm90RowBroadcast<0, TileShape, ElementBias, float, Stride<_0, _1, int64_t>>;
+using Scale = fusion::Sm90EVT<fusion::Sm90Compute<cutlass::multiplies, float, float, kRound>,
+                              XScale, WScale>;
+using Output = fusion::Sm90EVT<
+    fusion::Sm90Compute<cutlass::homogeneous_multiply_add, ElementD, float, kRound>, Scale,
+    fusion::Sm90AccFetch, Bias>;
+
+using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+    cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
+    cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, LayoutD, kAlignD, ElementD,
+    LayoutD, kAlignD, EpilogueSchedule, Output>::CollectiveOp;
+using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+    cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementA, LayoutA, kAlignAB, ElementB,
+    LayoutB, kAlignAB, float, TileShape, ClusterShape,
+    cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
+        sizeof(typename Epilogue::SharedStorage))>,
+    KernelSchedule>::CollectiveOp;
+using Kernel = cutlass::gemm::kernel::GemmUniversal<Shape<int, int, int, int>, Mainloop, Epilogue,
+                                                    cutlass::gemm::PersistentScheduler>;
+using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
+}  // namespace row_types
+
+using RowGemm = row_types::Gemm;
+
+RowGemm::Arguments row_arguments(const Fp8BlockGemmArgs& a, int device, int sms) {
+  const int m = static_cast<int>(a.m), n = static_cast<int>(a.n), k = static_cast<int>(a.k);
+  RowGemm::Arguments args{};
+  args.mode = cutlass::gemm::GemmUniversalMode::kGemm;
+  args.problem_shape = {m, n, k, 1};
+  args.mainloop.ptr_A = reinterpret_cast<const row_types::ElementA*>(a.xq);
+  args.mainloop.dA = make_stride(int64_t{k}, _1{}, int64_t{m} * k);
+  args.mainloop.ptr_B = reinterpret_cast<const row_types::ElementB*>(a.w);
+  args.mainloop.dB = make_stride(int64_t{k}, _1{}, int64_t{n} * k);
+  args.mainloop.mma_promotion_interval = 4;  // wgmmas of k 32: every 128 columns
+  // The epilogue tree's arguments, children first: (x_scale * w_scale), acc, bias.
+  args.epilogue.thread = {
+      {{a.x_scale, 0.0f, {_1{}, _0{}, int64_t{m}}},  // x_scale[m]
+       {a.w_scale, 0.0f, {_0{}, _1{}, int64_t{n}}},  // w_scale[n]
+       {}},
+      {},
+      {static_cast<const row_types::ElementBias*>(a.bias), row_types::ElementBias(0.0f),
+       {_0{}, _1{}, int64_t{n}}},  // null: no bias
+      {}};
+  args.epilogue.ptr_C = nullptr;
+  args.epilogue.ptr_D = static_cast<row_types::ElementD*>(a.out);
+  args.epilogue.dD = make_stride(int64_t{n}, _1{}, int64_t{m} * n);
+  args.epilogue.dC = args.epilogue.dD;
+  args.hw_info.device_id = device;
+  args.hw_info.sm_count = sms;
+  return args;
+}
+
+}  // namespace
+
+// n a multiple of 8 and k of 16 (16-byte rows for the TMA), both scales
+// 16-byte aligned.
+template <>
+bool sm90::row_gemm_supported<LOOM_FP8_ROW_GEMM_TILE_M>(const Fp8BlockGemmArgs& a) {
+  int device = 0, sms = 0;
+  if (!sm90::shape_ok(a, 8, 16, device, sms) || !sm90::aligned16(a.w_scale)) return false;
+  return RowGemm::can_implement(row_arguments(a, device, sms)) == cutlass::Status::kSuccess;
+}
+
+template <>
+const char* sm90::row_gemm<LOOM_FP8_ROW_GEMM_TILE_M>(const Fp8BlockGemmArgs& a, void* workspace,
+                                                     size_t workspace_bytes, cudaStream_t stream) {
+  int device = 0, cc = 0, sms = 0;
+  if (!sm90::device_info(device, cc, sms)) return "no current CUDA device";
+  return sm90::run_gemm<RowGemm>(row_arguments(a, device, sms), workspace, workspace_bytes,
+                                 stream);
+}
+
+}  // namespace loom::cuda
