@@ -588,7 +588,7 @@ for r in runs:
     model8b
     $L bench workload --model /tmp/llama8b --dataset sharegpt --num-requests 1000 --seed 0 --output /tmp/w.jsonl
     : > /tmp/fr_all.jsonl
-    for round in 1 2; do
+    for round in ${FP8ROWS_ROUNDS:-1 2}; do
       for v in "cublaslt" "cutlass LOOM_FP8_CUTLASS_ROWS=1"; do
         set -- $v; name=$1; shift
         f="--quantization fp8 --kv-cache-dtype fp8"
