@@ -596,7 +596,7 @@ for r in runs:
           --batch-sizes 1,64 $f --json > /tmp/fr.jsonl 2> /tmp/fr.err || tail -3 /tmp/fr.err
         env "$@" timeout 200 $L bench offline --device cuda --model /tmp/llama8b --workload /tmp/w.jsonl \
           --max-num-seqs 512 --max-num-batched-tokens 16384 $f --json >> /tmp/fr.jsonl 2>> /tmp/fr.err || tail -3 /tmp/fr.err
-        [ "$round" = 1 ] && { env "$@" timeout 280 $L bench offline --device cuda --model /tmp/llama8b --dataset fixed \
+        [ "$round" = 1 ] && [ "${FP8ROWS_FIXED:-1}" = 1 ] && { env "$@" timeout 280 $L bench offline --device cuda --model /tmp/llama8b --dataset fixed \
           --input-len 1000 --output-len 1000 --num-requests 512 --max-num-seqs 512 --max-num-batched-tokens 16384 $f \
           --json >> /tmp/fr.jsonl 2>> /tmp/fr.err || tail -3 /tmp/fr.err; }
         echo "-- $name, round $round"
