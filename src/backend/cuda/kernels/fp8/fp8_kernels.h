@@ -31,7 +31,7 @@ void quantize_fp8_rows(const void* x, int64_t rows, int64_t padded_rows, int64_t
 
 // The per-row scales of an FP8 product computed without them (cuBLASLt's
 // FP8 GEMM with unit scales where it has no outer-vector scaling), rounded
-// once: out[r, c] = bf16(in[r, c] * row_scale[r] * col_scale[c] (+ bias[c])),
+// once: out[r, c] = bf16(fma(row_scale[r] * col_scale[c], in[r, c], bias[c] or +0)),
 // f32 in [rows, cols], bf16 out [rows, cols], bias bf16 [cols] or null.
 void scale_fp8_product(const float* in, void* out, int64_t rows, int64_t cols,
                        const float* row_scale, const float* col_scale, const void* bias,
