@@ -47,7 +47,8 @@
 #   fp8rows  CUTLASS's per-row-scaled FP8 GEMM (LOOM_FP8_CUTLASS_ROWS=1) vs the default
 #            cuBLASLt path: its tests, GEMM tables, alone vs batched, then A B A B decode,
 #            offline and 512 x 1000/1000 with --quantization fp8 --kv-cache-dtype fp8
-#            (fp8rowstest: the tests and tables only; fp8rowsbench: the A B A B only)
+#            (fp8rowstest: the tests and tables only; fp8rowsbench: the A B A B only, over
+#            FP8ROWS_VARIANTS of cublaslt cutlass nosplitk hybrid)
 #   offsweep 8B 1,000 ShareGPT-like requests, bf16 and FP8 (weights + KV), at each
 #            --max-num-seqs:--max-num-batched-tokens pair of OFFSWEEP (default
 #            512:16384 1024:16384 1024:32768), with the step profile
@@ -138,6 +139,9 @@ fp8_generate() {
   timeout 240 $L generate --device cuda --model "$model" --batch-file /tmp/fp8_req.jsonl "$@" \
     > /tmp/b_$name.jsonl 2> /tmp/b_$name.err || { echo "generate $name failed:"; tail -5 /tmp/b_$name.err; }
 }
+# Per-row FP8 products: cuBLASLt without split-K below 65 rows, CUTLASS from 65
+# (the same bits either way).
+FP8_HYBRID="LOOM_FP8_CUTLASS_ROWS=1 LOOM_FP8_CUTLASS_ROWS_FROM=65 LOOM_FP8_CUBLASLT_SPLIT_K=0"
 model8b() {
   [ -d /tmp/llama8b ] && return
   local t1=$(date +%s)
@@ -573,24 +577,33 @@ for r in runs:
     timeout 200 $T/test_cuda_fp8 --gtest_filter='*Cutlass*:*SmallMAndBatch*:*LinearMatches*' > /tmp/fr.log 2>&1
     echo "test_cuda_fp8 (CUTLASS cases) rc=$? $(tail -1 /tmp/fr.log)"
     grep -E "FAILED|Failure|Expected|Which|cutlass rows|differ" /tmp/fr.log | head -20
-    LOOM_FP8_CUTLASS_ROWS=1 timeout 200 $T/test_cuda_engine --gtest_filter='*BatchAndPrefix*:*TokenConstraintMask*' \
-      > /tmp/fr_engine.log 2>&1; echo "test_cuda_engine alone vs batched, LOOM_FP8_CUTLASS_ROWS=1: rc=$?"
-    grep -E "identical" /tmp/fr_engine.log | grep -E "fp8|online" | head -12
+    : > /tmp/fr_engine.log
+    for v in "LOOM_FP8_CUTLASS_ROWS=1" "$FP8_HYBRID"; do
+      env $v timeout 200 $T/test_cuda_engine --gtest_filter='*BatchAndPrefix*:*TokenConstraintMask*' \
+        > /tmp/fr_e.log 2>&1; echo "test_cuda_engine alone vs batched, $v: rc=$?"
+      grep -E "identical" /tmp/fr_e.log | grep -E "fp8|online" | head -12; cat /tmp/fr_e.log >> /tmp/fr_engine.log
+    done
     timeout 120 $T/bench_cuda_ops --matmul > /tmp/fr_mm.log 2>&1; echo "bench_cuda_ops --matmul rc=$?"
     awk '/per-row scales/{f=1} /128x128 block/{f=0} f' /tmp/fr_mm.log | grep -E "forward step|cutlass +(1|64) "
     # CUTLASS's 128-row tiles at every m, against its 64-row tiles up to 64 rows.
     LOOM_FP8_ROW_SMALL_TILE_ROWS=0 timeout 120 $T/bench_cuda_ops --matmul > /tmp/fr_mm0.log 2>&1
     echo "-- LOOM_FP8_ROW_SMALL_TILE_ROWS=0 (128-row tiles only): rc=$?"
     awk '/per-row scales/{f=1} /128x128 block/{f=0} f' /tmp/fr_mm0.log | grep -E "cutlass\): |cutlass +(1|64) "
-    cat /tmp/fr.log /tmp/fr_engine.log /tmp/fr_mm.log /tmp/fr_mm0.log > "$OUT/fp8rows_tests.log"
+    # cuBLASLt kept to algorithms without split-K.
+    LOOM_FP8_CUBLASLT_SPLIT_K=0 timeout 120 $T/bench_cuda_ops --matmul > /tmp/fr_mm1.log 2>&1
+    echo "-- LOOM_FP8_CUBLASLT_SPLIT_K=0: rc=$?"
+    awk '/per-row scales/{f=1} /128x128 block/{f=0} f' /tmp/fr_mm1.log | grep -E "cublaslt\): |cublaslt +1 "
+    cat /tmp/fr.log /tmp/fr_engine.log /tmp/fr_mm.log /tmp/fr_mm0.log /tmp/fr_mm1.log > "$OUT/fp8rows_tests.log"
     ;;&
   fp8rows|fp8rowsbench)
     model8b
     $L bench workload --model /tmp/llama8b --dataset sharegpt --num-requests 1000 --seed 0 --output /tmp/w.jsonl
     : > /tmp/fr_all.jsonl
     for round in ${FP8ROWS_ROUNDS:-1 2}; do
-      for v in "cublaslt" "cutlass LOOM_FP8_CUTLASS_ROWS=1"; do
+      for v in "cublaslt" "cutlass LOOM_FP8_CUTLASS_ROWS=1" "nosplitk LOOM_FP8_CUBLASLT_SPLIT_K=0" \
+               "hybrid $FP8_HYBRID"; do
         set -- $v; name=$1; shift
+        case " ${FP8ROWS_VARIANTS:-cublaslt cutlass nosplitk hybrid} " in *" $name "*) ;; *) continue ;; esac
         f="--quantization fp8 --kv-cache-dtype fp8"
         env "$@" timeout 150 $L bench latency --device cuda --model /tmp/llama8b --input-len 128 --output-len 256 \
           --batch-sizes 1,64 $f --json > /tmp/fr.jsonl 2> /tmp/fr.err || tail -3 /tmp/fr.err
@@ -616,7 +629,7 @@ for l in open(sys.argv[1]):
 " /tmp/fr.jsonl "$name" "$round" >> /tmp/fr_all.jsonl
       done
     done
-    meta /tmp/fr_all.jsonl "Llama-3-8B shape, --quantization fp8 --kv-cache-dtype fp8: cuBLASLt (unit scales + scaling pass) vs LOOM_FP8_CUTLASS_ROWS=1 (CUTLASS row-scaled GEMM), A B A B: bench latency 128/256 batch 1,64; bench offline 1,000 ShareGPT-like 512:16384; 512 x 1000/1000 (round 1)" > "$OUT/fp8_cutlass_rows.json"
+    meta /tmp/fr_all.jsonl "Llama-3-8B shape, --quantization fp8 --kv-cache-dtype fp8: cuBLASLt (unit scales + scaling pass), LOOM_FP8_CUTLASS_ROWS=1 (CUTLASS row-scaled GEMM), LOOM_FP8_CUBLASLT_SPLIT_K=0, and the hybrid ($FP8_HYBRID), alternated: bench latency 128/256 batch 1,64; bench offline 1,000 ShareGPT-like 512:16384; 512 x 1000/1000 (round 1)" > "$OUT/fp8_cutlass_rows.json"
     ;;
   fp8offline|offsweep)
     # fp8offline: one pair (512:16384), no profile; offsweep: the OFFSWEEP pairs with the step profile.

@@ -46,6 +46,10 @@ Fp8Gemm::Fp8Gemm(cudaStream_t stream) : stream_(stream) {
   const char* rows_env = std::getenv("LOOM_FP8_CUTLASS_ROWS");
   cutlass_rows_ = rows_env && std::string_view(rows_env) == "1";
   small_tile_rows_ = env_int("LOOM_FP8_ROW_SMALL_TILE_ROWS", 0, int64_t{1} << 40, small_tile_rows_);
+  cutlass_rows_from_ =
+      env_int("LOOM_FP8_CUTLASS_ROWS_FROM", 1, int64_t{1} << 40, cutlass_rows_from_);
+  const char* split_env = std::getenv("LOOM_FP8_CUBLASLT_SPLIT_K");
+  cublaslt_split_k_ = !(split_env && std::string_view(split_env) == "0");
   const char* stream_env = std::getenv("LOOM_FP8_STREAM");
   stream_path_ = stream_env && std::string_view(stream_env) == "1";
   stream_cfg_.chunk =
@@ -122,16 +126,28 @@ Fp8Gemm::Plan Fp8Gemm::make_plan(const Key& key, bool with_bias, bool unit_scale
                                        sizeof(al_d));
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_d,
                                        sizeof(al_d));
-  cublasLtMatmulHeuristicResult_t result{};
+  if (!cublaslt_split_k_) {  // only algorithms that sum all of k in one pass
+    const uint32_t none = CUBLASLT_REDUCTION_SCHEME_NONE;
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &none,
+                                         sizeof(none));
+  }
+  constexpr int kCandidates = 8;
+  cublasLtMatmulHeuristicResult_t results[kCandidates] = {};
   int found = 0;
-  const cublasStatus_t st =
-      cublasLtMatmulAlgoGetHeuristic(lt_, p.desc, p.a, p.b, p.d, p.d, pref, 1, &result, &found);
+  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt_, p.desc, p.a, p.b, p.d, p.d, pref,
+                                                           kCandidates, results, &found);
   cublasLtMatmulPreferenceDestroy(pref);
   p.status = st;
-  if (st == CUBLAS_STATUS_SUCCESS && found > 0) {
-    p.algo = result.algo;
+  for (int i = 0; st == CUBLAS_STATUS_SUCCESS && i < found; ++i) {
+    int32_t splits = 1;
+    size_t written = 0;
+    cublasLtMatmulAlgoConfigGetAttribute(&results[i].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits,
+                                         sizeof(splits), &written);
+    if (!cublaslt_split_k_ && splits > 1) continue;
+    p.algo = results[i].algo;
     p.found = true;
     p.fused_bias = with_bias;
+    break;
   }
   return p;
 }
@@ -183,9 +199,11 @@ void Fp8Gemm::run(const void* x, int64_t m, const Fp8WeightView& w, const void* 
   Plan* plan = nullptr;
   if (forced_) path = *forced_;
   // Block-scaled weights: CUTLASS's GEMM before cuBLASLt (which has none on
-  // sm_90); per-row scales too with LOOM_FP8_CUTLASS_ROWS=1.
+  // sm_90); per-row scales too with LOOM_FP8_CUTLASS_ROWS=1 (from
+  // LOOM_FP8_CUTLASS_ROWS_FROM rows).
   const bool cutlass_first =
-      forced_ ? *forced_ == Path::Cutlass : path == Path::CublasLt && (w.block || cutlass_rows_);
+      forced_ ? *forced_ == Path::Cutlass
+              : path == Path::CublasLt && (w.block || (cutlass_rows_ && m >= cutlass_rows_from_));
   if (cutlass_first && run_cutlass(x, m, w, bias, out)) return;
   LOOM_CHECK(path != Path::Cutlass, "no CUTLASS FP8 GEMM for m {} n {} k {}", m, n, k);
   LOOM_CHECK(path != Path::Stream || stream_ok, "no streaming FP8 kernel for m {} k {}", m, k);

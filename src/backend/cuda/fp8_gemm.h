@@ -30,7 +30,13 @@
 //     f32 product, no scaling pass; 64-row tiles up to
 //     LOOM_FP8_ROW_SMALL_TILE_ROWS = 64 rows, same bits): faster for batches
 //     and prefill, slower at one row (on an H100, 8B shape: offline +3%,
-//     batch-1 decode +17% per token);
+//     batch-1 decode +17% per token); LOOM_FP8_CUTLASS_ROWS_FROM=N leaves
+//     products of fewer than N rows to cuBLASLt. cuBLASLt's unit-scale
+//     product and the scaling pass give the same bits as CUTLASS's GEMM where
+//     cuBLASLt sums k in one pass (test_cuda_fp8
+//     CublasLtAndCutlassRowGemmsAgree), and LOOM_FP8_CUBLASLT_SPLIT_K=0 keeps
+//     it to such algorithms (split-K sums k's parts in another order), so
+//     with both, rows come out the same whichever takes them;
 //   shapes cuBLASLt has no FP8 algorithm for: our kernel over tiles of 8 rows.
 // Both quantise x the same way, bit for bit. Plans are cached per shape.
 // LOOM_FP8_STREAM=1 (experimental, off by default) sends products of one or
@@ -78,6 +84,9 @@ class Fp8Gemm {
   // fp8_block_gemm_supported says no, Stream where
   // fp8_stream_matmul_supported says no); nullopt: the usual choice.
   void force_path(std::optional<Path> path) { forced_ = path; }
+  // Whether cuBLASLt may split k over CUDA blocks and reduce the parts
+  // (LOOM_FP8_CUBLASLT_SPLIT_K=0: no; for tests, before the first run).
+  void allow_cublaslt_split_k(bool allow) { cublaslt_split_k_ = allow; }
   struct Stats {
     uint64_t small_m = 0, cublaslt = 0, tiled = 0, cutlass = 0, stream = 0;
     uint64_t cublaslt_unit_scales = 0;  // of cublaslt: unit scales + scale_fp8_product
@@ -113,8 +122,12 @@ class Fp8Gemm {
   int small_m_ = -1;  // -1: block-scaled weights only; LOOM_FP8_SMALL_M=0: none, =1: every scheme
   bool cutlass_rows_ = false;     // LOOM_FP8_CUTLASS_ROWS=1: CUTLASS for per-row scales too
   int64_t small_tile_rows_ = 64;  // LOOM_FP8_ROW_SMALL_TILE_ROWS: CUTLASS's 64-row tiles up to it
-  bool stream_path_ = false;      // LOOM_FP8_STREAM=1: the persistent kernel at one or two rows
-  Fp8StreamConfig stream_cfg_;    // LOOM_FP8_STREAM_CHUNK, LOOM_FP8_STREAM_BLOCKS (A/B sweeps)
+  int64_t cutlass_rows_from_ =
+      1;  // LOOM_FP8_CUTLASS_ROWS_FROM: per-row CUTLASS from this many rows
+  bool cublaslt_split_k_ =
+      true;                     // LOOM_FP8_CUBLASLT_SPLIT_K=0: cuBLASLt algorithms without split-K
+  bool stream_path_ = false;    // LOOM_FP8_STREAM=1: the persistent kernel at one or two rows
+  Fp8StreamConfig stream_cfg_;  // LOOM_FP8_STREAM_CHUNK, LOOM_FP8_STREAM_BLOCKS (A/B sweeps)
   int sms_ = 0;
   bool unit_scale_logged_ = false;
   std::optional<Path> forced_;
