@@ -588,11 +588,11 @@ for r in runs:
     # CUTLASS's 128-row tiles at every m, against its 64-row tiles up to 64 rows.
     LOOM_FP8_ROW_SMALL_TILE_ROWS=0 timeout 120 $T/bench_cuda_ops --matmul > /tmp/fr_mm0.log 2>&1
     echo "-- LOOM_FP8_ROW_SMALL_TILE_ROWS=0 (128-row tiles only): rc=$?"
-    awk '/per-row scales/{f=1} /128x128 block/{f=0} f' /tmp/fr_mm0.log | grep -E "cutlass\): |cutlass +(1|64) "
+    awk '/per-row scales/{f=1} /128x128 block/{f=0} f' /tmp/fr_mm0.log | grep -E "forward step.*cutlass:|cutlass +(1|64) "
     # cuBLASLt kept to algorithms without split-K.
     LOOM_FP8_CUBLASLT_SPLIT_K=0 timeout 120 $T/bench_cuda_ops --matmul > /tmp/fr_mm1.log 2>&1
     echo "-- LOOM_FP8_CUBLASLT_SPLIT_K=0: rc=$?"
-    awk '/per-row scales/{f=1} /128x128 block/{f=0} f' /tmp/fr_mm1.log | grep -E "cublaslt\): |cublaslt +1 "
+    awk '/per-row scales/{f=1} /128x128 block/{f=0} f' /tmp/fr_mm1.log | grep -E "forward step.*cublaslt:|cublaslt +1 "
     cat /tmp/fr.log /tmp/fr_engine.log /tmp/fr_mm.log /tmp/fr_mm0.log /tmp/fr_mm1.log > "$OUT/fp8rows_tests.log"
     ;;&
   fp8rows|fp8rowsbench)

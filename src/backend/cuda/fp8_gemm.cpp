@@ -73,6 +73,12 @@ Fp8Gemm::~Fp8Gemm() {
   if (workspace_) cudaFree(workspace_);
 }
 
+void Fp8Gemm::allow_cublaslt_split_k(bool allow) {
+  cublaslt_split_k_ = allow;
+  for (auto& [key, plan] : plans_) destroy(plan);
+  plans_.clear();
+}
+
 void Fp8Gemm::destroy(Plan& p) {
   if (p.desc) cublasLtMatmulDescDestroy(p.desc);
   if (p.a) cublasLtMatrixLayoutDestroy(p.a);
@@ -139,11 +145,15 @@ Fp8Gemm::Plan Fp8Gemm::make_plan(const Key& key, bool with_bias, bool unit_scale
   cublasLtMatmulPreferenceDestroy(pref);
   p.status = st;
   for (int i = 0; st == CUBLAS_STATUS_SUCCESS && i < found; ++i) {
-    int32_t splits = 1;
-    size_t written = 0;
-    cublasLtMatmulAlgoConfigGetAttribute(&results[i].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits,
-                                         sizeof(splits), &written);
-    if (!cublaslt_split_k_ && splits > 1) continue;
+    if (!cublaslt_split_k_) {  // an algorithm whose split count is unknown does not qualify
+      int32_t splits = 0;
+      size_t written = 0;
+      if (cublasLtMatmulAlgoConfigGetAttribute(&results[i].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM,
+                                               &splits, sizeof(splits),
+                                               &written) != CUBLAS_STATUS_SUCCESS ||
+          splits > 1)
+        continue;
+    }
     p.algo = results[i].algo;
     p.found = true;
     p.fused_bias = with_bias;
@@ -176,9 +186,11 @@ Fp8Gemm::Plan* Fp8Gemm::plan_for(const Key& key) {
     if (!p.found) {
       const auto [m, n, k, block, bias, aw, ao] = key;
       LOOM_LOG_WARN(
-          "cuBLASLt has no FP8 GEMM for m {} n {} k {} ({} scales; heuristic: {}); using loom's "
-          "FP8 kernel",
-          m, n, k, block ? "128x128 block" : "per-row", cublasGetStatusString(p.status));
+          "cuBLASLt has no FP8 GEMM for m {} n {} k {} ({} scales{}; heuristic: {}); using "
+          "loom's FP8 kernel",
+          m, n, k, block ? "128x128 block" : "per-row",
+          cublaslt_split_k_ ? "" : ", without split-K (LOOM_FP8_CUBLASLT_SPLIT_K=0)",
+          cublasGetStatusString(p.status));
     }
     it = plans_.emplace(key, p).first;
   }
@@ -211,6 +223,14 @@ void Fp8Gemm::run(const void* x, int64_t m, const Fp8WeightView& w, const void* 
     plan = plan_for(Key{mp, n, k, w.block, bias != nullptr, alignment_of(w.w), alignment_of(out)});
     LOOM_CHECK(plan || !forced_, "cuBLASLt has no FP8 GEMM for m {} n {} k {}", mp, n, k);
     if (!plan) path = Path::Tiled;
+    if (plan && !plan->scale_after && cutlass_rows_ && !w.block && !hybrid_scaled_logged_) {
+      // cuBLASLt scales inside its GEMM here: its rows need not match CUTLASS's.
+      LOOM_LOG_WARN(
+          "FP8: cuBLASLt applies per-row scales itself here, so products under "
+          "LOOM_FP8_CUTLASS_ROWS_FROM={} rows may round differently from CUTLASS's",
+          cutlass_rows_from_);
+      hybrid_scaled_logged_ = true;
+    }
   }
   if (path != Path::CublasLt) {  // our kernel, quantising x on the way
     Fp8MatmulArgs a;

@@ -85,8 +85,8 @@ class Fp8Gemm {
   // fp8_stream_matmul_supported says no); nullopt: the usual choice.
   void force_path(std::optional<Path> path) { forced_ = path; }
   // Whether cuBLASLt may split k over CUDA blocks and reduce the parts
-  // (LOOM_FP8_CUBLASLT_SPLIT_K=0: no; for tests, before the first run).
-  void allow_cublaslt_split_k(bool allow) { cublaslt_split_k_ = allow; }
+  // (LOOM_FP8_CUBLASLT_SPLIT_K=0: no); drops the cached plans.
+  void allow_cublaslt_split_k(bool allow);
   struct Stats {
     uint64_t small_m = 0, cublaslt = 0, tiled = 0, cutlass = 0, stream = 0;
     uint64_t cublaslt_unit_scales = 0;  // of cublaslt: unit scales + scale_fp8_product
@@ -130,6 +130,7 @@ class Fp8Gemm {
   Fp8StreamConfig stream_cfg_;  // LOOM_FP8_STREAM_CHUNK, LOOM_FP8_STREAM_BLOCKS (A/B sweeps)
   int sms_ = 0;
   bool unit_scale_logged_ = false;
+  bool hybrid_scaled_logged_ = false;
   std::optional<Path> forced_;
   Stats stats_;
   std::map<Key, Plan> plans_;

@@ -122,7 +122,7 @@ const char* fp8_block_gemm(const Fp8BlockGemmArgs& a, void* workspace, size_t wo
                            cudaStream_t stream) {
   if (a.row_scales) {
     return a.m <= a.small_tile_rows ? sm90::row_gemm<64>(a, workspace, workspace_bytes, stream)
-                         : sm90::row_gemm<128>(a, workspace, workspace_bytes, stream);
+                                    : sm90::row_gemm<128>(a, workspace, workspace_bytes, stream);
   }
   int device = 0, cc = 0, sms = 0;
   if (!sm90::device_info(device, cc, sms)) return "no current CUDA device";

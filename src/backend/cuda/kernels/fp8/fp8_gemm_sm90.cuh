@@ -39,6 +39,16 @@ bool row_gemm_supported(const Fp8BlockGemmArgs& args);
 template <int TileM>
 const char* row_gemm(const Fp8BlockGemmArgs& args, void* workspace, size_t workspace_bytes,
                      cudaStream_t stream);
+template <>
+bool row_gemm_supported<64>(const Fp8BlockGemmArgs& args);
+template <>
+bool row_gemm_supported<128>(const Fp8BlockGemmArgs& args);
+template <>
+const char* row_gemm<64>(const Fp8BlockGemmArgs& args, void* workspace, size_t workspace_bytes,
+                         cudaStream_t stream);
+template <>
+const char* row_gemm<128>(const Fp8BlockGemmArgs& args, void* workspace, size_t workspace_bytes,
+                          cudaStream_t stream);
 
 inline bool aligned16(const void* p) {
   return reinterpret_cast<uintptr_t>(p) % 16 == 0;

@@ -50,20 +50,39 @@ using TileShape = cute::conditional_t<kSmall, Shape<_64, _64, _128>, Shape<_128,
 using ClusterShape = cute::conditional_t<kSmall, Shape<_1, _1, _1>, Shape<_1, _2, _1>>;
 using KernelSchedule = cute::conditional_t<kSmall, cutlass::gemm::KernelTmaWarpSpecializedPingpong,
                                            cutlass::gemm::KernelTmaWarpSpecializedCooperative>;
-using EpilogueSchedule =
-    cute::conditional_t<kSmall, cutlass::epilogue::TmaWarpSpecialized,
-                        cutlass::epilogue::TmaWarpSpecializedCooperative>;
+using EpilogueSchedule = cute::conditional_t<kSmall, cutlass::epilogue::TmaWarpSpecialized,
+                                             cutlass::epilogue::TmaWarpSpecializedCooperative>;
+
+// a * b + c rounded once (__fmaf_rn, whatever the compiler's contraction
+// settings), as the scaling pass after cuBLASLt's FP8 GEMM computes it
+// (kernels/fp8/quantize.cu), so that the two paths agree bit for bit. The
+// epilogue applies it to fragments (Array<float, N>); the scalar form is
+// named only for its (absent) Arguments.
+template <class T>
+struct FusedMultiplyAdd {
+  CUTLASS_HOST_DEVICE T operator()(T const& a, T const& b, T const& c) const;
+};
+template <int N>
+struct FusedMultiplyAdd<cutlass::Array<float, N>> {
+  CUTLASS_DEVICE cutlass::Array<float, N> operator()(cutlass::Array<float, N> const& a,
+                                                     cutlass::Array<float, N> const& b,
+                                                     cutlass::Array<float, N> const& c) const {
+    cutlass::Array<float, N> r;
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < N; ++i) r[i] = __fmaf_rn(a[i], b[i], c[i]);
+    return r;
+  }
+};
 
 namespace fusion = cutlass::epilogue::fusion;
 constexpr auto kRound = cutlass::FloatRoundStyle::round_to_nearest;
 using XScale = fusion::Sm90ColBroadcast<0, TileShape, float, float, Stride<_1, _0, int64_t>>;
 using WScale = fusion::Sm90RowBroadcast<0, TileShape, float, float, Stride<_0, _1, int64_t>>;
 using Bias = fusion::Sm90RowBroadcast<0, TileShape, ElementBias, float, Stride<_0, _1, int64_t>>;
-using Scale = fusion::Sm90EVT<fusion::Sm90Compute<cutlass::multiplies, float, float, kRound>,
-                              XScale, WScale>;
-using Output = fusion::Sm90EVT<
-    fusion::Sm90Compute<cutlass::homogeneous_multiply_add, ElementD, float, kRound>, Scale,
-    fusion::Sm90AccFetch, Bias>;
+using Scale =
+    fusion::Sm90EVT<fusion::Sm90Compute<cutlass::multiplies, float, float, kRound>, XScale, WScale>;
+using Output = fusion::Sm90EVT<fusion::Sm90Compute<FusedMultiplyAdd, ElementD, float, kRound>,
+                               Scale, fusion::Sm90AccFetch, Bias>;
 
 using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
     cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
@@ -93,14 +112,14 @@ RowGemm::Arguments row_arguments(const Fp8BlockGemmArgs& a, int device, int sms)
   args.mainloop.dB = make_stride(int64_t{k}, _1{}, int64_t{n} * k);
   args.mainloop.mma_promotion_interval = 4;  // wgmmas of k 32: every 128 columns
   // The epilogue tree's arguments, children first: (x_scale * w_scale), acc, bias.
-  args.epilogue.thread = {
-      {{a.x_scale, 0.0f, {_1{}, _0{}, int64_t{m}}},  // x_scale[m]
-       {a.w_scale, 0.0f, {_0{}, _1{}, int64_t{n}}},  // w_scale[n]
-       {}},
-      {},
-      {static_cast<const row_types::ElementBias*>(a.bias), row_types::ElementBias(0.0f),
-       {_0{}, _1{}, int64_t{n}}},  // null: no bias
-      {}};
+  args.epilogue.thread = {{{a.x_scale, 0.0f, {_1{}, _0{}, int64_t{m}}},  // x_scale[m]
+                           {a.w_scale, 0.0f, {_0{}, _1{}, int64_t{n}}},  // w_scale[n]
+                           {}},
+                          {},
+                          {static_cast<const row_types::ElementBias*>(a.bias),
+                           row_types::ElementBias(0.0f),
+                           {_0{}, _1{}, int64_t{n}}},  // null: no bias
+                          {}};
   args.epilogue.ptr_C = nullptr;
   args.epilogue.ptr_D = static_cast<row_types::ElementD*>(a.out);
   args.epilogue.dD = make_stride(int64_t{n}, _1{}, int64_t{m} * n);
@@ -112,8 +131,8 @@ RowGemm::Arguments row_arguments(const Fp8BlockGemmArgs& a, int device, int sms)
 
 }  // namespace
 
-// n a multiple of 8 and k of 16 (16-byte rows for the TMA), both scales
-// 16-byte aligned.
+// n a multiple of 8 and k of 16 (16-byte rows for the TMA), w_scale 16-byte
+// aligned (x_scale is not looked at: the caller may ask before it quantises).
 template <>
 bool sm90::row_gemm_supported<LOOM_FP8_ROW_GEMM_TILE_M>(const Fp8BlockGemmArgs& a) {
   int device = 0, sms = 0;
@@ -126,8 +145,7 @@ const char* sm90::row_gemm<LOOM_FP8_ROW_GEMM_TILE_M>(const Fp8BlockGemmArgs& a, 
                                                      size_t workspace_bytes, cudaStream_t stream) {
   int device = 0, cc = 0, sms = 0;
   if (!sm90::device_info(device, cc, sms)) return "no current CUDA device";
-  return sm90::run_gemm<RowGemm>(row_arguments(a, device, sms), workspace, workspace_bytes,
-                                 stream);
+  return sm90::run_gemm<RowGemm>(row_arguments(a, device, sms), workspace, workspace_bytes, stream);
 }
 
 }  // namespace loom::cuda

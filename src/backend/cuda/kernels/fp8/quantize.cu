@@ -136,9 +136,9 @@ __device__ __forceinline__ float scale_bias(float v, float scale, bf16 bias) {
 }
 
 __global__ void __launch_bounds__(kThreads)
-    scale_product_kernel(const float* __restrict__ in, bf16* __restrict__ out, int64_t rows, int64_t cols,
-                         const float* __restrict__ row_scale, const float* __restrict__ col_scale,
-                         const bf16* __restrict__ bias) {
+    scale_product_kernel(const float* __restrict__ in, bf16* __restrict__ out, int64_t rows,
+                         int64_t cols, const float* __restrict__ row_scale,
+                         const float* __restrict__ col_scale, const bf16* __restrict__ bias) {
   const bool vec = cols % 8 == 0;
   const int64_t units = vec ? cols / 8 : cols;
   for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
@@ -156,11 +156,13 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
           const int64_t c = u * 8 + j;
-          h[j] = __float2bfloat16(scale_bias(f[j], rs * col_scale[c], bias ? bias[c] : __ushort_as_bfloat16(0)));
+          h[j] = __float2bfloat16(
+              scale_bias(f[j], rs * col_scale[c], bias ? bias[c] : __ushort_as_bfloat16(0)));
         }
         reinterpret_cast<uint4*>(o_row)[u] = packed;
       } else {
-        o_row[u] = __float2bfloat16(scale_bias(i_row[u], rs * col_scale[u], bias ? bias[u] : __ushort_as_bfloat16(0)));
+        o_row[u] = __float2bfloat16(
+            scale_bias(i_row[u], rs * col_scale[u], bias ? bias[u] : __ushort_as_bfloat16(0)));
       }
     }
   }
@@ -206,14 +208,16 @@ void quantize_fp8_rows(const void* x, int64_t rows, int64_t padded_rows, int64_t
   }
 }
 
-void scale_fp8_product(const float* in, void* out, int64_t rows, int64_t cols, const float* row_scale,
-                       const float* col_scale, const void* bias, cudaStream_t stream) {
+void scale_fp8_product(const float* in, void* out, int64_t rows, int64_t cols,
+                       const float* row_scale, const float* col_scale, const void* bias,
+                       cudaStream_t stream) {
   if (rows <= 0 || cols <= 0) return;
   const int64_t units = cols % 8 == 0 ? cols / 8 : cols;
   const dim3 grid(static_cast<unsigned>(std::min<int64_t>((units + kThreads - 1) / kThreads, 64)),
                   static_cast<unsigned>(std::min<int64_t>(rows, 65535)));
-  scale_product_kernel<<<grid, kThreads, 0, stream>>>(in, static_cast<bf16*>(out), rows, cols, row_scale,
-                                                      col_scale, static_cast<const bf16*>(bias));
+  scale_product_kernel<<<grid, kThreads, 0, stream>>>(in, static_cast<bf16*>(out), rows, cols,
+                                                      row_scale, col_scale,
+                                                      static_cast<const bf16*>(bias));
 }
 
 void quantize_fp8_weight_rows(DType type, const void* w, int64_t n, int64_t k, uint8_t* q,
