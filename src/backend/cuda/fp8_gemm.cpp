@@ -44,10 +44,9 @@ Fp8Gemm::Fp8Gemm(cudaStream_t stream) : stream_(stream) {
   if (env && std::string_view(env) == "0") small_m_ = 0;
   if (env && std::string_view(env) == "1") small_m_ = 1;
   const char* rows_env = std::getenv("LOOM_FP8_CUTLASS_ROWS");
-  cutlass_rows_ = rows_env && std::string_view(rows_env) == "1";
+  if (rows_env && std::string_view(rows_env) == "1")
+    cutlass_rows_from_ = env_int("LOOM_FP8_CUTLASS_ROWS_FROM", 1, int64_t{1} << 40, 1);
   small_tile_rows_ = env_int("LOOM_FP8_ROW_SMALL_TILE_ROWS", 0, int64_t{1} << 40, small_tile_rows_);
-  cutlass_rows_from_ =
-      env_int("LOOM_FP8_CUTLASS_ROWS_FROM", 1, int64_t{1} << 40, cutlass_rows_from_);
   const char* split_env = std::getenv("LOOM_FP8_CUBLASLT_SPLIT_K");
   cublaslt_split_k_ = !(split_env && std::string_view(split_env) == "0");
   const char* stream_env = std::getenv("LOOM_FP8_STREAM");
@@ -215,7 +214,8 @@ void Fp8Gemm::run(const void* x, int64_t m, const Fp8WeightView& w, const void* 
   // LOOM_FP8_CUTLASS_ROWS_FROM rows).
   const bool cutlass_first =
       forced_ ? *forced_ == Path::Cutlass
-              : path == Path::CublasLt && (w.block || (cutlass_rows_ && m >= cutlass_rows_from_));
+              : path == Path::CublasLt &&
+                    (w.block || (cutlass_rows_from_ > 0 && m >= cutlass_rows_from_));
   if (cutlass_first && run_cutlass(x, m, w, bias, out)) return;
   LOOM_CHECK(path != Path::Cutlass, "no CUTLASS FP8 GEMM for m {} n {} k {}", m, n, k);
   LOOM_CHECK(path != Path::Stream || stream_ok, "no streaming FP8 kernel for m {} k {}", m, k);
@@ -223,7 +223,8 @@ void Fp8Gemm::run(const void* x, int64_t m, const Fp8WeightView& w, const void* 
     plan = plan_for(Key{mp, n, k, w.block, bias != nullptr, alignment_of(w.w), alignment_of(out)});
     LOOM_CHECK(plan || !forced_, "cuBLASLt has no FP8 GEMM for m {} n {} k {}", mp, n, k);
     if (!plan) path = Path::Tiled;
-    if (plan && !plan->scale_after && cutlass_rows_ && !w.block && !hybrid_scaled_logged_) {
+    if (plan && !plan->scale_after && cutlass_rows_from_ > 1 && !w.block &&
+        !hybrid_scaled_logged_) {
       // cuBLASLt scales inside its GEMM here: its rows need not match CUTLASS's.
       LOOM_LOG_WARN(
           "FP8: cuBLASLt applies per-row scales itself here, so products under "

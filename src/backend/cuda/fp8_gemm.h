@@ -120,10 +120,10 @@ class Fp8Gemm {
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
   int small_m_ = -1;  // -1: block-scaled weights only; LOOM_FP8_SMALL_M=0: none, =1: every scheme
-  bool cutlass_rows_ = false;     // LOOM_FP8_CUTLASS_ROWS=1: CUTLASS for per-row scales too
+  // LOOM_FP8_CUTLASS_ROWS=1: per-row products of at least this many rows
+  // (LOOM_FP8_CUTLASS_ROWS_FROM, default 1) go to CUTLASS; 0: none.
+  int64_t cutlass_rows_from_ = 0;
   int64_t small_tile_rows_ = 64;  // LOOM_FP8_ROW_SMALL_TILE_ROWS: CUTLASS's 64-row tiles up to it
-  int64_t cutlass_rows_from_ =
-      1;  // LOOM_FP8_CUTLASS_ROWS_FROM: per-row CUTLASS from this many rows
   bool cublaslt_split_k_ =
       true;                     // LOOM_FP8_CUBLASLT_SPLIT_K=0: cuBLASLt algorithms without split-K
   bool stream_path_ = false;    // LOOM_FP8_STREAM=1: the persistent kernel at one or two rows

@@ -18,15 +18,7 @@ namespace {
 using namespace cute;
 
 namespace types {
-using ElementA = cutlass::float_e4m3_t;
-using LayoutA = cutlass::layout::RowMajor;
-using ElementB = cutlass::float_e4m3_t;
-using LayoutB = cutlass::layout::ColumnMajor;
-using ElementD = cutlass::bfloat16_t;
-using LayoutD = cutlass::layout::RowMajor;
-using ElementBias = cutlass::bfloat16_t;
-constexpr int kAlignAB = 16;  // elements: 16 bytes
-constexpr int kAlignD = 8;
+using namespace sm90::operands;
 
 using TileShape = Shape<_128, _128, _128>;
 using ClusterShape = Shape<_1, _2, _1>;
@@ -71,13 +63,7 @@ Gemm::Arguments arguments_of(const Fp8BlockGemmArgs& a, int device, int sms) {
   const types::LayoutSFB sfb =
       make_layout(make_shape(make_shape(Int<kBlock>{}, nb), make_shape(Int<kBlock>{}, kb), 1),
                   make_stride(make_stride(_0{}, w_ld), make_stride(_0{}, _1{}), w_ld * nb));
-  Gemm::Arguments args{};
-  args.mode = cutlass::gemm::GemmUniversalMode::kGemm;
-  args.problem_shape = {m, n, k, 1};
-  args.mainloop.ptr_A = reinterpret_cast<const types::ElementA*>(a.xq);
-  args.mainloop.dA = make_stride(int64_t{k}, _1{}, int64_t{m} * k);
-  args.mainloop.ptr_B = reinterpret_cast<const types::ElementB*>(a.w);
-  args.mainloop.dB = make_stride(int64_t{k}, _1{}, int64_t{n} * k);
+  Gemm::Arguments args = sm90::common_arguments<Gemm>(a, device, sms);
   args.mainloop.ptr_SFA = a.x_scale;
   args.mainloop.layout_SFA = sfa;
   args.mainloop.ptr_SFB = a.w_scale;
@@ -85,12 +71,6 @@ Gemm::Arguments arguments_of(const Fp8BlockGemmArgs& a, int device, int sms) {
   args.epilogue.thread.alpha = 1.0f;
   args.epilogue.thread.beta = 0.0f;
   args.epilogue.thread.bias_ptr = static_cast<const types::ElementBias*>(a.bias);
-  args.epilogue.ptr_C = nullptr;
-  args.epilogue.ptr_D = static_cast<types::ElementD*>(a.out);
-  args.epilogue.dD = make_stride(int64_t{n}, _1{}, int64_t{m} * n);
-  args.epilogue.dC = args.epilogue.dD;
-  args.hw_info.device_id = device;
-  args.hw_info.sm_count = sms;
   return args;
 }
 

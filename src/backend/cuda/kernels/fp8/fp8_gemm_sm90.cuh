@@ -50,6 +50,41 @@ template <>
 const char* row_gemm<128>(const Fp8BlockGemmArgs& args, void* workspace, size_t workspace_bytes,
                           cudaStream_t stream);
 
+// The operands every one of these GEMMs takes.
+namespace operands {
+using ElementA = cutlass::float_e4m3_t;
+using LayoutA = cutlass::layout::RowMajor;
+using ElementB = cutlass::float_e4m3_t;
+using LayoutB = cutlass::layout::ColumnMajor;
+using ElementD = cutlass::bfloat16_t;
+using LayoutD = cutlass::layout::RowMajor;
+using ElementBias = cutlass::bfloat16_t;
+constexpr int kAlignAB = 16;  // elements: 16 bytes
+constexpr int kAlignD = 8;
+}  // namespace operands
+
+// The arguments every one of these GEMMs shares: the problem, xq, w and out
+// packed (no C operand), the device; the caller adds its scales and epilogue.
+template <class Gemm>
+typename Gemm::Arguments common_arguments(const Fp8BlockGemmArgs& a, int device, int sms) {
+  using cute::_1;
+  const int m = static_cast<int>(a.m), n = static_cast<int>(a.n), k = static_cast<int>(a.k);
+  typename Gemm::Arguments args{};
+  args.mode = cutlass::gemm::GemmUniversalMode::kGemm;
+  args.problem_shape = {m, n, k, 1};
+  args.mainloop.ptr_A = reinterpret_cast<const operands::ElementA*>(a.xq);
+  args.mainloop.dA = cute::make_stride(int64_t{k}, _1{}, int64_t{m} * k);
+  args.mainloop.ptr_B = reinterpret_cast<const operands::ElementB*>(a.w);
+  args.mainloop.dB = cute::make_stride(int64_t{k}, _1{}, int64_t{n} * k);
+  args.epilogue.ptr_C = nullptr;
+  args.epilogue.ptr_D = static_cast<operands::ElementD*>(a.out);
+  args.epilogue.dD = cute::make_stride(int64_t{n}, _1{}, int64_t{m} * n);
+  args.epilogue.dC = args.epilogue.dD;
+  args.hw_info.device_id = device;
+  args.hw_info.sm_count = sms;
+  return args;
+}
+
 inline bool aligned16(const void* p) {
   return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 }

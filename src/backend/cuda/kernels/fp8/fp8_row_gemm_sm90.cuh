@@ -36,15 +36,7 @@ constexpr int kTileM = LOOM_FP8_ROW_GEMM_TILE_M;
 static_assert(kTileM == 64 || kTileM == 128);
 constexpr bool kSmall = kTileM == 64;
 
-using ElementA = cutlass::float_e4m3_t;
-using LayoutA = cutlass::layout::RowMajor;
-using ElementB = cutlass::float_e4m3_t;
-using LayoutB = cutlass::layout::ColumnMajor;
-using ElementD = cutlass::bfloat16_t;
-using LayoutD = cutlass::layout::RowMajor;
-using ElementBias = cutlass::bfloat16_t;
-constexpr int kAlignAB = 16;  // elements: 16 bytes
-constexpr int kAlignD = 8;
+using namespace sm90::operands;
 
 using TileShape = cute::conditional_t<kSmall, Shape<_64, _64, _128>, Shape<_128, _128, _128>>;
 using ClusterShape = cute::conditional_t<kSmall, Shape<_1, _1, _1>, Shape<_1, _2, _1>>;
@@ -102,30 +94,18 @@ using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
 using RowGemm = row_types::Gemm;
 
 RowGemm::Arguments row_arguments(const Fp8BlockGemmArgs& a, int device, int sms) {
-  const int m = static_cast<int>(a.m), n = static_cast<int>(a.n), k = static_cast<int>(a.k);
-  RowGemm::Arguments args{};
-  args.mode = cutlass::gemm::GemmUniversalMode::kGemm;
-  args.problem_shape = {m, n, k, 1};
-  args.mainloop.ptr_A = reinterpret_cast<const row_types::ElementA*>(a.xq);
-  args.mainloop.dA = make_stride(int64_t{k}, _1{}, int64_t{m} * k);
-  args.mainloop.ptr_B = reinterpret_cast<const row_types::ElementB*>(a.w);
-  args.mainloop.dB = make_stride(int64_t{k}, _1{}, int64_t{n} * k);
+  const int64_t m = a.m, n = a.n;
+  RowGemm::Arguments args = sm90::common_arguments<RowGemm>(a, device, sms);
   args.mainloop.mma_promotion_interval = 4;  // wgmmas of k 32: every 128 columns
   // The epilogue tree's arguments, children first: (x_scale * w_scale), acc, bias.
-  args.epilogue.thread = {{{a.x_scale, 0.0f, {_1{}, _0{}, int64_t{m}}},  // x_scale[m]
-                           {a.w_scale, 0.0f, {_0{}, _1{}, int64_t{n}}},  // w_scale[n]
+  args.epilogue.thread = {{{a.x_scale, 0.0f, {_1{}, _0{}, m}},  // x_scale[m]
+                           {a.w_scale, 0.0f, {_0{}, _1{}, n}},  // w_scale[n]
                            {}},
                           {},
                           {static_cast<const row_types::ElementBias*>(a.bias),
                            row_types::ElementBias(0.0f),
-                           {_0{}, _1{}, int64_t{n}}},  // null: no bias
+                           {_0{}, _1{}, n}},  // null: no bias
                           {}};
-  args.epilogue.ptr_C = nullptr;
-  args.epilogue.ptr_D = static_cast<row_types::ElementD*>(a.out);
-  args.epilogue.dD = make_stride(int64_t{n}, _1{}, int64_t{m} * n);
-  args.epilogue.dC = args.epilogue.dD;
-  args.hw_info.device_id = device;
-  args.hw_info.sm_count = sms;
   return args;
 }
 
