@@ -44,11 +44,11 @@
 #   fp8latency  8B batch-1 decode ITL: bf16, --quantization fp8, the FP8 block checkpoint
 #   fp8fixed    8B 512 x 1000/1000: bf16 vs FP8 weights + FP8 KV cache (KV capacity too)
 #   fp8offline  8B 1,000 ShareGPT-like requests: bf16 vs FP8 weights + FP8 KV cache
-#   fp8rows  CUTLASS's per-row-scaled FP8 GEMM (LOOM_FP8_CUTLASS_ROWS=1) vs the default
-#            cuBLASLt path: its tests, GEMM tables, alone vs batched, then A B A B decode,
-#            offline and 512 x 1000/1000 with --quantization fp8 --kv-cache-dtype fp8
-#            (fp8rowstest: the tests and tables only; fp8rowsbench: the A B A B only, over
-#            FP8ROWS_VARIANTS of cublaslt cutlass nosplitk hybrid)
+#   fp8rows  the per-row FP8 GEMM choices (LOOM_FP8_CUTLASS_ROWS_FROM, LOOM_FP8_ROW_SPLIT_ROWS):
+#            their tests, GEMM tables, alone vs batched, then A B A B decode, offline and
+#            512 x 1000/1000 with --quantization fp8 --kv-cache-dtype fp8 (fp8rowstest: the
+#            tests and tables only; fp8rowsbench: the A B A B only, over FP8ROWS_VARIANTS of
+#            cublaslt default split8 split16 cutlass)
 #   offsweep 8B 1,000 ShareGPT-like requests, bf16 and FP8 (weights + KV), at each
 #            --max-num-seqs:--max-num-batched-tokens pair of OFFSWEEP (default
 #            512:16384 1024:16384 1024:32768), with the step profile
@@ -141,7 +141,6 @@ fp8_generate() {
 }
 # Per-row FP8 products: cuBLASLt without split-K below 65 rows, CUTLASS from 65
 # (the same bits either way).
-FP8_HYBRID="LOOM_FP8_CUTLASS_ROWS=1 LOOM_FP8_CUTLASS_ROWS_FROM=65 LOOM_FP8_CUBLASLT_SPLIT_K=0"
 model8b() {
   [ -d /tmp/llama8b ] && return
   local t1=$(date +%s)
@@ -570,45 +569,36 @@ for r in runs:
     meta /tmp/fp8fixed.jsonl "bench offline: 512 requests, 1000 in / 1000 out, Llama-3-8B shape, --max-num-seqs 512 --max-num-batched-tokens 16384: bf16, then --quantization fp8 --kv-cache-dtype fp8 (run_info: KV blocks)" > "$OUT/bench_fixed_8b_fp8.json"
     ;;
   fp8rows|fp8rowstest)
-    # CUTLASS's GEMM with per-row scales (LOOM_FP8_CUTLASS_ROWS=1) against the
-    # default (cuBLASLt's unit-scale FP8 GEMM + a scaling pass), --quantization fp8:
-    # its test, the GEMM tables, alone-vs-batched, then A B A B in one call:
-    # batch-1 / batch-64 decode, 1,000 ShareGPT-like requests, 512 x 1000/1000.
+    # The per-row FP8 GEMMs (cuBLASLt's unit-scale GEMM + a scaling pass,
+    # CUTLASS's row-scaled GEMM, the split-k kernel for few rows): the bitwise
+    # test, the GEMM tables, alone-vs-batched under each choice.
     timeout 200 $T/test_cuda_fp8 --gtest_filter='*Cutlass*:*SmallMAndBatch*:*LinearMatches*' > /tmp/fr.log 2>&1
-    echo "test_cuda_fp8 (CUTLASS cases) rc=$? $(tail -1 /tmp/fr.log)"
-    grep -E "FAILED|Failure|Expected|Which|cutlass rows|differ" /tmp/fr.log | head -20
+    echo "test_cuda_fp8 (CUTLASS and split-k cases) rc=$? $(tail -1 /tmp/fr.log)"
+    grep -E "FAILED|Failure|Expected|Which|cutlass rows|differ" /tmp/fr.log | head -60
     : > /tmp/fr_engine.log
-    for v in "LOOM_FP8_CUTLASS_ROWS=1" "$FP8_HYBRID"; do
+    for v in "LOOM_FP8_ROW_SPLIT_ROWS=16" "LOOM_FP8_CUTLASS_ROWS_FROM=1"; do
       env $v timeout 200 $T/test_cuda_engine --gtest_filter='*BatchAndPrefix*:*TokenConstraintMask*' \
         > /tmp/fr_e.log 2>&1; echo "test_cuda_engine alone vs batched, $v: rc=$?"
       grep -E "identical" /tmp/fr_e.log | grep -E "fp8|online" | head -12; cat /tmp/fr_e.log >> /tmp/fr_engine.log
     done
-    timeout 120 $T/bench_cuda_ops --matmul > /tmp/fr_mm.log 2>&1; echo "bench_cuda_ops --matmul rc=$?"
-    awk '/per-row scales/{f=1} /128x128 block/{f=0} f' /tmp/fr_mm.log | grep -E "forward step|cutlass +(1|64) "
-    # CUTLASS's 128-row tiles at every m, against its 64-row tiles up to 64 rows.
-    LOOM_FP8_ROW_SMALL_TILE_ROWS=0 timeout 120 $T/bench_cuda_ops --matmul > /tmp/fr_mm0.log 2>&1
-    echo "-- LOOM_FP8_ROW_SMALL_TILE_ROWS=0 (128-row tiles only): rc=$?"
-    awk '/per-row scales/{f=1} /128x128 block/{f=0} f' /tmp/fr_mm0.log | grep -E "forward step.*cutlass:|cutlass +(1|64) "
-    # cuBLASLt kept to algorithms without split-K.
-    LOOM_FP8_CUBLASLT_SPLIT_K=0 timeout 120 $T/bench_cuda_ops --matmul > /tmp/fr_mm1.log 2>&1
-    echo "-- LOOM_FP8_CUBLASLT_SPLIT_K=0: rc=$?"
-    awk '/per-row scales/{f=1} /128x128 block/{f=0} f' /tmp/fr_mm1.log | grep -E "forward step.*cublaslt:|cublaslt +1 "
-    cat /tmp/fr.log /tmp/fr_engine.log /tmp/fr_mm.log /tmp/fr_mm0.log /tmp/fr_mm1.log > "$OUT/fp8rows_tests.log"
+    timeout 150 $T/bench_cuda_ops --matmul > /tmp/fr_mm.log 2>&1; echo "bench_cuda_ops --matmul rc=$?"
+    awk '/per-row scales/{f=1} /128x128 block/{f=0} f' /tmp/fr_mm.log | grep -E "forward step|split-k +(1|8) "
+    cat /tmp/fr.log /tmp/fr_engine.log /tmp/fr_mm.log > "$OUT/fp8rows_tests.log"
     ;;&
   fp8rows|fp8rowsbench)
     model8b
     $L bench workload --model /tmp/llama8b --dataset sharegpt --num-requests 1000 --seed 0 --output /tmp/w.jsonl
     : > /tmp/fr_all.jsonl
     for round in ${FP8ROWS_ROUNDS:-1 2}; do
-      for v in "cublaslt" "cutlass LOOM_FP8_CUTLASS_ROWS=1" "nosplitk LOOM_FP8_CUBLASLT_SPLIT_K=0" \
-               "hybrid $FP8_HYBRID"; do
+      for v in "cublaslt LOOM_FP8_CUTLASS_ROWS_FROM=0" "default" "split8 LOOM_FP8_ROW_SPLIT_ROWS=8" \
+               "split16 LOOM_FP8_ROW_SPLIT_ROWS=16" "cutlass LOOM_FP8_CUTLASS_ROWS_FROM=1"; do
         set -- $v; name=$1; shift
-        case " ${FP8ROWS_VARIANTS:-cublaslt cutlass nosplitk hybrid} " in *" $name "*) ;; *) continue ;; esac
+        case " ${FP8ROWS_VARIANTS:-cublaslt default split8 cutlass} " in *" $name "*) ;; *) continue ;; esac
         f="--quantization fp8 --kv-cache-dtype fp8"
         env "$@" timeout 150 $L bench latency --device cuda --model /tmp/llama8b --input-len 128 --output-len 256 \
-          --batch-sizes 1,64 $f --json > /tmp/fr.jsonl 2> /tmp/fr.err || tail -3 /tmp/fr.err
-        env "$@" timeout 200 $L bench offline --device cuda --model /tmp/llama8b --workload /tmp/w.jsonl \
-          --max-num-seqs 512 --max-num-batched-tokens 16384 $f --json >> /tmp/fr.jsonl 2>> /tmp/fr.err || tail -3 /tmp/fr.err
+          --batch-sizes ${FP8ROWS_BATCHES:-1,64} $f --json > /tmp/fr.jsonl 2> /tmp/fr.err || tail -3 /tmp/fr.err
+        [ "${FP8ROWS_OFFLINE:-1}" = 1 ] && { env "$@" timeout 200 $L bench offline --device cuda --model /tmp/llama8b --workload /tmp/w.jsonl \
+          --max-num-seqs 512 --max-num-batched-tokens 16384 $f --json >> /tmp/fr.jsonl 2>> /tmp/fr.err || tail -3 /tmp/fr.err; }
         [ "$round" = 1 ] && [ "${FP8ROWS_FIXED:-1}" = 1 ] && { env "$@" timeout 280 $L bench offline --device cuda --model /tmp/llama8b --dataset fixed \
           --input-len 1000 --output-len 1000 --num-requests 512 --max-num-seqs 512 --max-num-batched-tokens 16384 $f \
           --json >> /tmp/fr.jsonl 2>> /tmp/fr.err || tail -3 /tmp/fr.err; }
@@ -629,7 +619,7 @@ for l in open(sys.argv[1]):
 " /tmp/fr.jsonl "$name" "$round" >> /tmp/fr_all.jsonl
       done
     done
-    meta /tmp/fr_all.jsonl "Llama-3-8B shape, --quantization fp8 --kv-cache-dtype fp8: cuBLASLt (unit scales + scaling pass), LOOM_FP8_CUTLASS_ROWS=1 (CUTLASS row-scaled GEMM), LOOM_FP8_CUBLASLT_SPLIT_K=0, and the hybrid ($FP8_HYBRID), alternated: bench latency 128/256 batch 1,64; bench offline 1,000 ShareGPT-like 512:16384; 512 x 1000/1000 (round 1)" > "$OUT/fp8_cutlass_rows.json"
+    meta /tmp/fr_all.jsonl "Llama-3-8B shape, --quantization fp8 --kv-cache-dtype fp8, per-row FP8 GEMM choices alternated: cublaslt (LOOM_FP8_CUTLASS_ROWS_FROM=0: cuBLASLt unit scales + scaling pass at every m), default (CUTLASS's row-scaled GEMM from 65 rows), split8/split16 (LOOM_FP8_ROW_SPLIT_ROWS=8/16: the split-k kernel up to that many rows), cutlass (LOOM_FP8_CUTLASS_ROWS_FROM=1); bench latency 128/256 batch ${FP8ROWS_BATCHES:-1,64}; bench offline 1,000 ShareGPT-like 512:16384; 512 x 1000/1000 (round 1)" > "$OUT/fp8_row_gemms.json"
     ;;
   fp8offline|offsweep)
     # fp8offline: one pair (512:16384), no profile; offsweep: the OFFSWEEP pairs with the step profile.

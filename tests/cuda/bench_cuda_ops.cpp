@@ -100,7 +100,7 @@ void bench_matmul(Backend& be, Timer& timer, cudaStream_t stream, const char* pa
 // per-row or 128x128-block scales, x bf16 (quantised per token / per 1x128
 // group inside), through the small-m tensor-core kernel (M <= 8), cuBLASLt's
 // FP8 GEMM and (sm_90) CUTLASS's (per-row scales at every M, block scales
-// past 8 rows). TB/s counts x (bf16), the FP8
+// past 8 rows) and the split-k kernel (per-row scales, M <= 16). TB/s counts x (bf16), the FP8
 // weight and out (bf16).
 void bench_fp8_matmul(Backend& be, Timer& timer, cudaStream_t stream) {
   struct Shape {
@@ -123,13 +123,17 @@ void bench_fp8_matmul(Backend& be, Timer& timer, cudaStream_t stream) {
     }
     for (int64_t m : {1, 2, 4, 8, 16, 64, 256, 1024}) {
       for (auto path : {cuda::Fp8Gemm::Path::SmallM, cuda::Fp8Gemm::Path::Stream,
-                        cuda::Fp8Gemm::Path::CublasLt, cuda::Fp8Gemm::Path::Cutlass}) {
+                        cuda::Fp8Gemm::Path::RowSplit, cuda::Fp8Gemm::Path::CublasLt,
+                        cuda::Fp8Gemm::Path::Cutlass}) {
         if (path == cuda::Fp8Gemm::Path::SmallM && m > 8) continue;
+        if (path == cuda::Fp8Gemm::Path::RowSplit && (block || m > cuda::kFp8RowSplitMaxRows))
+          continue;
         if (path == cuda::Fp8Gemm::Path::Stream && m > 2) continue;
         if (path == cuda::Fp8Gemm::Path::Cutlass && block && m <= 8) continue;
         const char* name = path == cuda::Fp8Gemm::Path::SmallM    ? "kernel"
                            : path == cuda::Fp8Gemm::Path::Stream  ? "stream"
                            : path == cuda::Fp8Gemm::Path::Cutlass ? "cutlass"
+                           : path == cuda::Fp8Gemm::Path::RowSplit ? "split-k"
                                                                   : "cublaslt";
         double step_ms = 0;
         for (size_t i = 0; i < std::size(shapes); ++i) {

@@ -228,6 +228,16 @@ cuda::Fp8WeightView view_of(const LinearWeight& w) {
   return v;
 }
 
+// Why the sm_90a FP8 kernels (CUTLASS's GEMMs, the split-k kernel) cannot run here, or null.
+const char* no_cutlass_here() {
+  int major = 0, minor = 0;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0);
+  if (!cuda::fp8_block_gemm_built()) return "this build has no CUTLASS FP8 GEMM";
+  if (major * 10 + minor != 90) return "CUTLASS FP8 GEMM: sm_90 only";
+  return nullptr;
+}
+
 TEST_F(CudaFp8Test, LinearMatchesReferenceOnEveryPath) {
   cuda::Fp8Gemm gemm(stream_);
   using Path = cuda::Fp8Gemm::Path;
@@ -249,11 +259,16 @@ TEST_F(CudaFp8Test, LinearMatchesReferenceOnEveryPath) {
           std::vector<double> want, abs_sum;
           reference(host, x, m, with_bias ? &b : nullptr, want, abs_sum);
           Tensor gb = gpu_bf16(*gpu_, b, {n});
-          for (Path path : {Path::SmallM, Path::CublasLt, Path::Stream}) {
+          for (Path path : {Path::SmallM, Path::CublasLt, Path::Stream, Path::RowSplit}) {
             if (path == Path::Stream && !cuda::fp8_stream_matmul_supported(m, k, {})) continue;
-            const char* path_name = path == Path::SmallM   ? " kernel"
-                                    : path == Path::Stream ? " stream"
-                                                           : " cublaslt";
+            if (path == Path::RowSplit &&
+                (no_cutlass_here() || scheme == Scheme::Block || m > cuda::kFp8RowSplitMaxRows ||
+                 k % 128 != 0))
+              continue;
+            const char* path_name = path == Path::SmallM     ? " kernel"
+                                    : path == Path::Stream   ? " stream"
+                                    : path == Path::RowSplit ? " split-k"
+                                                             : " cublaslt";
             std::ostringstream what;
             what << scheme_name(scheme) << " m " << m << " n " << n << " k " << k
                  << (with_bias ? " bias" : "") << path_name;
@@ -281,10 +296,11 @@ TEST_F(CudaFp8Test, LinearMatchesReferenceOnEveryPath) {
     std::printf("  fp8 linear: cuBLASLt has no FP8 GEMM for %s\n", what.c_str());
   EXPECT_GT(gemm.stats().stream, 0u);
   std::printf(
-      "  fp8 gemm calls: %llu kernel, %llu stream, %llu cublaslt (%llu with unit scales), %llu "
-      "tiled\n",
+      "  fp8 gemm calls: %llu kernel, %llu stream, %llu split-k, %llu cublaslt (%llu with unit "
+      "scales), %llu tiled\n",
       static_cast<unsigned long long>(gemm.stats().small_m),
       static_cast<unsigned long long>(gemm.stats().stream),
+      static_cast<unsigned long long>(gemm.stats().row_split),
       static_cast<unsigned long long>(gemm.stats().cublaslt),
       static_cast<unsigned long long>(gemm.stats().cublaslt_unit_scales),
       static_cast<unsigned long long>(gemm.stats().tiled));
@@ -524,16 +540,6 @@ TEST_F(CudaFp8Test, RejectsBadShapes) {
 
 // --- CUTLASS's block-scaled FP8 GEMM (sm_90) ---
 
-// Why CUTLASS's FP8 GEMM cannot run here, or null.
-const char* no_cutlass_here() {
-  int major = 0, minor = 0;
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
-  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0);
-  if (!cuda::fp8_block_gemm_built()) return "this build has no CUTLASS FP8 GEMM";
-  if (major * 10 + minor != 90) return "CUTLASS FP8 GEMM: sm_90 only";
-  return nullptr;
-}
-
 // CUTLASS's GEMM with per-row scales (per-channel and per-tensor weights;
 // per-token and static activations), forced at every m including decode's
 // 1-8 rows: against the reference, and a row's bits the same at every m, on
@@ -600,24 +606,27 @@ TEST_F(CudaFp8Test, CutlassRowGemmMatchesReference) {
 TEST_F(CudaFp8Test, CublasLtAndCutlassRowGemmsAgree) {
   using Path = cuda::Fp8Gemm::Path;
   if (const char* why = no_cutlass_here()) GTEST_SKIP() << why;
-  cuda::Fp8Gemm any(stream_), one_pass(stream_), cutlass(stream_);
+  cuda::Fp8Gemm any(stream_), one_pass(stream_), cutlass(stream_), split(stream_);
   any.force_path(Path::CublasLt);
   one_pass.force_path(Path::CublasLt);
   one_pass.allow_cublaslt_split_k(false);
   cutlass.force_path(Path::Cutlass);
+  split.force_path(Path::RowSplit);
+  // n 200: the last 64-row tile of the split-k kernel ragged.
   const std::vector<std::pair<int64_t, int64_t>> shapes = {
-      {1024, 896}, {1024, 4096}, {6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}};
+      {1024, 896}, {200, 896},   {1024, 4096}, {6144, 4096},
+      {4096, 4096}, {28672, 4096}, {4096, 14336}};
   for (Scheme scheme : {Scheme::Channel, Scheme::TensorStatic})
     for (auto [n, k] : shapes) {
       if (scheme == Scheme::TensorStatic && n > 1024) continue;  // per-channel covers the shapes
       const LinearWeight host = make_weight(scheme, n, k, 41);
       const LinearWeight w = gpu_->prepare_linear(host);
       // A bias (as QKV projections have) on the small shapes.
-      const bool with_bias = n == 1024;
+      const bool with_bias = n <= 1024;
       const auto b = random_bf16_values(static_cast<size_t>(n), 47, -1, 1);
       Tensor gb = gpu_bf16(*gpu_, b, {n});
       const void* bias = with_bias ? gb.data() : nullptr;
-      for (int64_t m : {int64_t{1}, int64_t{2}, int64_t{8}, int64_t{64}, int64_t{300}}) {
+      for (int64_t m : {int64_t{1}, int64_t{2}, int64_t{8}, int64_t{13}, int64_t{64}, int64_t{300}}) {
         const auto x = random_bf16_values(static_cast<size_t>(m * k), 43, -2, 2);
         std::vector<int64_t> rows(static_cast<size_t>(m));
         for (int64_t i = 0; i < m; ++i) rows[static_cast<size_t>(i)] = i;
@@ -625,6 +634,12 @@ TEST_F(CudaFp8Test, CublasLtAndCutlassRowGemmsAgree) {
         const auto lt = run_rows(*gpu_, any, w, x, k, rows, bias);
         const auto lt1 = run_rows(*gpu_, one_pass, w, x, k, rows, bias);
         const auto cut = run_rows(*gpu_, cutlass, w, x, k, rows, bias);
+        // The split-k kernel (few rows): CUTLASS's bits, whatever the split.
+        size_t differ_split = 0;
+        if (m <= cuda::kFp8RowSplitMaxRows) {
+          const auto sp = run_rows(*gpu_, split, w, x, k, rows, bias);
+          for (size_t i = 0; i < sp.size(); ++i) differ_split += sp[i] != cut[i];
+        }
         // Same bits only where cuBLASLt leaves the scales to the pass.
         if (one_pass.stats().cublaslt_unit_scales == unit_before)
           GTEST_SKIP() << "cuBLASLt scales per row itself here: its rounding is its own";
@@ -645,15 +660,17 @@ TEST_F(CudaFp8Test, CublasLtAndCutlassRowGemmsAgree) {
         }
         std::printf(
             "  %-18s n %5lld k %5lld m %3lld%s cutlass rows vs cublaslt: %5.2f%% of outputs "
-            "differ, without split-K %5.2f%%; mean |err| %.3e, %.3e\n",
+            "differ, without split-K %5.2f%%, split-k kernel %5.2f%%; mean |err| %.3e, %.3e\n",
             scheme_name(scheme), static_cast<long long>(n), static_cast<long long>(k),
             static_cast<long long>(m), with_bias ? " bias" : "",
             100.0 * double(differ) / double(lt.size()), 100.0 * double(differ1) / double(lt.size()),
+            100.0 * double(differ_split) / double(lt.size()),
             err_lt / double(want.size()), err_cut / double(want.size()));
         std::ostringstream what;
         what << scheme_name(scheme) << " n " << n << " k " << k << " m " << m
              << (with_bias ? " bias" : "");
         EXPECT_EQ(differ1, 0u) << what.str();
+        EXPECT_EQ(differ_split, 0u) << what.str() << ": split-k kernel vs CUTLASS";
         EXPECT_LE(differ, lt.size() / 8) << what.str();
         EXPECT_LE(err_lt, 1.1 * err_cut) << what.str();
         EXPECT_LE(err_cut, 1.1 * err_lt) << what.str();

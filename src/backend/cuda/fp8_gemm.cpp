@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <string_view>
+#include <tuple>
+#include <utility>
 
 #include "backend/cuda/kernels/fp8/fp8_block_gemm.h"
 #include "backend/cuda/kernels/fp8/fp8_kernels.h"
@@ -43,9 +45,9 @@ Fp8Gemm::Fp8Gemm(cudaStream_t stream) : stream_(stream) {
   const char* env = std::getenv("LOOM_FP8_SMALL_M");
   if (env && std::string_view(env) == "0") small_m_ = 0;
   if (env && std::string_view(env) == "1") small_m_ = 1;
-  const char* rows_env = std::getenv("LOOM_FP8_CUTLASS_ROWS");
-  if (rows_env && std::string_view(rows_env) == "1")
-    cutlass_rows_from_ = env_int("LOOM_FP8_CUTLASS_ROWS_FROM", 1, int64_t{1} << 40, 1);
+  cutlass_rows_from_ =
+      env_int("LOOM_FP8_CUTLASS_ROWS_FROM", 0, int64_t{1} << 40, cutlass_rows_from_);
+  row_split_rows_ = env_int("LOOM_FP8_ROW_SPLIT_ROWS", 0, kFp8RowSplitMaxRows, row_split_rows_);
   small_tile_rows_ = env_int("LOOM_FP8_ROW_SMALL_TILE_ROWS", 0, int64_t{1} << 40, small_tile_rows_);
   const char* split_env = std::getenv("LOOM_FP8_CUBLASLT_SPLIT_K");
   cublaslt_split_k_ = !(split_env && std::string_view(split_env) == "0");
@@ -209,9 +211,14 @@ void Fp8Gemm::run(const void* x, int64_t m, const Fp8WeightView& w, const void* 
   if (stream_ok) path = Path::Stream;
   Plan* plan = nullptr;
   if (forced_) path = *forced_;
+  // Per-row scales, few rows: the split-k kernel (same bits as CUTLASS's GEMM).
+  if (!forced_ ? path == Path::CublasLt && !w.block && m <= row_split_rows_
+               : *forced_ == Path::RowSplit) {
+    if (run_row_split(x, m, w, bias, out)) return;
+    LOOM_CHECK(!forced_, "no split-k FP8 kernel for m {} n {} k {}", m, n, k);
+  }
   // Block-scaled weights: CUTLASS's GEMM before cuBLASLt (which has none on
-  // sm_90); per-row scales too with LOOM_FP8_CUTLASS_ROWS=1 (from
-  // LOOM_FP8_CUTLASS_ROWS_FROM rows).
+  // sm_90); per-row scales too from LOOM_FP8_CUTLASS_ROWS_FROM rows.
   const bool cutlass_first =
       forced_ ? *forced_ == Path::Cutlass
               : path == Path::CublasLt &&
@@ -223,13 +230,14 @@ void Fp8Gemm::run(const void* x, int64_t m, const Fp8WeightView& w, const void* 
     plan = plan_for(Key{mp, n, k, w.block, bias != nullptr, alignment_of(w.w), alignment_of(out)});
     LOOM_CHECK(plan || !forced_, "cuBLASLt has no FP8 GEMM for m {} n {} k {}", mp, n, k);
     if (!plan) path = Path::Tiled;
-    if (plan && !plan->scale_after && cutlass_rows_from_ > 1 && !w.block &&
+    if (plan && !plan->scale_after && (cutlass_rows_from_ > 1 || row_split_rows_ > 0) &&
+        !w.block &&
         !hybrid_scaled_logged_) {
       // cuBLASLt scales inside its GEMM here: its rows need not match CUTLASS's.
       LOOM_LOG_WARN(
-          "FP8: cuBLASLt applies per-row scales itself here, so products under "
-          "LOOM_FP8_CUTLASS_ROWS_FROM={} rows may round differently from CUTLASS's",
-          cutlass_rows_from_);
+          "FP8: cuBLASLt applies per-row scales itself here, so its products may round "
+          "differently from CUTLASS's and the split-k kernel's: a request's tokens can differ "
+          "alone and in a batch");
       hybrid_scaled_logged_ = true;
     }
   }
@@ -265,11 +273,7 @@ void Fp8Gemm::run(const void* x, int64_t m, const Fp8WeightView& w, const void* 
     (path == Path::SmallM ? stats_.small_m : stats_.tiled)++;
     return;
   }
-  const int64_t groups = (k + 127) / 128;
-  auto* xq = static_cast<uint8_t*>(xq_.ensure(static_cast<size_t>(mp * k), stream_));
-  auto* xs = static_cast<float*>(
-      x_scale_.ensure(static_cast<size_t>(mp * (w.block ? groups : 1)) * 4, stream_));
-  quantize_fp8_rows(x, m, mp, k, mode, w.input_scale, xq, xs, mp, stream_);
+  const auto [xq, xs] = quantize_x(x, m, mp, w);
   // D [n, mp]: the caller's out when no rows are padded, else a scratch whose
   // first m columns (contiguous) are copied out.
   void* d = mp == m ? out : out_pad_.ensure(static_cast<size_t>(mp * n) * 2, stream_);
@@ -311,34 +315,60 @@ void Fp8Gemm::run(const void* x, int64_t m, const Fp8WeightView& w, const void* 
   stats_.cublaslt++;
 }
 
-bool Fp8Gemm::run_cutlass(const void* x, int64_t m, const Fp8WeightView& w, const void* bias,
-                          void* out) {
+std::pair<uint8_t*, float*> Fp8Gemm::quantize_x(const void* x, int64_t m, int64_t mp,
+                                                 const Fp8WeightView& w) {
+  const int64_t groups = (w.k + 127) / 128;
+  auto* xq = static_cast<uint8_t*>(xq_.ensure(static_cast<size_t>(mp * w.k), stream_));
+  auto* xs = static_cast<float*>(
+      x_scale_.ensure(static_cast<size_t>(mp * (w.block ? groups : 1)) * 4, stream_));
+  quantize_fp8_rows(x, m, mp, w.k, act_mode(w), w.input_scale, xq, xs, mp, stream_);
+  return {xq, xs};
+}
+
+Fp8BlockGemmArgs Fp8Gemm::sm90_args(int64_t m, const Fp8WeightView& w, const void* bias,
+                                    void* out) const {
   // Block scales: x's group scales M-major with rows padded to 4 (16-byte
   // TMA strides), as for cuBLASLt's 1x128 scaling; per-row weights: one
   // scale per row of x (per token or static).
-  const int64_t mp = w.block ? round_up(m, 4) : m, k = w.k;
   Fp8BlockGemmArgs a;
   a.row_scales = !w.block;
   a.small_tile_rows = small_tile_rows_;
-  a.x_scale_ld = mp;
+  a.x_scale_ld = w.block ? round_up(m, 4) : m;
   a.m = m;
   a.w = w.w;
   a.w_scale = w.scale;
   a.w_scale_ld = w.scale_ld;
   a.n = w.n;
-  a.k = k;
+  a.k = w.k;
   a.bias = bias;
   a.out = out;
+  return a;
+}
+
+bool Fp8Gemm::run_row_split(const void* x, int64_t m, const Fp8WeightView& w, const void* bias,
+                            void* out) {
+  Fp8BlockGemmArgs a = sm90_args(m, w, bias, out);
+  if (!fp8_row_split_supported(a)) return false;
+  size_t partial_bytes = 0, counter_bytes = 0;
+  fp8_row_split_scratch(a, partial_bytes, counter_bytes);
+  auto* partials =
+      static_cast<float*>(split_partials_.ensure(std::max<size_t>(partial_bytes, 4), stream_));
+  auto* counters = static_cast<unsigned*>(split_counters_.ensure_zeroed(counter_bytes, stream_));
+  std::tie(a.xq, a.x_scale) = quantize_x(x, m, m, w);
+  const char* err = fp8_row_split(a, partials, counters, stream_);
+  LOOM_CHECK(err == nullptr, "FP8 split-k kernel m {} n {} k {}: {}", m, w.n, w.k, err);
+  stats_.row_split++;
+  return true;
+}
+
+bool Fp8Gemm::run_cutlass(const void* x, int64_t m, const Fp8WeightView& w, const void* bias,
+                          void* out) {
+  Fp8BlockGemmArgs a = sm90_args(m, w, bias, out);
   if (!fp8_block_gemm_supported(a)) return false;
-  auto* xq = static_cast<uint8_t*>(xq_.ensure(static_cast<size_t>(mp * k), stream_));
-  auto* xs = static_cast<float*>(
-      x_scale_.ensure(static_cast<size_t>(mp * (w.block ? k / 128 : 1)) * 4, stream_));
-  quantize_fp8_rows(x, m, mp, k, act_mode(w), w.input_scale, xq, xs, mp, stream_);
-  a.xq = xq;
-  a.x_scale = xs;
+  std::tie(a.xq, a.x_scale) = quantize_x(x, m, a.x_scale_ld, w);
   const char* err = fp8_block_gemm(a, workspace_, workspace_bytes_, stream_);
   LOOM_CHECK(err == nullptr, "CUTLASS FP8 {} GEMM m {} n {} k {}: {}",
-             w.block ? "block-scaled" : "row-scaled", m, w.n, k, err);
+             w.block ? "block-scaled" : "row-scaled", m, w.n, w.k, err);
   stats_.cutlass++;
   return true;
 }

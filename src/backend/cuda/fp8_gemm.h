@@ -5,7 +5,7 @@
 //   m <= kFp8MatmulMaxRows, 128x128-block weights: our tensor-core kernel
 //     (kernels/fp8/fp8_matmul.cu), bound by streaming the weights once
 //     (decode steps), quantising x on the fly. Per-row and per-tensor
-//     weights take cuBLASLt at every m by default, so that a request's tokens
+//     weights take the wgmma GEMMs below at every m by default, so that a request's tokens
 //     alone and in a batch agree: the kernel sums 128 products at a time in
 //     f16 HMMAs, Hopper's FP8 wgmma (cuBLASLt, CUTLASS) keeps fewer bits of
 //     its sums (DeepSeek-V3 measured ~14), and about 6% of bf16 outputs come
@@ -24,19 +24,19 @@
 //     applying x's row scales, the weight's row scales and the bias;
 //   128x128 weight blocks on sm_90 first go to CUTLASS's blockwise-scaled FP8
 //     GEMM (kernels/fp8/fp8_block_gemm.h; n and k multiples of 128), which
-//     cuBLASLt lacks there; with LOOM_FP8_CUTLASS_ROWS=1 (off by default)
-//     per-row scales too, at every m that would take cuBLASLt: CUTLASS's FP8
-//     GEMM applying x's and the weight's row scales once in its epilogue (no
-//     f32 product, no scaling pass; 64-row tiles up to
-//     LOOM_FP8_ROW_SMALL_TILE_ROWS = 64 rows, same bits): faster for batches
-//     and prefill, slower at one row (on an H100, 8B shape: offline +3%,
-//     batch-1 decode +17% per token); LOOM_FP8_CUTLASS_ROWS_FROM=N leaves
-//     products of fewer than N rows to cuBLASLt. cuBLASLt's unit-scale
-//     product and the scaling pass give the same bits as CUTLASS's GEMM where
-//     cuBLASLt sums k in one pass (test_cuda_fp8
-//     CublasLtAndCutlassRowGemmsAgree), and LOOM_FP8_CUBLASLT_SPLIT_K=0 keeps
-//     it to such algorithms (split-K sums k's parts in another order), so
-//     with both, rows come out the same whichever takes them;
+//     cuBLASLt lacks there; per-row scales too from LOOM_FP8_CUTLASS_ROWS_FROM
+//     = 65 rows (0: never): CUTLASS's FP8 GEMM applying x's and the weight's
+//     row scales once in its epilogue (no f32 product, no scaling pass;
+//     64-row tiles up to LOOM_FP8_ROW_SMALL_TILE_ROWS = 64 rows, same bits),
+//     faster for batches and prefill, slower at one row (on an H100, 8B
+//     shape: offline +5%). cuBLASLt's unit-scale product and the scaling
+//     pass give the same bits as CUTLASS's GEMM (test_cuda_fp8
+//     CublasLtAndCutlassRowGemmsAgree: the 8B shapes at 1-300 rows, with and
+//     without cuBLASLt's split-K, which LOOM_FP8_CUBLASLT_SPLIT_K=0 forbids),
+//     so rows come out the same whichever takes them;
+//   LOOM_FP8_ROW_SPLIT_ROWS=N (experimental, off): per-row products of up to
+//     N rows (kFp8RowSplitMaxRows at most) to the split-k kernel
+//     (fp8_row_split), the same bits as CUTLASS's GEMM, not yet faster;
 //   shapes cuBLASLt has no FP8 algorithm for: our kernel over tiles of 8 rows.
 // Both quantise x the same way, bit for bit. Plans are cached per shape.
 // LOOM_FP8_STREAM=1 (experimental, off by default) sends products of one or
@@ -51,9 +51,11 @@
 #include <map>
 #include <optional>
 #include <tuple>
+#include <utility>
 
 #include "backend/cuda/cuda_util.h"
 #include "backend/cuda/gemm.h"  // the cuBLAS headers and LOOM_CUBLAS_CHECK
+#include "backend/cuda/kernels/fp8/fp8_block_gemm.h"
 #include "backend/cuda/kernels/fp8/fp8_kernels.h"
 #include "backend/linear.h"
 
@@ -78,7 +80,7 @@ class Fp8Gemm {
   Fp8Gemm& operator=(const Fp8Gemm&) = delete;
 
   // Which kernel computes a product (each call counts once).
-  enum class Path { SmallM, CublasLt, Tiled, Cutlass, Stream };
+  enum class Path { SmallM, CublasLt, Tiled, Cutlass, Stream, RowSplit };
   // Forces a path for tests and comparisons (Tiled works for every shape;
   // CublasLt throws where cuBLASLt has no algorithm, Cutlass where
   // fp8_block_gemm_supported says no, Stream where
@@ -88,7 +90,7 @@ class Fp8Gemm {
   // (LOOM_FP8_CUBLASLT_SPLIT_K=0: no); drops the cached plans.
   void allow_cublaslt_split_k(bool allow);
   struct Stats {
-    uint64_t small_m = 0, cublaslt = 0, tiled = 0, cutlass = 0, stream = 0;
+    uint64_t small_m = 0, cublaslt = 0, tiled = 0, cutlass = 0, stream = 0, row_split = 0;
     uint64_t cublaslt_unit_scales = 0;  // of cublaslt: unit scales + scale_fp8_product
   };
   const Stats& stats() const { return stats_; }
@@ -112,6 +114,15 @@ class Fp8Gemm {
   Plan* plan_for(const Key& key);
   // CUTLASS's block-scaled GEMM when it takes the shape (else false, nothing queued).
   bool run_cutlass(const void* x, int64_t m, const Fp8WeightView& w, const void* bias, void* out);
+  // x quantised for w (per row, per 128-column group, or static) into xq_ and
+  // x_scale_, with mp >= m rows (the padding zero): (xq, x's scales).
+  std::pair<uint8_t*, float*> quantize_x(const void* x, int64_t m, int64_t mp,
+                                         const Fp8WeightView& w);
+  // fp8_block_gemm's and fp8_row_split's arguments but xq and x_scale.
+  Fp8BlockGemmArgs sm90_args(int64_t m, const Fp8WeightView& w, const void* bias,
+                             void* out) const;
+  // The split-k kernel for few rows of per-row scaled weights, when it takes the shape.
+  bool run_row_split(const void* x, int64_t m, const Fp8WeightView& w, const void* bias, void* out);
   Plan make_plan(const Key& key, bool with_bias, bool unit_scales);
   static void destroy(Plan& p);
 
@@ -120,9 +131,12 @@ class Fp8Gemm {
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
   int small_m_ = -1;  // -1: block-scaled weights only; LOOM_FP8_SMALL_M=0: none, =1: every scheme
-  // LOOM_FP8_CUTLASS_ROWS=1: per-row products of at least this many rows
-  // (LOOM_FP8_CUTLASS_ROWS_FROM, default 1) go to CUTLASS; 0: none.
-  int64_t cutlass_rows_from_ = 0;
+  // Per-row products of at least this many rows go to CUTLASS
+  // (LOOM_FP8_CUTLASS_ROWS_FROM; 0: none).
+  int64_t cutlass_rows_from_ = 65;
+  // Per-row products of at most this many rows go to the split-k kernel
+  // (LOOM_FP8_ROW_SPLIT_ROWS, up to kFp8RowSplitMaxRows; 0: none).
+  int64_t row_split_rows_ = 0;
   int64_t small_tile_rows_ = 64;  // LOOM_FP8_ROW_SMALL_TILE_ROWS: CUTLASS's 64-row tiles up to it
   bool cublaslt_split_k_ =
       true;                     // LOOM_FP8_CUBLASLT_SPLIT_K=0: cuBLASLt algorithms without split-K
@@ -134,7 +148,7 @@ class Fp8Gemm {
   std::optional<Path> forced_;
   Stats stats_;
   std::map<Key, Plan> plans_;
-  DeviceBuffer xq_, x_scale_, out_pad_, out_f32_;
+  DeviceBuffer xq_, x_scale_, out_pad_, out_f32_, split_partials_, split_counters_;
 };
 
 }  // namespace loom::cuda

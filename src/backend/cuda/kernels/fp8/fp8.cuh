@@ -18,6 +18,16 @@ __device__ __forceinline__ float fp8_scale_for_amax(float amax) {
   return fmaxf(amax, 1e-12f) / kFp8Max;
 }
 
+// A per-row scaled FP8 product's output before rounding to bf16:
+// (row_scale * col_scale) * v + bias as one fused multiply-add (bias +0.0
+// when absent), as the CUTLASS row-scaled GEMM's epilogue computes it
+// (fp8_row_gemm_sm90.cuh), so that every kernel computing the same f32 sum v
+// gives the same bits.
+__device__ __forceinline__ float fp8_scale_bias(float v, float row_scale, float col_scale,
+                                                bf16 bias) {
+  return __fmaf_rn(row_scale * col_scale, v, __bfloat162float(bias));
+}
+
 // fp8(a), fp8(b) packed, a in the low byte.
 __device__ __forceinline__ uint16_t fp8x2_from_float(float a, float b) {
   return static_cast<uint16_t>(

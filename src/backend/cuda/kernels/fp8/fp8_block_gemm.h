@@ -3,8 +3,9 @@
 // host C++: out[m, n] = sum_g (sum_{k in g} xq[m, k] w[n, k]) x_scale[m, g]
 // w_scale[n / 128, g] (+ bias[n]), bf16 out rounded once, for the 128-column
 // groups g of k; or, with row_scales, one scale per row on both sides (see
-// Fp8BlockGemmArgs; a GEMM that scales in its epilogue). A build without CUTLASS or without sm_90a
-// links fp8_block_gemm_none.cpp instead, which supports nothing.
+// Fp8BlockGemmArgs; a GEMM that scales in its epilogue); and fp8_row_split, the
+// same row-scaled products for few rows. A build without CUTLASS or without
+// sm_90a links fp8_block_gemm_none.cpp instead, which supports nothing.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -55,5 +56,22 @@ bool fp8_block_gemm_supported(const Fp8BlockGemmArgs& args);
 // static string).
 const char* fp8_block_gemm(const Fp8BlockGemmArgs& args, void* workspace, size_t workspace_bytes,
                            cudaStream_t stream);
+
+// Products of few rows of x (decode steps) with per-row scales (row_scales
+// set; x_scale_ld and small_tile_rows unused), the same bits as
+// fp8_block_gemm's row-scaled GEMM, faster at a few rows: k is split over
+// CUDA blocks in 128-column groups, whose partial sums are still added in
+// k's order (fp8_row_split_sm90.cu). Supported: built in, an sm_90 GPU, m up
+// to kFp8RowSplitMaxRows, k a multiple of 128, w and out 16-byte aligned.
+constexpr int64_t kFp8RowSplitMaxRows = 16;
+bool fp8_row_split_supported(const Fp8BlockGemmArgs& args);
+// The scratch fp8_row_split needs for this problem: partial sums (f32) and
+// per-tile counters, which must be zero before the first product (each
+// product leaves them zero).
+void fp8_row_split_scratch(const Fp8BlockGemmArgs& args, size_t& partial_bytes,
+                           size_t& counter_bytes);
+// Queues the product on `stream` (launched with PDL); null, or what went wrong.
+const char* fp8_row_split(const Fp8BlockGemmArgs& args, float* partials, unsigned* counters,
+                          cudaStream_t stream);
 
 }  // namespace loom::cuda

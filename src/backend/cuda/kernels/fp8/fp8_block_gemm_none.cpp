@@ -17,4 +17,16 @@ const char* fp8_block_gemm(const Fp8BlockGemmArgs&, void*, size_t, cudaStream_t)
   return "this build has no CUTLASS FP8 GEMM (CUTLASS headers and sm_90a needed)";
 }
 
+bool fp8_row_split_supported(const Fp8BlockGemmArgs&) {
+  return false;
+}
+
+void fp8_row_split_scratch(const Fp8BlockGemmArgs&, size_t& partial_bytes, size_t& counter_bytes) {
+  partial_bytes = counter_bytes = 0;
+}
+
+const char* fp8_row_split(const Fp8BlockGemmArgs&, float*, unsigned*, cudaStream_t) {
+  return "this build has no sm_90a FP8 kernels (CUTLASS headers and sm_90a needed)";
+}
+
 }  // namespace loom::cuda

@@ -128,12 +128,6 @@ __global__ void __launch_bounds__(kThreads)
 
 // Product rows grid-strided over blockIdx.y, 8 columns per thread when cols
 // allows it.
-// (row_scale * col_scale) * v + bias as one fused multiply-add (bias +0.0
-// when absent), as the CUTLASS row-scaled GEMM's epilogue computes it
-// (fp8_row_gemm_sm90.cuh), so that the two agree wherever their f32 products do.
-__device__ __forceinline__ float scale_bias(float v, float scale, bf16 bias) {
-  return __fmaf_rn(scale, v, __bfloat162float(bias));
-}
 
 __global__ void __launch_bounds__(kThreads)
     scale_product_kernel(const float* __restrict__ in, bf16* __restrict__ out, int64_t rows,
@@ -157,12 +151,12 @@ __global__ void __launch_bounds__(kThreads)
         for (int j = 0; j < 8; ++j) {
           const int64_t c = u * 8 + j;
           h[j] = __float2bfloat16(
-              scale_bias(f[j], rs * col_scale[c], bias ? bias[c] : __ushort_as_bfloat16(0)));
+              fp8_scale_bias(f[j], rs, col_scale[c], bias ? bias[c] : __ushort_as_bfloat16(0)));
         }
         reinterpret_cast<uint4*>(o_row)[u] = packed;
       } else {
         o_row[u] = __float2bfloat16(
-            scale_bias(i_row[u], rs * col_scale[u], bias ? bias[u] : __ushort_as_bfloat16(0)));
+            fp8_scale_bias(i_row[u], rs, col_scale[u], bias ? bias[u] : __ushort_as_bfloat16(0)));
       }
     }
   }

@@ -1,0 +1,303 @@
+// fp8_row_split (fp8_block_gemm.h) on sm_90a: products of few rows of x
+// (decode steps) with per-row scales, the same bits as the row-scaled GEMM
+// (fp8_row_gemm_sm90.cuh) and as cuBLASLt's unit-scale GEMM with the scaling
+// pass, but with k split over CUDA blocks so that the weights stream through
+// every SM.
+//
+// Those GEMMs sum k in 128-column groups: four wgmmas (k 32 each, in k's
+// order) from a zero accumulator give a group's partial sum t_g, which is
+// then added to the f32 result, acc = ((0 + t_0) + t_1) + ... in g's order;
+// the epilogue rounds bf16(fma(x_scale * w_scale, acc, bias)). A group's
+// t_g depends on nothing but its 128 columns, so any CUDA block may compute
+// it: here a block owns 64 weight rows (wgmma's M; w is the A operand, so
+// the weights need no transposition) by 8 rows of x (wgmma's N, rows past m
+// zero) and a run of consecutive groups. With one run per tile the block
+// adds its t_g in order itself; otherwise every block stores its t_g
+// (partials) and the tile's last block to finish (a counter per tile, left
+// at zero again) adds them up in g's order and writes out. Whatever the
+// split, the arithmetic and its order are the GEMMs' own. (The last block
+// stages the partial sums through shared memory, all loads in flight at once.)
+//
+// Each block is one warpgroup (128 threads). Groups stream through a ring of
+// kStages shared-memory stages (64 x 128 weight bytes and 8 x 128 bytes of x
+// each, in wgmma's 128-byte swizzled K-major layout) filled by cp.async,
+// kStages - 1 groups ahead; the first weights are requested before
+// pdl_wait() (launched with PDL: weights need nothing from the kernel before).
+#include <cute/atom/mma_atom.hpp>
+#include <cute/tensor.hpp>
+
+#include <algorithm>
+#include <atomic>
+
+#include "backend/cuda/kernels/fp8/fp8.cuh"
+#include "backend/cuda/kernels/fp8/fp8_sm90_checks.h"
+#include "backend/cuda/kernels/launch.cuh"
+
+namespace loom::cuda {
+namespace {
+
+using namespace cute;
+
+constexpr int kTileN = 64;  // weight rows per block (wgmma M)
+constexpr int kTileM = 8;   // rows of x per block (wgmma N)
+constexpr int kGroup = 128;
+constexpr int kStages = 6;
+constexpr int kThreads = 128;
+constexpr int kBlocksPerSm = 3;  // the grid aims at this many blocks per SM, at least
+
+using Mma = decltype(make_tiled_mma(SM90_64x8x32_F32E4M3E4M3_SS_TN<>{}));
+using SwizzleAtom = GMMA::Layout_K_SW128_Atom<float_e4m3_t>;  // 8 rows x 128 bytes
+using LayoutW =
+    decltype(tile_to_shape(SwizzleAtom{}, Shape<Int<kTileN>, Int<kGroup>, Int<kStages>>{}));
+using LayoutX =
+    decltype(tile_to_shape(SwizzleAtom{}, Shape<Int<kTileM>, Int<kGroup>, Int<kStages>>{}));
+constexpr int kWBytes = kTileN * kGroup * kStages;
+constexpr int kXBytes = kTileM * kGroup * kStages;
+constexpr int kSmemBytes = kWBytes + kXBytes + 1024;  // + slack to align to 1024 (the swizzle)
+
+struct Params {
+  const uint8_t* xq;
+  const float* x_scale;
+  const uint8_t* w;
+  const float* w_scale;
+  const bf16* bias;
+  bf16* out;
+  float* partials;     // [m tiles][n tiles][groups][cols][kTileN], cols = min(m, kTileM)
+  unsigned* counters;  // [m tiles][n tiles]
+  int64_t m, n, k;
+  int64_t n_tiles, groups;
+  int splits, groups_per_split, cols;
+};
+
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
+  const auto s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem),
+               "r"(valid ? 16 : 0)
+               : "memory");
+}
+
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+__device__ __forceinline__ bf16 epilogue(const Params& p, float acc, int64_t row_m, int64_t row_n) {
+  const bf16 b = p.bias ? p.bias[row_n] : __ushort_as_bfloat16(0);
+  return __float2bfloat16(fp8_scale_bias(acc, p.x_scale[row_m], p.w_scale[row_n], b));
+}
+
+// Tile `tile`'s outputs from its groups' partial sums, added in g's order;
+// `stage` (kWBytes of shared memory) holds runs of groups on the way.
+__device__ void finish_tile(const Params& p, int64_t tile, int64_t m0, float* stage) {
+  const int tid = threadIdx.x;
+  const int cols = p.cols;
+  const int per_group = cols * kTileN;  // floats
+  const float* part = p.partials + (blockIdx.y * p.n_tiles + tile) * p.groups * per_group;
+  const int64_t n0 = tile * kTileN;
+  constexpr int kOuts = kTileN * kTileM / kThreads;  // outputs per thread, at most
+  float sum[kOuts];
+#pragma unroll
+  for (int j = 0; j < kOuts; ++j) sum[j] = 0.0f;
+  const int64_t run = kWBytes / 4 / per_group;  // groups per shared-memory run
+  for (int64_t g0 = 0; g0 < p.groups; g0 += run) {
+    const int64_t gs = min(run, p.groups - g0);
+    const int64_t vecs = gs * per_group / 4;
+    const float4* src = reinterpret_cast<const float4*>(part + g0 * per_group);
+    for (int64_t v = tid; v < vecs; v += kThreads) reinterpret_cast<float4*>(stage)[v] = __ldcg(src + v);
+    __syncthreads();
+#pragma unroll
+    for (int j = 0; j < kOuts; ++j) {
+      const int o = tid + j * kThreads;
+      if (o < per_group)
+        for (int64_t g = 0; g < gs; ++g) sum[j] += stage[g * per_group + o];
+    }
+    __syncthreads();
+  }
+#pragma unroll
+  for (int j = 0; j < kOuts; ++j) {
+    const int o = tid + j * kThreads;
+    const int64_t rn = n0 + o % kTileN, rm = m0 + o / kTileN;
+    if (o < per_group && rn < p.n && rm < p.m) p.out[rm * p.n + rn] = epilogue(p, sum[j], rm, rn);
+  }
+}
+
+// Grid: (n tiles x splits, m tiles); a block takes groups [split *
+// groups_per_split, + groups_per_split) of its tile.
+__global__ void __launch_bounds__(kThreads) fp8_row_split_kernel(const Params p) {
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* smem = reinterpret_cast<uint8_t*>(
+      (reinterpret_cast<uintptr_t>(smem_raw) + 1023) / 1024 * 1024);
+  Tensor sW = make_tensor(make_smem_ptr(reinterpret_cast<float_e4m3_t*>(smem)), LayoutW{});
+  Tensor sX =
+      make_tensor(make_smem_ptr(reinterpret_cast<float_e4m3_t*>(smem + kWBytes)), LayoutX{});
+  const int tid = threadIdx.x;
+  const int64_t groups = p.groups, tile = blockIdx.x / p.splits;
+  const int64_t g0 = static_cast<int64_t>(blockIdx.x % p.splits) * p.groups_per_split;
+  const int count = static_cast<int>(min<int64_t>(p.groups_per_split, groups - g0));
+  const int64_t n0 = tile * kTileN, m0 = static_cast<int64_t>(blockIdx.y) * kTileM;
+
+  // Stage s <- group g: 512 16-byte pieces of weights (4 per thread), 64 of x.
+  auto load_w = [&](int s, int64_t g) {
+    const int64_t col = g * kGroup;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int piece = tid + i * kThreads, r = piece / 8, c = piece % 8 * 16;
+      const int64_t row = n0 + r;
+      const bool ok = row < p.n;
+      cp_async16(&sW(r, c, s), p.w + (ok ? row : 0) * p.k + col + c, ok);
+    }
+  };
+  auto load_x = [&](int s, int64_t g) {
+    const int64_t col = g * kGroup;
+    if (tid < kTileM * 8) {
+      const int r = tid / 8, c = tid % 8 * 16;
+      const int64_t row = m0 + r;
+      const bool ok = row < p.m;
+      cp_async16(&sX(r, c, s), p.xq + (ok ? row : 0) * p.k + col + c, ok);
+    }
+  };
+  // The first kStages - 1 groups: weights before pdl_wait, x after; one
+  // commit group per stage (the first also holding every prologue weight).
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s)
+    if (s < count) load_w(s, g0 + s);
+  pdl_wait();
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < count) load_x(s, g0 + s);
+    cp_async_commit();
+  }
+
+  Mma mma;
+  auto thr = mma.get_thread_slice(tid);
+  Tensor tCrW = thr.make_fragment_A(thr.partition_A(sW));  // (MMA, 1, 4 k-steps, stages)
+  Tensor tCrX = thr.make_fragment_B(thr.partition_B(sX));
+  Tensor t = partition_fragment_C(mma, Shape<Int<kTileN>, Int<kTileM>>{});
+  Tensor acc = partition_fragment_C(mma, Shape<Int<kTileN>, Int<kTileM>>{});
+  Tensor coord = thr.partition_C(make_identity_tensor(Shape<Int<kTileN>, Int<kTileM>>{}));
+  clear(acc);
+  const int per_group = p.cols * kTileN;
+
+  for (int i = 0; i < count; ++i) {
+    cp_async_wait<kStages - 2>();  // group g0 + i has landed (this thread's pieces)
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // visible to wgmma
+    __syncthreads();  // everyone's pieces; and stage (i - 1) is no longer read
+    const int next = i + kStages - 1;
+    if (next < count) {
+      load_w(next % kStages, g0 + next);
+      load_x(next % kStages, g0 + next);
+    }
+    cp_async_commit();
+    const int s = i % kStages;
+    warpgroup_fence_operand(t);
+    warpgroup_arrive();
+    mma.accumulate_ = GMMA::ScaleOut::Zero;
+    CUTE_UNROLL
+    for (int kb = 0; kb < size<2>(tCrW); ++kb) {
+      cute::gemm(mma, tCrW(_, _, kb, s), tCrX(_, _, kb, s), t);
+      mma.accumulate_ = GMMA::ScaleOut::One;
+    }
+    warpgroup_commit_batch();
+    warpgroup_wait<0>();
+    warpgroup_fence_operand(t);
+    const int64_t g = g0 + i;
+    if (p.splits == 1) {
+      // Every group of this tile is ours: add in order, write out at the last.
+      CUTE_UNROLL
+      for (int e = 0; e < size(acc); ++e) acc(e) += t(e);
+      if (g == groups - 1) {
+        CUTE_UNROLL
+        for (int e = 0; e < size(acc); ++e) {
+          const int64_t rn = n0 + get<0>(coord(e)), rm = m0 + get<1>(coord(e));
+          if (rn < p.n && rm < p.m) p.out[rm * p.n + rn] = epilogue(p, acc(e), rm, rn);
+        }
+        clear(acc);
+      }
+    } else {
+      float* dst = p.partials + ((blockIdx.y * p.n_tiles + tile) * groups + g) * per_group;
+      CUTE_UNROLL
+      for (int e = 0; e < size(t); ++e) {
+        const int r = get<0>(coord(e)), c = get<1>(coord(e));
+        if (c < p.cols) __stcg(dst + c * kTileN + r, t(e));
+      }
+    }
+  }
+  pdl_trigger();  // the kernel after this one may start its own loads
+
+  if (p.splits == 1) return;  // written above
+  // The tile's last block to get here adds its groups' partial sums up.
+  __shared__ bool last;
+  __threadfence();
+  __syncthreads();
+  if (tid == 0) {
+    unsigned* counter = p.counters + blockIdx.y * p.n_tiles + tile;
+    last = atomicAdd(counter, 1u) == static_cast<unsigned>(p.splits - 1);
+    if (last) *counter = 0;  // for the next product (every other block has arrived)
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  finish_tile(p, tile, m0, reinterpret_cast<float*>(smem));
+}
+
+struct Grid {
+  int64_t n_tiles = 0, m_tiles = 0, groups = 0, cols = 0;
+  int splits = 1, groups_per_split = 1;
+};
+
+// k split so that the grid holds about kBlocksPerSm blocks per SM or more.
+Grid grid_for(const Fp8BlockGemmArgs& a, int sms) {
+  Grid g;
+  g.n_tiles = (a.n + kTileN - 1) / kTileN;
+  g.m_tiles = (a.m + kTileM - 1) / kTileM;
+  g.groups = a.k / kGroup;
+  g.cols = std::min<int64_t>(a.m, kTileM);
+  const int64_t tiles = g.n_tiles * g.m_tiles;
+  const int64_t want = (int64_t{kBlocksPerSm} * sms + tiles - 1) / tiles;
+  const int64_t splits = std::clamp<int64_t>(want, 1, std::min<int64_t>(g.groups, 65535));
+  g.groups_per_split = static_cast<int>((g.groups + splits - 1) / splits);
+  g.splits = static_cast<int>((g.groups + g.groups_per_split - 1) / g.groups_per_split);
+  return g;
+}
+
+}  // namespace
+
+bool fp8_row_split_supported(const Fp8BlockGemmArgs& a) {
+  int device = 0, sms = 0;
+  return a.row_scales && a.m <= kFp8RowSplitMaxRows && sm90::shape_ok(a, 1, kGroup, device, sms);
+}
+
+void fp8_row_split_scratch(const Fp8BlockGemmArgs& a, size_t& partial_bytes,
+                           size_t& counter_bytes) {
+  int device = 0, cc = 0, sms = 0;
+  if (!sm90::device_info(device, cc, sms)) sms = 1;
+  const Grid g = grid_for(a, sms);
+  partial_bytes = g.splits > 1
+                      ? static_cast<size_t>(g.m_tiles * g.n_tiles * g.groups * g.cols * kTileN) * 4
+                      : 0;
+  counter_bytes = static_cast<size_t>(g.m_tiles * g.n_tiles) * sizeof(unsigned);
+}
+
+const char* fp8_row_split(const Fp8BlockGemmArgs& a, float* partials, unsigned* counters,
+                          cudaStream_t stream) {
+  int device = 0, cc = 0, sms = 0;
+  if (!sm90::device_info(device, cc, sms)) return "no current CUDA device";
+  static std::atomic<uint64_t> configured{0};
+  if (!configure_shared_memory(fp8_row_split_kernel, kSmemBytes, configured))
+    return "the kernel's shared memory was refused";
+  const Grid g = grid_for(a, sms);
+  const Params p{a.xq,     a.x_scale, a.w,   a.w_scale, static_cast<const bf16*>(a.bias),
+                 static_cast<bf16*>(a.out), partials, counters, a.m, a.n, a.k,
+                 g.n_tiles, g.groups, g.splits, g.groups_per_split, static_cast<int>(g.cols)};
+  launch_dependent(fp8_row_split_kernel,
+                   dim3(static_cast<unsigned>(g.n_tiles * g.splits),
+                        static_cast<unsigned>(g.m_tiles)),
+                   dim3(kThreads), kSmemBytes, stream, p);
+  return cudaGetLastError() == cudaSuccess ? nullptr : "the launch failed";
+}
+
+}  // namespace loom::cuda
