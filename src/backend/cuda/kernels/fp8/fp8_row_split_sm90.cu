@@ -43,7 +43,6 @@ constexpr int kTileM = 8;   // rows of x per block (wgmma N)
 constexpr int kGroup = 128;
 constexpr int kStages = 6;
 constexpr int kThreads = 128;
-constexpr int kBlocksPerSm = 3;  // the grid aims at this many blocks per SM, at least
 
 using Mma = decltype(make_tiled_mma(SM90_64x8x32_F32E4M3E4M3_SS_TN<>{}));
 using SwizzleAtom = GMMA::Layout_K_SW128_Atom<float_e4m3_t>;  // 8 rows x 128 bytes
@@ -249,19 +248,51 @@ struct Grid {
   int splits = 1, groups_per_split = 1;
 };
 
-// k split so that the grid holds about kBlocksPerSm blocks per SM or more.
-Grid grid_for(const Fp8BlockGemmArgs& a, int sms) {
+// k split over `splits` blocks per tile, chosen for the least time in a
+// simple model: the blocks run in waves of `slots` (resident blocks on the
+// GPU), each wave as long as a block's groups plus kBlockOverhead groups'
+// worth (its pipeline filling, its partial sums); fewer splits win ties.
+constexpr int64_t kBlockOverhead = 4;
+
+Grid grid_for(const Fp8BlockGemmArgs& a, int64_t slots) {
   Grid g;
   g.n_tiles = (a.n + kTileN - 1) / kTileN;
   g.m_tiles = (a.m + kTileM - 1) / kTileM;
   g.groups = a.k / kGroup;
   g.cols = std::min<int64_t>(a.m, kTileM);
   const int64_t tiles = g.n_tiles * g.m_tiles;
-  const int64_t want = (int64_t{kBlocksPerSm} * sms + tiles - 1) / tiles;
-  const int64_t splits = std::clamp<int64_t>(want, 1, std::min<int64_t>(g.groups, 65535));
-  g.groups_per_split = static_cast<int>((g.groups + splits - 1) / splits);
-  g.splits = static_cast<int>((g.groups + g.groups_per_split - 1) / g.groups_per_split);
+  slots = std::max<int64_t>(slots, 1);
+  int64_t best = -1;
+  for (int64_t splits = 1; splits <= std::min<int64_t>(g.groups, 65535); ++splits) {
+    const int64_t per_block = (g.groups + splits - 1) / splits;
+    if ((g.groups + per_block - 1) / per_block != splits) continue;  // the same as fewer
+    const int64_t waves = (tiles * splits + slots - 1) / slots;
+    const int64_t cost = waves * (per_block + (splits > 1 ? kBlockOverhead : 0));
+    if (best < 0 || cost < best) {
+      best = cost;
+      g.splits = static_cast<int>(splits);
+      g.groups_per_split = static_cast<int>(per_block);
+    }
+  }
   return g;
+}
+
+// Resident blocks of the kernel on `device` (shared memory bound), its
+// shared memory limit raised first; 0 if the runtime refused. Cached per
+// device (the first 64).
+int64_t resident_blocks(int device, int sms) {
+  static std::atomic<uint64_t> configured{0};
+  static std::atomic<int> cached[64];
+  if (device >= 0 && device < 64 && cached[device].load(std::memory_order_relaxed) > 0)
+    return int64_t{cached[device].load(std::memory_order_relaxed)} * sms;
+  int per_sm = 0;
+  if (!configure_shared_memory(fp8_row_split_kernel, kSmemBytes, configured) ||
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fp8_row_split_kernel, kThreads,
+                                                    kSmemBytes) != cudaSuccess ||
+      per_sm < 1)
+    return 0;
+  if (device >= 0 && device < 64) cached[device].store(per_sm, std::memory_order_relaxed);
+  return int64_t{per_sm} * sms;
 }
 
 }  // namespace
@@ -273,12 +304,8 @@ bool fp8_row_split_supported(const Fp8BlockGemmArgs& a) {
 
 void fp8_row_split_scratch(const Fp8BlockGemmArgs& a, size_t& partial_bytes,
                            size_t& counter_bytes) {
-  int device = 0, cc = 0, sms = 0;
-  if (!sm90::device_info(device, cc, sms)) sms = 1;
-  const Grid g = grid_for(a, sms);
-  partial_bytes = g.splits > 1
-                      ? static_cast<size_t>(g.m_tiles * g.n_tiles * g.groups * g.cols * kTileN) * 4
-                      : 0;
+  const Grid g = grid_for(a, 1);  // the sizes do not depend on the split
+  partial_bytes = static_cast<size_t>(g.m_tiles * g.n_tiles * g.groups * g.cols * kTileN) * 4;
   counter_bytes = static_cast<size_t>(g.m_tiles * g.n_tiles) * sizeof(unsigned);
 }
 
@@ -286,10 +313,9 @@ const char* fp8_row_split(const Fp8BlockGemmArgs& a, float* partials, unsigned* 
                           cudaStream_t stream) {
   int device = 0, cc = 0, sms = 0;
   if (!sm90::device_info(device, cc, sms)) return "no current CUDA device";
-  static std::atomic<uint64_t> configured{0};
-  if (!configure_shared_memory(fp8_row_split_kernel, kSmemBytes, configured))
-    return "the kernel's shared memory was refused";
-  const Grid g = grid_for(a, sms);
+  const int64_t slots = resident_blocks(device, sms);
+  if (slots == 0) return "the kernel's shared memory was refused";
+  const Grid g = grid_for(a, slots);
   const Params p{a.xq,     a.x_scale, a.w,   a.w_scale, static_cast<const bf16*>(a.bias),
                  static_cast<bf16*>(a.out), partials, counters, a.m, a.n, a.k,
                  g.n_tiles, g.groups, g.splits, g.groups_per_split, static_cast<int>(g.cols)};
