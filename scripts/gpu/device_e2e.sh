@@ -139,8 +139,6 @@ fp8_generate() {
   timeout 240 $L generate --device cuda --model "$model" --batch-file /tmp/fp8_req.jsonl "$@" \
     > /tmp/b_$name.jsonl 2> /tmp/b_$name.err || { echo "generate $name failed:"; tail -5 /tmp/b_$name.err; }
 }
-# Per-row FP8 products: cuBLASLt without split-K below 65 rows, CUTLASS from 65
-# (the same bits either way).
 model8b() {
   [ -d /tmp/llama8b ] && return
   local t1=$(date +%s)

@@ -48,6 +48,10 @@ Fp8Gemm::Fp8Gemm(cudaStream_t stream) : stream_(stream) {
   cutlass_rows_from_ =
       env_int("LOOM_FP8_CUTLASS_ROWS_FROM", 0, int64_t{1} << 40, cutlass_rows_from_);
   row_split_rows_ = env_int("LOOM_FP8_ROW_SPLIT_ROWS", 0, kFp8RowSplitMaxRows, row_split_rows_);
+  if (std::getenv("LOOM_FP8_CUTLASS_ROWS"))
+    LOOM_LOG_WARN(
+        "LOOM_FP8_CUTLASS_ROWS is no longer read: CUTLASS takes per-row FP8 products from "
+        "LOOM_FP8_CUTLASS_ROWS_FROM rows (default 65; 0: never)");
   small_tile_rows_ = env_int("LOOM_FP8_ROW_SMALL_TILE_ROWS", 0, int64_t{1} << 40, small_tile_rows_);
   const char* split_env = std::getenv("LOOM_FP8_CUBLASLT_SPLIT_K");
   cublaslt_split_k_ = !(split_env && std::string_view(split_env) == "0");
@@ -63,9 +67,13 @@ Fp8Gemm::Fp8Gemm(cudaStream_t stream) : stream_(stream) {
       "multiple of 128 up to 4096; 1-4 blocks per SM, four stages of 16 rows fitting in its "
       "share of shared memory)",
       stream_cfg_.chunk, stream_cfg_.blocks_per_sm);
-  int device = 0;
+  int device = 0, major = 0, minor = 0;
   LOOM_CUDA_CHECK(cudaGetDevice(&device));
   LOOM_CUDA_CHECK(cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, device));
+  LOOM_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  LOOM_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  matches_sm90_ = fp8_block_gemm_built() && major * 10 + minor == 90 &&
+                  (cutlass_rows_from_ > 0 || row_split_rows_ > 0);
 }
 
 Fp8Gemm::~Fp8Gemm() {
@@ -166,7 +174,22 @@ Fp8Gemm::Plan Fp8Gemm::make_plan(const Key& key, bool with_bias, bool unit_scale
 Fp8Gemm::Plan* Fp8Gemm::plan_for(const Key& key) {
   auto it = plans_.find(key);
   if (it == plans_.end()) {
-    Plan p = make_plan(key, std::get<4>(key), false);
+    // Per-row scales where CUTLASS's GEMM or the split-k kernel takes other
+    // row counts: the unit-scale product and the pass first, whose bits
+    // theirs match (a cuBLASLt that scales per row itself rounds its own way).
+    const bool unit_first = !std::get<3>(key) && matches_sm90_;
+    Plan p = make_plan(key, std::get<4>(key) && !unit_first, unit_first);
+    if (!p.found && unit_first) {
+      destroy(p);
+      p = make_plan(key, std::get<4>(key), false);
+      if (p.found && !scaled_logged_) {
+        LOOM_LOG_WARN(
+            "FP8: cuBLASLt has no unit-scale FP8 GEMM here, only one applying per-row scales "
+            "itself: its products may round differently from CUTLASS's, so a request's tokens "
+            "can differ alone and in a batch");
+        scaled_logged_ = true;
+      }
+    }
     if (!p.found &&
         std::get<4>(key)) {  // no algorithm with the bias epilogue: plain GEMM + bias kernel
       destroy(p);
@@ -230,16 +253,6 @@ void Fp8Gemm::run(const void* x, int64_t m, const Fp8WeightView& w, const void* 
     plan = plan_for(Key{mp, n, k, w.block, bias != nullptr, alignment_of(w.w), alignment_of(out)});
     LOOM_CHECK(plan || !forced_, "cuBLASLt has no FP8 GEMM for m {} n {} k {}", mp, n, k);
     if (!plan) path = Path::Tiled;
-    if (plan && !plan->scale_after && (cutlass_rows_from_ > 1 || row_split_rows_ > 0) &&
-        !w.block &&
-        !hybrid_scaled_logged_) {
-      // cuBLASLt scales inside its GEMM here: its rows need not match CUTLASS's.
-      LOOM_LOG_WARN(
-          "FP8: cuBLASLt applies per-row scales itself here, so its products may round "
-          "differently from CUTLASS's and the split-k kernel's: a request's tokens can differ "
-          "alone and in a batch");
-      hybrid_scaled_logged_ = true;
-    }
   }
   if (path != Path::CublasLt) {  // our kernel, quantising x on the way
     Fp8MatmulArgs a;
@@ -316,7 +329,7 @@ void Fp8Gemm::run(const void* x, int64_t m, const Fp8WeightView& w, const void* 
 }
 
 std::pair<uint8_t*, float*> Fp8Gemm::quantize_x(const void* x, int64_t m, int64_t mp,
-                                                 const Fp8WeightView& w) {
+                                                const Fp8WeightView& w) {
   const int64_t groups = (w.k + 127) / 128;
   auto* xq = static_cast<uint8_t*>(xq_.ensure(static_cast<size_t>(mp * w.k), stream_));
   auto* xs = static_cast<float*>(
@@ -348,9 +361,10 @@ Fp8BlockGemmArgs Fp8Gemm::sm90_args(int64_t m, const Fp8WeightView& w, const voi
 bool Fp8Gemm::run_row_split(const void* x, int64_t m, const Fp8WeightView& w, const void* bias,
                             void* out) {
   Fp8BlockGemmArgs a = sm90_args(m, w, bias, out);
-  if (!fp8_row_split_supported(a)) return false;
+  a.row_split_splits = row_split_splits_;
   size_t partial_bytes = 0, counter_bytes = 0;
-  fp8_row_split_scratch(a, partial_bytes, counter_bytes);
+  if (!fp8_row_split_supported(a) || !fp8_row_split_scratch(a, partial_bytes, counter_bytes))
+    return false;
   auto* partials =
       static_cast<float*>(split_partials_.ensure(std::max<size_t>(partial_bytes, 4), stream_));
   auto* counters = static_cast<unsigned*>(split_counters_.ensure_zeroed(counter_bytes, stream_));
@@ -365,7 +379,8 @@ bool Fp8Gemm::run_cutlass(const void* x, int64_t m, const Fp8WeightView& w, cons
                           void* out) {
   Fp8BlockGemmArgs a = sm90_args(m, w, bias, out);
   if (!fp8_block_gemm_supported(a)) return false;
-  std::tie(a.xq, a.x_scale) = quantize_x(x, m, a.x_scale_ld, w);
+  const int64_t mp = a.x_scale_ld;  // rows padded for block scales
+  std::tie(a.xq, a.x_scale) = quantize_x(x, m, mp, w);
   const char* err = fp8_block_gemm(a, workspace_, workspace_bytes_, stream_);
   LOOM_CHECK(err == nullptr, "CUTLASS FP8 {} GEMM m {} n {} k {}: {}",
              w.block ? "block-scaled" : "row-scaled", m, w.n, w.k, err);

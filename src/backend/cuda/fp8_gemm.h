@@ -27,13 +27,16 @@
 //     cuBLASLt lacks there; per-row scales too from LOOM_FP8_CUTLASS_ROWS_FROM
 //     = 65 rows (0: never): CUTLASS's FP8 GEMM applying x's and the weight's
 //     row scales once in its epilogue (no f32 product, no scaling pass;
-//     64-row tiles up to LOOM_FP8_ROW_SMALL_TILE_ROWS = 64 rows, same bits),
-//     faster for batches and prefill, slower at one row (on an H100, 8B
-//     shape: offline +5%). cuBLASLt's unit-scale product and the scaling
-//     pass give the same bits as CUTLASS's GEMM (test_cuda_fp8
-//     CublasLtAndCutlassRowGemmsAgree: the 8B shapes at 1-300 rows, with and
-//     without cuBLASLt's split-K, which LOOM_FP8_CUBLASLT_SPLIT_K=0 forbids),
-//     so rows come out the same whichever takes them;
+//     64-row tiles up to LOOM_FP8_ROW_SMALL_TILE_ROWS = 64 rows where a lower
+//     LOOM_FP8_CUTLASS_ROWS_FROM sends such products there, 128-row tiles
+//     above, the same bits), faster for batches and prefill, slower at one
+//     row (on an H100, 8B shape: offline +5%). cuBLASLt's unit-scale product
+//     (preferred then, on sm_90, over any per-row scaled GEMM of its own) and
+//     the scaling pass give the same bits as CUTLASS's GEMM where cuBLASLt
+//     sums k in one pass (test_cuda_fp8 CublasLtAndCutlassRowGemmsAgree: the
+//     8B shapes at 1-300 rows; LOOM_FP8_CUBLASLT_SPLIT_K=0 keeps cuBLASLt to
+//     such algorithms; with its own choice, split-K included, no output
+//     differed there on an H100), so rows come out the same whichever takes them;
 //   LOOM_FP8_ROW_SPLIT_ROWS=N (experimental, off): per-row products of up to
 //     N rows (kFp8RowSplitMaxRows at most) to the split-k kernel
 //     (fp8_row_split), the same bits as CUTLASS's GEMM, not yet faster;
@@ -84,8 +87,11 @@ class Fp8Gemm {
   // Forces a path for tests and comparisons (Tiled works for every shape;
   // CublasLt throws where cuBLASLt has no algorithm, Cutlass where
   // fp8_block_gemm_supported says no, Stream where
-  // fp8_stream_matmul_supported says no); nullopt: the usual choice.
+  // fp8_stream_matmul_supported says no, RowSplit where
+  // fp8_row_split_supported says no); nullopt: the usual choice.
   void force_path(std::optional<Path> path) { forced_ = path; }
+  // The split-k kernel's blocks per tile along k (tests; 0: its own choice).
+  void force_row_splits(int64_t splits) { row_split_splits_ = splits; }
   // Whether cuBLASLt may split k over CUDA blocks and reduce the parts
   // (LOOM_FP8_CUBLASLT_SPLIT_K=0: no); drops the cached plans.
   void allow_cublaslt_split_k(bool allow);
@@ -137,14 +143,18 @@ class Fp8Gemm {
   // Per-row products of at most this many rows go to the split-k kernel
   // (LOOM_FP8_ROW_SPLIT_ROWS, up to kFp8RowSplitMaxRows; 0: none).
   int64_t row_split_rows_ = 0;
+  int64_t row_split_splits_ = 0;  // force_row_splits
   int64_t small_tile_rows_ = 64;  // LOOM_FP8_ROW_SMALL_TILE_ROWS: CUTLASS's 64-row tiles up to it
   bool cublaslt_split_k_ =
       true;                     // LOOM_FP8_CUBLASLT_SPLIT_K=0: cuBLASLt algorithms without split-K
   bool stream_path_ = false;    // LOOM_FP8_STREAM=1: the persistent kernel at one or two rows
   Fp8StreamConfig stream_cfg_;  // LOOM_FP8_STREAM_CHUNK, LOOM_FP8_STREAM_BLOCKS (A/B sweeps)
   int sms_ = 0;
+  // CUTLASS's row GEMM or the split-k kernel may take per-row products here
+  // (built in, an sm_90 GPU, either on): cuBLASLt's unit-scale plans first.
+  bool matches_sm90_ = false;
   bool unit_scale_logged_ = false;
-  bool hybrid_scaled_logged_ = false;
+  bool scaled_logged_ = false;
   std::optional<Path> forced_;
   Stats stats_;
   std::map<Key, Plan> plans_;

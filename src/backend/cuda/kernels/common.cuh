@@ -74,7 +74,8 @@ __device__ __forceinline__ void load8(const T* p, float (&f)[8]) {
 // accurate sincosf (angles reach 1e5 rad), then syncs the block: the rotary
 // table a token's heads share (rope.cu, the fused QKV split).
 // cos and sin of the angle pos * freq, times mscale: one rotary pair's factors.
-__device__ __forceinline__ void rope_cos_sin(float pos, float freq, float mscale, float& c, float& s) {
+__device__ __forceinline__ void rope_cos_sin(float pos, float freq, float mscale, float& c,
+                                             float& s) {
   sincosf(pos * freq, &s, &c);
   c *= mscale;
   s *= mscale;
@@ -87,9 +88,10 @@ __device__ __forceinline__ void rotate_pair(float& x0, float& x1, float c, float
   x1 = a * s + b * c;
 }
 
-__device__ __forceinline__ void rope_table(float pos, const float* inv_freq, int half, float mscale, float* cs,
-                                           float* sn) {
-  for (int j = threadIdx.x; j < half; j += blockDim.x) rope_cos_sin(pos, inv_freq[j], mscale, cs[j], sn[j]);
+__device__ __forceinline__ void rope_table(float pos, const float* inv_freq, int half, float mscale,
+                                           float* cs, float* sn) {
+  for (int j = threadIdx.x; j < half; j += blockDim.x)
+    rope_cos_sin(pos, inv_freq[j], mscale, cs[j], sn[j]);
   __syncthreads();
 }
 
@@ -111,6 +113,32 @@ __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
+// cp.async (sm_80 and later): `bytes` (16 or 8) from global memory to the
+// shared address dst, asynchronously, of which src_bytes are read and the
+// rest zero-filled (src_bytes 0: src is not read); 16 bytes bypass L1 (.cg),
+// 8 go through it (.ca).
+template <int kBytes>
+__device__ __forceinline__ void cp_async(uint32_t dst, const void* src, int src_bytes) {
+  static_assert(kBytes == 16 || kBytes == 8, "8- or 16-byte copies");
+  if constexpr (kBytes == 16)
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+                 "r"(src_bytes)
+                 : "memory");
+  else
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(dst), "l"(src),
+                 "r"(src_bytes)
+                 : "memory");
+}
+// Closes this thread's group of cp.async copies issued since the last.
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+// Waits until at most N of this thread's committed groups are still in flight.
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
 // Sum over the whole block (blockDim.x a multiple of 32, at most 1024); every
 // thread gets the result. `scratch` holds 33 floats of shared memory.
 __device__ __forceinline__ float block_sum(float v, float* scratch) {
@@ -127,7 +155,9 @@ __device__ __forceinline__ float block_sum(float v, float* scratch) {
   return scratch[32];
 }
 
-inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+inline bool aligned16(const void* p) {
+  return (reinterpret_cast<uintptr_t>(p) & 15u) == 0;
+}
 
 // Blocks for a grid-stride loop over n items with `threads` per block.
 inline unsigned grid_for(int64_t n, int threads, int64_t max_blocks = 8192) {

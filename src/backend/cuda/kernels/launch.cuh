@@ -35,9 +35,10 @@ __device__ __forceinline__ void pdl_trigger() {
 
 // kernel<<<grid, block, smem_bytes, stream>>>(args...), with PDL where
 // programmatic_launch() is on. The kernel must call pdl_wait() before it
-// touches anything another kernel writes or reads.
+// touches anything another kernel writes or reads. Returns the launch's
+// status (also left for cudaGetLastError, as with <<<>>>).
 template <class... Params, class... Args>
-void launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem_bytes,
+cudaError_t launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem_bytes,
                       cudaStream_t stream, Args&&... args) {
   cudaLaunchAttribute attr{};
   attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -49,8 +50,7 @@ void launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, size_t s
   cfg.stream = stream;
   cfg.attrs = &attr;
   cfg.numAttrs = programmatic_launch() ? 1 : 0;
-  // An error stays for cudaGetLastError, as with <<<>>>.
-  (void)cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+  return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
 }
 
 // Raises `kernel`'s dynamic shared-memory limit to `bytes` and prefers the

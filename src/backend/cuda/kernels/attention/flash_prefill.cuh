@@ -91,19 +91,6 @@ __device__ __forceinline__ uint32_t swizzle(int row, int chunk) {
   return static_cast<uint32_t>(row * kRowBytes + ((chunk ^ (row & 7)) << 4));
 }
 
-// 16 bytes global -> shared, asynchronously; src_bytes 0 zero-fills the
-// destination without reading src.
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes)
-               : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-// Waits until at most N of this thread's committed groups are still in flight.
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
@@ -204,9 +191,9 @@ __global__ void __launch_bounds__(FlashShape<HD>::kThreads)
         src = q + (tok * a.num_heads + head) * HD + chunk * 8;
         bytes = 16;
       }
-      flash::cp_async16(s_q + swizzle<kRowBytes>(r, chunk), src, bytes);
+      cp_async<16>(s_q + swizzle<kRowBytes>(r, chunk), src, bytes);
     }
-    flash::cp_async_commit();
+    cp_async_commit();
   }
 
   // Keys [n0, n0 + kBlockN) of tile t -> buffer buf (keys >= kv_hi zero-filled).
@@ -238,10 +225,10 @@ __global__ void __launch_bounds__(FlashShape<HD>::kThreads)
         bytes = 16;
       }
       const uint32_t off = swizzle<kRowBytes>(j, chunk);
-      flash::cp_async16(k_dst + off, ksrc, bytes);
-      flash::cp_async16(v_dst + off, vsrc, bytes);
+      cp_async<16>(k_dst + off, ksrc, bytes);
+      cp_async<16>(v_dst + off, vsrc, bytes);
     }
-    flash::cp_async_commit();
+    cp_async_commit();
   };
 
   // FP8: keys [n0, n0 + kBlockN) of tile t, as stored, -> staging buffer buf
@@ -277,10 +264,10 @@ __global__ void __launch_bounds__(FlashShape<HD>::kThreads)
         bytes = 16;
       }
       const uint32_t off = static_cast<uint32_t>(j * HD + chunk8 * 16);
-      flash::cp_async16(k_dst + off, ksrc, bytes);
-      flash::cp_async16(v_dst + off, vsrc, bytes);
+      cp_async<16>(k_dst + off, ksrc, bytes);
+      cp_async<16>(v_dst + off, vsrc, bytes);
     }
-    flash::cp_async_commit();
+    cp_async_commit();
   };
   // FP8: staging buffer buf -> the bf16 K/V tile pair (buffer 0), exactly.
   auto convert_stage = [&](int buf) {
@@ -306,7 +293,7 @@ __global__ void __launch_bounds__(FlashShape<HD>::kThreads)
     load_kv_stage(0, 0);
   else
     load_kv_tile(0, 0);       // num_kv_tiles >= 1: every row sees at least its own key
-  flash::cp_async_wait<0>();  // this thread's copies of Q and tile 0 landed
+  cp_async_wait<0>();  // this thread's copies of Q and tile 0 landed
   __syncthreads();            // everyone's
 
   uint32_t qf[Shape::kQInRegs ? kKSteps : 1][4];  // Q A-fragments per k-step (HD <= 128)
@@ -340,7 +327,7 @@ __global__ void __launch_bounds__(FlashShape<HD>::kThreads)
       // the bf16 pair (tile t - 1); staging buffer (t + 1) & 1 was converted
       // in iteration t - 1. After the second the converted tile is visible.
       if (t > 0) {
-        flash::cp_async_wait<0>();
+        cp_async_wait<0>();
         __syncthreads();
       }
       convert_stage(t & 1);
@@ -348,7 +335,7 @@ __global__ void __launch_bounds__(FlashShape<HD>::kThreads)
       __syncthreads();
     } else {
       if (t > 0) {
-        flash::cp_async_wait<0>();  // this thread's copies of tile t (the only group in flight)
+        cp_async_wait<0>();  // this thread's copies of tile t (the only group in flight)
         __syncthreads();
       }
       if (t + 1 < num_kv_tiles) load_kv_tile(t + 1, buf ^ 1);

@@ -230,21 +230,21 @@ __global__ void __launch_bounds__(kAttnThreads, (attn_min_blocks<HD, G, KV>()))
 #pragma unroll
     for (int u = 0; u < kAttnStages - 1; ++u) {
       if (u < n_tiles) copy_tile(u, first[u]);
-      attn_copy_commit();
+      cp_async_commit();
     }
 #pragma unroll
     for (int j = 0; j < kStageKeys; ++j) blk[j] = first[kAttnStages - 1][j];
   }
 
   for (int t = 0; t < n_tiles; ++t) {
-    attn_copy_wait<kAttnStages - 2>();  // this thread's copies of tile t landed
+    cp_async_wait<kAttnStages - 2>();  // this thread's copies of tile t landed
     // Refill the stage tile t - 1 used (read by this thread only, above).
     const int u = t + kAttnStages - 1;
     if (u < n_tiles) {
       copy_tile(u, blk);
       if (u + 1 < n_tiles) load_table(u + 1, blk);
     }
-    attn_copy_commit();
+    cp_async_commit();
 
     const auto& stage = ring[t % kAttnStages];
     bool valid[kStageKeys];
@@ -374,7 +374,7 @@ __global__ void __launch_bounds__(kAttnThreads, (attn_min_blocks<HD, G, KV>()))
       }
     }
   }
-  attn_copy_wait<0>();  // only empty groups are left; the ring becomes s_acc
+  cp_async_wait<0>();  // only empty groups are left; the ring becomes s_acc
   __syncthreads();
 
   // Merge the virtual warps. A virtual warp that saw no key has l = 0 and

@@ -1,6 +1,6 @@
 // What the two decode attention kernels share, the CUDA-core one
 // (paged_attention.cuh) and the tensor-core one over FP8 caches
-// (paged_attention_mma.cuh): cp.async copies, ex2, and the end of a block
+// (paged_attention_mma.cuh): cp.async copies of a Vec, ex2, and the end of a block
 // (paged_attention_finish): the block's partial softmax states (one per warp
 // or virtual warp) of its heads are merged, then written as the output (one
 // partition) or as the partition's partials; the block that finishes a
@@ -16,29 +16,11 @@ namespace loom::cuda {
 
 constexpr float kLog2e = 1.4426950408889634f;
 
-// One Vec from global to shared memory, asynchronously; fill == false
-// zero-fills the destination without reading src.
+// One Vec (8 or 16 bytes) from global to shared memory, asynchronously;
+// fill == false zero-fills the destination without reading src.
 template <class Vec>
 __device__ __forceinline__ void attn_copy_async(Vec* dst, const void* src, bool fill) {
-  const uint32_t d = smem_addr(dst);
-  if constexpr (sizeof(Vec) == 16) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src),
-                 "r"(fill ? 16 : 0)
-                 : "memory");
-  } else {
-    static_assert(sizeof(Vec) == 8, "8- or 16-byte copies");
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(d), "l"(src),
-                 "r"(fill ? 8 : 0)
-                 : "memory");
-  }
-}
-__device__ __forceinline__ void attn_copy_commit() {
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-// Waits until at most N of this thread's committed groups are still in flight.
-template <int N>
-__device__ __forceinline__ void attn_copy_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+  cp_async<sizeof(Vec)>(smem_addr(dst), src, fill ? static_cast<int>(sizeof(Vec)) : 0);
 }
 
 // 2^x (ex2.approx: -inf and huge negatives give 0).

@@ -254,21 +254,21 @@ __global__ void __launch_bounds__(MmaAttnShape<HD>::kThreads, MmaAttnShape<HD>::
 #pragma unroll
     for (int u = 0; u < kStages - 1; ++u) {
       if (u < n_tiles) copy_tile(u, first[u]);
-      attn_copy_commit();
+      cp_async_commit();
     }
 #pragma unroll
     for (int i = 0; i < 6; ++i) blk[i] = first[kStages - 1][i];
   }
 
   for (int t = 0; t < n_tiles; ++t) {
-    attn_copy_wait<kStages - 2>();  // this thread's copies of tile t landed
+    cp_async_wait<kStages - 2>();  // this thread's copies of tile t landed
     // Refill the stage tile t - 1 used (read by this thread only).
     const int u = t + kStages - 1;
     if (u < n_tiles) {
       copy_tile(u, blk);
       if (u + 1 < n_tiles) load_table(u + 1, blk);
     }
-    attn_copy_commit();
+    cp_async_commit();
 
     const int key0 = part_lo + t * kTileKeys + warp * 16;  // the warp's first key of the tile
     if (key0 >= part_hi) continue;                         // warp-uniform: none of its keys left
@@ -371,7 +371,7 @@ __global__ void __launch_bounds__(MmaAttnShape<HD>::kThreads, MmaAttnShape<HD>::
       mma_attn::mma_f16(o[mt], af, pb0, pb1);
     }
   }
-  attn_copy_wait<0>();  // only empty groups are left; the ring becomes s_acc
+  cp_async_wait<0>();  // only empty groups are left; the ring becomes s_acc
   __syncthreads();
 
   // The warp's state: sums over the lanes of a head; heads past G are the

@@ -20,9 +20,9 @@ __device__ __forceinline__ float fp8_scale_for_amax(float amax) {
 
 // A per-row scaled FP8 product's output before rounding to bf16:
 // (row_scale * col_scale) * v + bias as one fused multiply-add (bias +0.0
-// when absent), as the CUTLASS row-scaled GEMM's epilogue computes it
-// (fp8_row_gemm_sm90.cuh), so that every kernel computing the same f32 sum v
-// gives the same bits.
+// when absent), the arithmetic of the CUTLASS row-scaled GEMM's epilogue
+// (its multiplies and FusedMultiplyAdd, fp8_row_gemm_sm90.cuh), so that every
+// kernel computing the same f32 sum v gives the same bits.
 __device__ __forceinline__ float fp8_scale_bias(float v, float row_scale, float col_scale,
                                                 bf16 bias) {
   return __fmaf_rn(row_scale * col_scale, v, __bfloat162float(bias));

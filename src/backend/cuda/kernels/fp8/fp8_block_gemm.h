@@ -36,6 +36,7 @@ struct Fp8BlockGemmArgs {
   const void* bias = nullptr;    // bf16 [n] or null
   void* out = nullptr;           // bf16 [m, n], row-major
   int64_t small_tile_rows = 64;  // row_scales: the most rows the 64-row tiles take
+  int64_t row_split_splits = 0;  // fp8_row_split: blocks per tile along k (0: its choice)
 };
 
 // Whether this build has the kernel (CUTLASS headers and sm_90a at build time).
@@ -58,17 +59,20 @@ const char* fp8_block_gemm(const Fp8BlockGemmArgs& args, void* workspace, size_t
                            cudaStream_t stream);
 
 // Products of few rows of x (decode steps) with per-row scales (row_scales
-// set; x_scale_ld and small_tile_rows unused), the same bits as
-// fp8_block_gemm's row-scaled GEMM, faster at a few rows: k is split over
-// CUDA blocks in 128-column groups, whose partial sums are still added in
-// k's order (fp8_row_split_sm90.cu). Supported: built in, an sm_90 GPU, m up
-// to kFp8RowSplitMaxRows, k a multiple of 128, w and out 16-byte aligned.
+// set; x_scale_ld and small_tile_rows unused), meant for a few rows, the same
+// bits as fp8_block_gemm's row-scaled GEMM: k is split over CUDA blocks in
+// 128-column groups, whose partial sums are still added in k's order
+// (fp8_row_split_sm90.cu); row_split_splits > 0 forces the split per tile
+// (tests). Supported: built in, an sm_90 GPU, m up to kFp8RowSplitMaxRows
+// (past 8 rows the weights are streamed once per 8), k a multiple of 128,
+// int-sized extents, w, out and bias 16-byte aligned.
 constexpr int64_t kFp8RowSplitMaxRows = 16;
 bool fp8_row_split_supported(const Fp8BlockGemmArgs& args);
-// The scratch fp8_row_split needs for this problem: partial sums (f32) and
-// per-tile counters, which must be zero before the first product (each
-// product leaves them zero).
-void fp8_row_split_scratch(const Fp8BlockGemmArgs& args, size_t& partial_bytes,
+// The scratch fp8_row_split needs for this problem on the current device:
+// partial sums (f32; none where it does not split k) and per-tile counters,
+// which must be zero before the first product (each product leaves them
+// zero). False where the kernel cannot run.
+bool fp8_row_split_scratch(const Fp8BlockGemmArgs& args, size_t& partial_bytes,
                            size_t& counter_bytes);
 // Queues the product on `stream` (launched with PDL); null, or what went wrong.
 const char* fp8_row_split(const Fp8BlockGemmArgs& args, float* partials, unsigned* counters,

@@ -21,8 +21,9 @@ bool fp8_row_split_supported(const Fp8BlockGemmArgs&) {
   return false;
 }
 
-void fp8_row_split_scratch(const Fp8BlockGemmArgs&, size_t& partial_bytes, size_t& counter_bytes) {
+bool fp8_row_split_scratch(const Fp8BlockGemmArgs&, size_t& partial_bytes, size_t& counter_bytes) {
   partial_bytes = counter_bytes = 0;
+  return false;
 }
 
 const char* fp8_row_split(const Fp8BlockGemmArgs&, float*, unsigned*, cudaStream_t) {

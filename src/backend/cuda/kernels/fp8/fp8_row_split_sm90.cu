@@ -1,8 +1,8 @@
 // fp8_row_split (fp8_block_gemm.h) on sm_90a: products of few rows of x
 // (decode steps) with per-row scales, the same bits as the row-scaled GEMM
 // (fp8_row_gemm_sm90.cuh) and as cuBLASLt's unit-scale GEMM with the scaling
-// pass, but with k split over CUDA blocks so that the weights stream through
-// every SM.
+// pass where cuBLASLt sums k in one pass, but with k split over CUDA blocks
+// so that the weights stream through every SM.
 //
 // Those GEMMs sum k in 128-column groups: four wgmmas (k 32 each, in k's
 // order) from a zero accumulator give a group's partial sum t_g, which is
@@ -16,18 +16,18 @@
 // (partials) and the tile's last block to finish (a counter per tile, left
 // at zero again) adds them up in g's order and writes out. Whatever the
 // split, the arithmetic and its order are the GEMMs' own. (The last block
-// stages the partial sums through shared memory, all loads in flight at once.)
+// stages the partial sums through shared memory, a run of groups at a time.)
 //
 // Each block is one warpgroup (128 threads). Groups stream through a ring of
 // kStages shared-memory stages (64 x 128 weight bytes and 8 x 128 bytes of x
 // each, in wgmma's 128-byte swizzled K-major layout) filled by cp.async,
 // kStages - 1 groups ahead; the first weights are requested before
 // pdl_wait() (launched with PDL: weights need nothing from the kernel before).
-#include <cute/atom/mma_atom.hpp>
-#include <cute/tensor.hpp>
-
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
+#include <cute/atom/mma_atom.hpp>
+#include <cute/tensor.hpp>
 
 #include "backend/cuda/kernels/fp8/fp8.cuh"
 #include "backend/cuda/kernels/fp8/fp8_sm90_checks.h"
@@ -68,22 +68,6 @@ struct Params {
   int splits, groups_per_split, cols;
 };
 
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
-  const auto s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem),
-               "r"(valid ? 16 : 0)
-               : "memory");
-}
-
-__device__ __forceinline__ void cp_async_commit() {
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-
 __device__ __forceinline__ bf16 epilogue(const Params& p, float acc, int64_t row_m, int64_t row_n) {
   const bf16 b = p.bias ? p.bias[row_n] : __ushort_as_bfloat16(0);
   return __float2bfloat16(fp8_scale_bias(acc, p.x_scale[row_m], p.w_scale[row_n], b));
@@ -106,7 +90,8 @@ __device__ void finish_tile(const Params& p, int64_t tile, int64_t m0, float* st
     const int64_t gs = min(run, p.groups - g0);
     const int64_t vecs = gs * per_group / 4;
     const float4* src = reinterpret_cast<const float4*>(part + g0 * per_group);
-    for (int64_t v = tid; v < vecs; v += kThreads) reinterpret_cast<float4*>(stage)[v] = __ldcg(src + v);
+    for (int64_t v = tid; v < vecs; v += kThreads)
+      reinterpret_cast<float4*>(stage)[v] = __ldcg(src + v);
     __syncthreads();
 #pragma unroll
     for (int j = 0; j < kOuts; ++j) {
@@ -128,8 +113,8 @@ __device__ void finish_tile(const Params& p, int64_t tile, int64_t m0, float* st
 // groups_per_split, + groups_per_split) of its tile.
 __global__ void __launch_bounds__(kThreads) fp8_row_split_kernel(const Params p) {
   extern __shared__ uint8_t smem_raw[];
-  uint8_t* smem = reinterpret_cast<uint8_t*>(
-      (reinterpret_cast<uintptr_t>(smem_raw) + 1023) / 1024 * 1024);
+  uint8_t* smem =
+      reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) / 1024 * 1024);
   Tensor sW = make_tensor(make_smem_ptr(reinterpret_cast<float_e4m3_t*>(smem)), LayoutW{});
   Tensor sX =
       make_tensor(make_smem_ptr(reinterpret_cast<float_e4m3_t*>(smem + kWBytes)), LayoutX{});
@@ -147,7 +132,7 @@ __global__ void __launch_bounds__(kThreads) fp8_row_split_kernel(const Params p)
       const int piece = tid + i * kThreads, r = piece / 8, c = piece % 8 * 16;
       const int64_t row = n0 + r;
       const bool ok = row < p.n;
-      cp_async16(&sW(r, c, s), p.w + (ok ? row : 0) * p.k + col + c, ok);
+      cp_async<16>(smem_addr(&sW(r, c, s)), p.w + (ok ? row : 0) * p.k + col + c, ok ? 16 : 0);
     }
   };
   auto load_x = [&](int s, int64_t g) {
@@ -156,7 +141,7 @@ __global__ void __launch_bounds__(kThreads) fp8_row_split_kernel(const Params p)
       const int r = tid / 8, c = tid % 8 * 16;
       const int64_t row = m0 + r;
       const bool ok = row < p.m;
-      cp_async16(&sX(r, c, s), p.xq + (ok ? row : 0) * p.k + col + c, ok);
+      cp_async<16>(smem_addr(&sX(r, c, s)), p.xq + (ok ? row : 0) * p.k + col + c, ok ? 16 : 0);
     }
   };
   // The first kStages - 1 groups: weights before pdl_wait, x after; one
@@ -214,7 +199,6 @@ __global__ void __launch_bounds__(kThreads) fp8_row_split_kernel(const Params p)
           const int64_t rn = n0 + get<0>(coord(e)), rm = m0 + get<1>(coord(e));
           if (rn < p.n && rm < p.m) p.out[rm * p.n + rn] = epilogue(p, acc(e), rm, rn);
         }
-        clear(acc);
       }
     } else {
       float* dst = p.partials + ((blockIdx.y * p.n_tiles + tile) * groups + g) * per_group;
@@ -248,10 +232,11 @@ struct Grid {
   int splits = 1, groups_per_split = 1;
 };
 
-// k split over `splits` blocks per tile, chosen for the least time in a
-// simple model: the blocks run in waves of `slots` (resident blocks on the
-// GPU), each wave as long as a block's groups plus kBlockOverhead groups'
-// worth (its pipeline filling, its partial sums); fewer splits win ties.
+// k split over `splits` blocks per tile: `forced` (clamped to 1..groups),
+// or chosen for the least time in a simple model: the blocks run in waves
+// of `slots` (resident blocks on the GPU), each wave as long as a block's
+// groups plus kBlockOverhead groups' worth (its pipeline filling, its
+// partial sums); fewer splits win ties.
 constexpr int64_t kBlockOverhead = 4;
 
 Grid grid_for(const Fp8BlockGemmArgs& a, int64_t slots) {
@@ -263,11 +248,12 @@ Grid grid_for(const Fp8BlockGemmArgs& a, int64_t slots) {
   const int64_t tiles = g.n_tiles * g.m_tiles;
   slots = std::max<int64_t>(slots, 1);
   int64_t best = -1;
-  for (int64_t splits = 1; splits <= std::min<int64_t>(g.groups, 65535); ++splits) {
+  for (int64_t splits = 1; splits <= g.groups; ++splits) {
     const int64_t per_block = (g.groups + splits - 1) / splits;
     if ((g.groups + per_block - 1) / per_block != splits) continue;  // the same as fewer
     const int64_t waves = (tiles * splits + slots - 1) / slots;
-    const int64_t cost = waves * (per_block + (splits > 1 ? kBlockOverhead : 0));
+    int64_t cost = waves * (per_block + (splits > 1 ? kBlockOverhead : 0));
+    if (a.row_split_splits > 0) cost = std::abs(splits - std::min(a.row_split_splits, g.groups));
     if (best < 0 || cost < best) {
       best = cost;
       g.splits = static_cast<int>(splits);
@@ -302,11 +288,17 @@ bool fp8_row_split_supported(const Fp8BlockGemmArgs& a) {
   return a.row_scales && a.m <= kFp8RowSplitMaxRows && sm90::shape_ok(a, 1, kGroup, device, sms);
 }
 
-void fp8_row_split_scratch(const Fp8BlockGemmArgs& a, size_t& partial_bytes,
+bool fp8_row_split_scratch(const Fp8BlockGemmArgs& a, size_t& partial_bytes,
                            size_t& counter_bytes) {
-  const Grid g = grid_for(a, 1);  // the sizes do not depend on the split
-  partial_bytes = static_cast<size_t>(g.m_tiles * g.n_tiles * g.groups * g.cols * kTileN) * 4;
+  int device = 0, cc = 0, sms = 0;
+  const int64_t slots = sm90::device_info(device, cc, sms) ? resident_blocks(device, sms) : 0;
+  if (slots == 0) return false;
+  const Grid g = grid_for(a, slots);  // as fp8_row_split will split
+  partial_bytes = g.splits > 1
+                      ? static_cast<size_t>(g.m_tiles * g.n_tiles * g.groups * g.cols * kTileN) * 4
+                      : 0;
   counter_bytes = static_cast<size_t>(g.m_tiles * g.n_tiles) * sizeof(unsigned);
+  return true;
 }
 
 const char* fp8_row_split(const Fp8BlockGemmArgs& a, float* partials, unsigned* counters,
@@ -316,14 +308,27 @@ const char* fp8_row_split(const Fp8BlockGemmArgs& a, float* partials, unsigned* 
   const int64_t slots = resident_blocks(device, sms);
   if (slots == 0) return "the kernel's shared memory was refused";
   const Grid g = grid_for(a, slots);
-  const Params p{a.xq,     a.x_scale, a.w,   a.w_scale, static_cast<const bf16*>(a.bias),
-                 static_cast<bf16*>(a.out), partials, counters, a.m, a.n, a.k,
-                 g.n_tiles, g.groups, g.splits, g.groups_per_split, static_cast<int>(g.cols)};
-  launch_dependent(fp8_row_split_kernel,
-                   dim3(static_cast<unsigned>(g.n_tiles * g.splits),
-                        static_cast<unsigned>(g.m_tiles)),
-                   dim3(kThreads), kSmemBytes, stream, p);
-  return cudaGetLastError() == cudaSuccess ? nullptr : "the launch failed";
+  const Params p{a.xq,
+                 a.x_scale,
+                 a.w,
+                 a.w_scale,
+                 static_cast<const bf16*>(a.bias),
+                 static_cast<bf16*>(a.out),
+                 partials,
+                 counters,
+                 a.m,
+                 a.n,
+                 a.k,
+                 g.n_tiles,
+                 g.groups,
+                 g.splits,
+                 g.groups_per_split,
+                 static_cast<int>(g.cols)};
+  const cudaError_t st = launch_dependent(
+      fp8_row_split_kernel,
+      dim3(static_cast<unsigned>(g.n_tiles * g.splits), static_cast<unsigned>(g.m_tiles)),
+      dim3(kThreads), kSmemBytes, stream, p);
+  return st == cudaSuccess ? nullptr : cudaGetErrorString(st);
 }
 
 }  // namespace loom::cuda

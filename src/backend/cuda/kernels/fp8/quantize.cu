@@ -6,6 +6,7 @@
 
 #include "backend/cuda/kernels/fp8/fp8.cuh"
 #include "backend/cuda/kernels/fp8/fp8_kernels.h"
+#include "backend/cuda/kernels/launch.cuh"
 
 namespace loom::cuda {
 namespace {
@@ -34,6 +35,9 @@ __global__ void __launch_bounds__(kThreads)
     quantize_rows_kernel(const bf16* __restrict__ x, int64_t rows, int64_t k,
                          const float* __restrict__ static_scale, uint8_t* __restrict__ q,
                          float* __restrict__ scale, int64_t scale_ld) {
+  // A kernel launched after this one with PDL (fp8_row_split) may start
+  // loading its weights now; its pdl_wait() still waits for this kernel's end.
+  pdl_trigger();
   __shared__ float scratch[33];
   const int64_t row = blockIdx.x;
   const int64_t chunks = k / 8;
@@ -126,9 +130,8 @@ __global__ void __launch_bounds__(kThreads)
   if (threadIdx.x == 0) scale[row] = s;
 }
 
-// Product rows grid-strided over blockIdx.y, 8 columns per thread when cols
-// allows it.
-
+// scale_fp8_product: product rows grid-strided over blockIdx.y, 8 columns
+// per thread when cols allows it; out = bf16(fp8_scale_bias(...)).
 __global__ void __launch_bounds__(kThreads)
     scale_product_kernel(const float* __restrict__ in, bf16* __restrict__ out, int64_t rows,
                          int64_t cols, const float* __restrict__ row_scale,
@@ -166,6 +169,9 @@ template <class T>
 __global__ void __launch_bounds__(kThreads)
     quantize_weight_rows_kernel(const T* __restrict__ w, int64_t k, uint8_t* __restrict__ q,
                                 float* __restrict__ scale) {
+  // A kernel launched after this one with PDL (fp8_row_split) may start
+  // loading its weights now; its pdl_wait() still waits for this kernel's end.
+  pdl_trigger();
   __shared__ float scratch[33];
   const int64_t row = blockIdx.x;
   const T* wr = w + row * k;
