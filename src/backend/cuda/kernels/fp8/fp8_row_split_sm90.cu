@@ -96,8 +96,11 @@ __device__ void finish_tile(const Params& p, int64_t tile, int64_t m0, float* st
 #pragma unroll
     for (int j = 0; j < kOuts; ++j) {
       const int o = tid + j * kThreads;
-      if (o < per_group)
-        for (int64_t g = 0; g < gs; ++g) sum[j] += stage[g * per_group + o];
+      if (o < per_group) {
+        // The adds stay in g's order; unrolled, the loads go out ahead of them.
+#pragma unroll 8
+        for (int g = 0; g < static_cast<int>(gs); ++g) sum[j] += stage[g * per_group + o];
+      }
     }
     __syncthreads();
   }
