@@ -64,7 +64,7 @@ const char* fp8_block_gemm(const Fp8BlockGemmArgs& args, void* workspace, size_t
 // 128-column groups, whose partial sums are still added in k's order
 // (fp8_row_split_sm90.cu); row_split_splits > 0 forces the split per tile
 // (tests). Supported: built in, an sm_90 GPU, m up to kFp8RowSplitMaxRows
-// (past 8 rows the weights are streamed once per 8), k a multiple of 128,
+// (8- or 16-row tiles of x: the weights are streamed once), k a multiple of 128,
 // int-sized extents, w, out and bias 16-byte aligned.
 constexpr int64_t kFp8RowSplitMaxRows = 16;
 bool fp8_row_split_supported(const Fp8BlockGemmArgs& args);

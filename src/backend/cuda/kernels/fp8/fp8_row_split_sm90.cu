@@ -10,8 +10,8 @@
 // the epilogue rounds bf16(fma(x_scale * w_scale, acc, bias)). A group's
 // t_g depends on nothing but its 128 columns, so any CUDA block may compute
 // it: here a block owns 64 weight rows (wgmma's M; w is the A operand, so
-// the weights need no transposition) by 8 rows of x (wgmma's N, rows past m
-// zero) and a run of consecutive groups. With one run per tile the block
+// the weights need no transposition) by 8 rows of x, or 16 past 8 rows
+// (wgmma's N, rows past m zero), and a run of consecutive groups. With one run per tile the block
 // adds its t_g in order itself; otherwise every block stores its t_g
 // (partials) and the tile's last block to finish (a counter per tile, left
 // at zero again) adds them up in g's order and writes out. Whatever the
@@ -19,8 +19,8 @@
 // stages the partial sums through shared memory, a run of groups at a time.)
 //
 // Each block is one warpgroup (128 threads). Groups stream through a ring of
-// kStages shared-memory stages (64 x 128 weight bytes and 8 x 128 bytes of x
-// each, in wgmma's 128-byte swizzled K-major layout) filled by cp.async,
+// kStages shared-memory stages (64 x 128 weight bytes and 8 or 16 x 128
+// bytes of x each, in wgmma's 128-byte swizzled K-major layout) filled by cp.async,
 // kStages - 1 groups ahead; the first weights are requested before
 // pdl_wait() (launched with PDL: weights need nothing from the kernel before).
 #include <algorithm>
@@ -39,20 +39,30 @@ namespace {
 using namespace cute;
 
 constexpr int kTileN = 64;  // weight rows per block (wgmma M)
-constexpr int kTileM = 8;   // rows of x per block (wgmma N)
 constexpr int kGroup = 128;
 constexpr int kStages = 6;
 constexpr int kThreads = 128;
 
-using Mma = decltype(make_tiled_mma(SM90_64x8x32_F32E4M3E4M3_SS_TN<>{}));
 using SwizzleAtom = GMMA::Layout_K_SW128_Atom<float_e4m3_t>;  // 8 rows x 128 bytes
 using LayoutW =
     decltype(tile_to_shape(SwizzleAtom{}, Shape<Int<kTileN>, Int<kGroup>, Int<kStages>>{}));
-using LayoutX =
-    decltype(tile_to_shape(SwizzleAtom{}, Shape<Int<kTileM>, Int<kGroup>, Int<kStages>>{}));
 constexpr int kWBytes = kTileN * kGroup * kStages;
-constexpr int kXBytes = kTileM * kGroup * kStages;
-constexpr int kSmemBytes = kWBytes + kXBytes + 1024;  // + slack to align to 1024 (the swizzle)
+
+// A block's rows of x (wgmma's N): 8, or 16 past 8 rows (the weights are
+// then streamed once for all of them). The per-element sums do not depend
+// on N, so the bits are the same either way.
+template <int kTileM>
+struct XTile {
+  static_assert(kTileM == 8 || kTileM == 16);
+  using Mma =
+      decltype(make_tiled_mma(cute::conditional_t<kTileM == 8, SM90_64x8x32_F32E4M3E4M3_SS_TN<>,
+                                                  SM90_64x16x32_F32E4M3E4M3_SS_TN<>>{}));
+  using Layout =
+      decltype(tile_to_shape(SwizzleAtom{}, Shape<Int<kTileM>, Int<kGroup>, Int<kStages>>{}));
+  static constexpr int kBytes = kTileM * kGroup * kStages;
+  // + slack to align to 1024 (the swizzle)
+  static constexpr int kSmemBytes = kWBytes + kBytes + 1024;
+};
 
 struct Params {
   const uint8_t* xq;
@@ -61,7 +71,7 @@ struct Params {
   const float* w_scale;
   const bf16* bias;
   bf16* out;
-  float* partials;     // [m tiles][n tiles][groups][cols][kTileN], cols = min(m, kTileM)
+  float* partials;     // [m tiles][n tiles][groups][cols][kTileN], cols = min(m, x's tile)
   unsigned* counters;  // [m tiles][n tiles]
   int64_t m, n, k;
   int64_t n_tiles, groups;
@@ -75,6 +85,7 @@ __device__ __forceinline__ bf16 epilogue(const Params& p, float acc, int64_t row
 
 // Tile `tile`'s outputs from its groups' partial sums, added in g's order;
 // `stage` (kWBytes of shared memory) holds runs of groups on the way.
+template <int kTileM>
 __device__ void finish_tile(const Params& p, int64_t tile, int64_t m0, float* stage) {
   const int tid = threadIdx.x;
   const int cols = p.cols;
@@ -114,13 +125,15 @@ __device__ void finish_tile(const Params& p, int64_t tile, int64_t m0, float* st
 
 // Grid: (n tiles x splits, m tiles); a block takes groups [split *
 // groups_per_split, + groups_per_split) of its tile.
+template <int kTileM>
 __global__ void __launch_bounds__(kThreads) fp8_row_split_kernel(const Params p) {
+  using Mma = typename XTile<kTileM>::Mma;
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem =
       reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) / 1024 * 1024);
   Tensor sW = make_tensor(make_smem_ptr(reinterpret_cast<float_e4m3_t*>(smem)), LayoutW{});
-  Tensor sX =
-      make_tensor(make_smem_ptr(reinterpret_cast<float_e4m3_t*>(smem + kWBytes)), LayoutX{});
+  Tensor sX = make_tensor(make_smem_ptr(reinterpret_cast<float_e4m3_t*>(smem + kWBytes)),
+                          typename XTile<kTileM>::Layout{});
   const int tid = threadIdx.x;
   const int64_t groups = p.groups, tile = blockIdx.x / p.splits;
   const int64_t g0 = static_cast<int64_t>(blockIdx.x % p.splits) * p.groups_per_split;
@@ -227,11 +240,11 @@ __global__ void __launch_bounds__(kThreads) fp8_row_split_kernel(const Params p)
   __syncthreads();
   if (!last) return;
   __threadfence();
-  finish_tile(p, tile, m0, reinterpret_cast<float*>(smem));
+  finish_tile<kTileM>(p, tile, m0, reinterpret_cast<float*>(smem));
 }
 
 struct Grid {
-  int64_t n_tiles = 0, m_tiles = 0, groups = 0, cols = 0;
+  int64_t tile_m = 8, n_tiles = 0, m_tiles = 0, groups = 0, cols = 0;
   int splits = 1, groups_per_split = 1;
 };
 
@@ -244,10 +257,11 @@ constexpr int64_t kBlockOverhead = 4;
 
 Grid grid_for(const Fp8BlockGemmArgs& a, int64_t slots) {
   Grid g;
+  g.tile_m = a.m > 8 ? 16 : 8;
   g.n_tiles = (a.n + kTileN - 1) / kTileN;
-  g.m_tiles = (a.m + kTileM - 1) / kTileM;
+  g.m_tiles = (a.m + g.tile_m - 1) / g.tile_m;
   g.groups = a.k / kGroup;
-  g.cols = std::min<int64_t>(a.m, kTileM);
+  g.cols = std::min<int64_t>(a.m, g.tile_m);
   const int64_t tiles = g.n_tiles * g.m_tiles;
   slots = std::max<int64_t>(slots, 1);
   int64_t best = -1;
@@ -266,22 +280,28 @@ Grid grid_for(const Fp8BlockGemmArgs& a, int64_t slots) {
   return g;
 }
 
-// Resident blocks of the kernel on `device` (shared memory bound), its
-// shared memory limit raised first; 0 if the runtime refused. Cached per
-// device (the first 64).
+// Resident blocks of fp8_row_split_kernel<kTileM> on `device` (shared
+// memory bound), its shared memory limit raised first; 0 if the runtime
+// refused. Cached per device (the first 64).
+template <int kTileM>
 int64_t resident_blocks(int device, int sms) {
   static std::atomic<uint64_t> configured{0};
   static std::atomic<int> cached[64];
   if (device >= 0 && device < 64 && cached[device].load(std::memory_order_relaxed) > 0)
     return int64_t{cached[device].load(std::memory_order_relaxed)} * sms;
+  constexpr int kBytes = XTile<kTileM>::kSmemBytes;
   int per_sm = 0;
-  if (!configure_shared_memory(fp8_row_split_kernel, kSmemBytes, configured) ||
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fp8_row_split_kernel, kThreads,
-                                                    kSmemBytes) != cudaSuccess ||
+  if (!configure_shared_memory(fp8_row_split_kernel<kTileM>, kBytes, configured) ||
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fp8_row_split_kernel<kTileM>, kThreads,
+                                                    kBytes) != cudaSuccess ||
       per_sm < 1)
     return 0;
   if (device >= 0 && device < 64) cached[device].store(per_sm, std::memory_order_relaxed);
   return int64_t{per_sm} * sms;
+}
+
+int64_t resident_blocks_for(const Fp8BlockGemmArgs& a, int device, int sms) {
+  return a.m > 8 ? resident_blocks<16>(device, sms) : resident_blocks<8>(device, sms);
 }
 
 }  // namespace
@@ -294,7 +314,8 @@ bool fp8_row_split_supported(const Fp8BlockGemmArgs& a) {
 bool fp8_row_split_scratch(const Fp8BlockGemmArgs& a, size_t& partial_bytes,
                            size_t& counter_bytes) {
   int device = 0, cc = 0, sms = 0;
-  const int64_t slots = sm90::device_info(device, cc, sms) ? resident_blocks(device, sms) : 0;
+  const int64_t slots =
+      sm90::device_info(device, cc, sms) ? resident_blocks_for(a, device, sms) : 0;
   if (slots == 0) return false;
   const Grid g = grid_for(a, slots);  // as fp8_row_split will split
   partial_bytes = g.splits > 1
@@ -308,7 +329,7 @@ const char* fp8_row_split(const Fp8BlockGemmArgs& a, float* partials, unsigned* 
                           cudaStream_t stream) {
   int device = 0, cc = 0, sms = 0;
   if (!sm90::device_info(device, cc, sms)) return "no current CUDA device";
-  const int64_t slots = resident_blocks(device, sms);
+  const int64_t slots = resident_blocks_for(a, device, sms);
   if (slots == 0) return "the kernel's shared memory was refused";
   const Grid g = grid_for(a, slots);
   const Params p{a.xq,
@@ -327,10 +348,12 @@ const char* fp8_row_split(const Fp8BlockGemmArgs& a, float* partials, unsigned* 
                  g.splits,
                  g.groups_per_split,
                  static_cast<int>(g.cols)};
-  const cudaError_t st = launch_dependent(
-      fp8_row_split_kernel,
-      dim3(static_cast<unsigned>(g.n_tiles * g.splits), static_cast<unsigned>(g.m_tiles)),
-      dim3(kThreads), kSmemBytes, stream, p);
+  const dim3 grid(static_cast<unsigned>(g.n_tiles * g.splits), static_cast<unsigned>(g.m_tiles));
+  const cudaError_t st = g.tile_m == 16
+                             ? launch_dependent(fp8_row_split_kernel<16>, grid, dim3(kThreads),
+                                                XTile<16>::kSmemBytes, stream, p)
+                             : launch_dependent(fp8_row_split_kernel<8>, grid, dim3(kThreads),
+                                                XTile<8>::kSmemBytes, stream, p);
   return st == cudaSuccess ? nullptr : cudaGetErrorString(st);
 }
 
