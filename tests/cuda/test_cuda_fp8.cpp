@@ -671,15 +671,17 @@ TEST_F(CudaFp8Test, CublasLtAndCutlassRowGemmsAgree) {
 // The split-k kernel for few rows against CUTLASS's row-scaled GEMM: the
 // same bits (the same 128-column group sums, added in k's order, the same
 // epilogue) at its own choice of split and at forced splits (one block per
-// tile, uneven runs, one group per block), for one and two 8-row tiles of x
-// and a ragged last 64-row tile of w (n 200), with and without bias.
+// tile, uneven runs, one group per block), with its 8-row and 16-row tiles of
+// x, a ragged last 64-row tile of w (n 200) and the 8B shapes, with and
+// without bias.
 TEST_F(CudaFp8Test, RowSplitKernelMatchesCutlass) {
   using Path = cuda::Fp8Gemm::Path;
   if (const char* why = no_cutlass_here()) GTEST_SKIP() << why;
   cuda::Fp8Gemm cutlass(stream_), split(stream_);
   cutlass.force_path(Path::Cutlass);
   split.force_path(Path::RowSplit);
-  const std::vector<std::pair<int64_t, int64_t>> shapes = {{200, 896}, {1024, 4096}, {4096, 14336}};
+  const std::vector<std::pair<int64_t, int64_t>> shapes = {
+      {200, 896}, {1024, 4096}, {6144, 4096}, {28672, 4096}, {4096, 14336}};
   for (Scheme scheme : {Scheme::Channel, Scheme::TensorStatic})
     for (auto [n, k] : shapes) {
       if (scheme == Scheme::TensorStatic && n > 1024) continue;
@@ -688,6 +690,8 @@ TEST_F(CudaFp8Test, RowSplitKernelMatchesCutlass) {
       Tensor gb = gpu_bf16(*gpu_, b, {n});
       const int64_t groups = k / 128;
       for (int64_t m : {1, 2, 5, 8, 9, 16}) {
+        if (n * k > (int64_t{16} << 20) && m != 1 && m != 16)
+          continue;  // the large ones: both tiles
         const auto x = random_bf16_values(static_cast<size_t>(m * k), 61, -2, 2);
         std::vector<int64_t> rows(static_cast<size_t>(m));
         for (int64_t i = 0; i < m; ++i) rows[static_cast<size_t>(i)] = i;
@@ -699,8 +703,15 @@ TEST_F(CudaFp8Test, RowSplitKernelMatchesCutlass) {
             const auto sp = run_rows(*gpu_, split, w, x, k, rows, bias);
             size_t differ = 0;
             for (size_t i = 0; i < sp.size(); ++i) differ += sp[i] != cut[i];
-            EXPECT_EQ(differ, 0u) << scheme_name(scheme) << " n " << n << " k " << k << " m " << m
-                                  << (bias ? " bias" : "") << " splits " << splits;
+            std::ostringstream what;
+            what << scheme_name(scheme) << " n " << n << " k " << k << " m " << m
+                 << (bias ? " bias" : "") << " splits " << splits;
+            EXPECT_EQ(differ, 0u) << what.str();
+            // The forced split (1, 3, every group) and the tile height did run.
+            if (splits > 0) {
+              EXPECT_EQ(split.stats().row_split_last_splits, splits) << what.str();
+            }
+            EXPECT_EQ(split.stats().row_split_last_tile_rows, m > 8 ? 16 : 8) << what.str();
           }
         }
       }

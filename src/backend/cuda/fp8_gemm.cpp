@@ -174,28 +174,29 @@ Fp8Gemm::Plan Fp8Gemm::make_plan(const Key& key, bool with_bias, bool unit_scale
 Fp8Gemm::Plan* Fp8Gemm::plan_for(const Key& key) {
   auto it = plans_.find(key);
   if (it == plans_.end()) {
+    const bool block = std::get<3>(key), bias = std::get<4>(key);
     // Per-row scales where CUTLASS's GEMM or the split-k kernel takes other
     // row counts: the unit-scale product and the pass first, whose bits
     // theirs match (a cuBLASLt that scales per row itself rounds its own way).
-    const bool unit_first = !std::get<3>(key) && matches_sm90_;
-    Plan p = make_plan(key, std::get<4>(key) && !unit_first, unit_first);
-    if (!p.found && unit_first) {
+    const bool unit_first = !block && matches_sm90_;
+    Plan p;
+    if (unit_first) p = make_plan(key, false, true);
+    if (!p.found) {
       destroy(p);
-      p = make_plan(key, std::get<4>(key), false);
-      if (p.found && !scaled_logged_) {
-        LOOM_LOG_WARN(
-            "FP8: cuBLASLt has no unit-scale FP8 GEMM here, only one applying per-row scales "
-            "itself: its products may round differently from CUTLASS's, so a request's tokens "
-            "can differ alone and in a batch");
-        scaled_logged_ = true;
-      }
+      p = make_plan(key, bias, false);
     }
-    if (!p.found &&
-        std::get<4>(key)) {  // no algorithm with the bias epilogue: plain GEMM + bias kernel
+    if (!p.found && bias) {  // no algorithm with the bias epilogue: plain GEMM + bias kernel
       destroy(p);
       p = make_plan(key, false, false);
     }
-    if (!p.found && !std::get<3>(key)) {
+    if (p.found && unit_first && !p.scale_after && !scaled_logged_) {
+      LOOM_LOG_WARN(
+          "FP8: cuBLASLt has no unit-scale FP8 GEMM here, only one applying per-row scales "
+          "itself: its products may round differently from CUTLASS's, so a request's tokens "
+          "can differ alone and in a batch");
+      scaled_logged_ = true;
+    }
+    if (!p.found && !block && !unit_first) {
       // No outer-vector scaling (cuBLASLt 13 on sm_90 has none): the FP8
       // GEMM with unit scales, then one pass applies both scales and the bias.
       destroy(p);
@@ -362,16 +363,18 @@ bool Fp8Gemm::run_row_split(const void* x, int64_t m, const Fp8WeightView& w, co
                             void* out) {
   Fp8BlockGemmArgs a = sm90_args(m, w, bias, out);
   a.row_split_splits = row_split_splits_;
-  size_t partial_bytes = 0, counter_bytes = 0;
-  if (!fp8_row_split_supported(a) || !fp8_row_split_scratch(a, partial_bytes, counter_bytes))
-    return false;
+  Fp8RowSplitPlan plan;
+  if (!fp8_row_split_supported(a) || !fp8_row_split_plan(a, plan)) return false;
   auto* partials =
-      static_cast<float*>(split_partials_.ensure(std::max<size_t>(partial_bytes, 4), stream_));
-  auto* counters = static_cast<unsigned*>(split_counters_.ensure_zeroed(counter_bytes, stream_));
+      static_cast<float*>(split_partials_.ensure(std::max<size_t>(plan.partial_bytes, 4), stream_));
+  auto* counters =
+      static_cast<unsigned*>(split_counters_.ensure_zeroed(plan.counter_bytes, stream_));
   std::tie(a.xq, a.x_scale) = quantize_x(x, m, m, w);
-  const char* err = fp8_row_split(a, partials, counters, stream_);
+  const char* err = fp8_row_split(a, plan, partials, counters, stream_);
   LOOM_CHECK(err == nullptr, "FP8 split-k kernel m {} n {} k {}: {}", m, w.n, w.k, err);
   stats_.row_split++;
+  stats_.row_split_last_splits = plan.splits;
+  stats_.row_split_last_tile_rows = plan.tile_rows;
   return true;
 }
 

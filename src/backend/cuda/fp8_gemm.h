@@ -98,6 +98,7 @@ class Fp8Gemm {
   struct Stats {
     uint64_t small_m = 0, cublaslt = 0, tiled = 0, cutlass = 0, stream = 0, row_split = 0;
     uint64_t cublaslt_unit_scales = 0;  // of cublaslt: unit scales + scale_fp8_product
+    int row_split_last_splits = 0, row_split_last_tile_rows = 0;  // the last split-k product's
   };
   const Stats& stats() const { return stats_; }
 

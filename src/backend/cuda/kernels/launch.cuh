@@ -39,7 +39,7 @@ __device__ __forceinline__ void pdl_trigger() {
 // status (also left for cudaGetLastError, as with <<<>>>).
 template <class... Params, class... Args>
 cudaError_t launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem_bytes,
-                      cudaStream_t stream, Args&&... args) {
+                             cudaStream_t stream, Args&&... args) {
   cudaLaunchAttribute attr{};
   attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr.val.programmaticStreamSerializationAllowed = 1;

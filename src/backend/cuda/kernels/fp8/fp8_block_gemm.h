@@ -68,14 +68,19 @@ const char* fp8_block_gemm(const Fp8BlockGemmArgs& args, void* workspace, size_t
 // int-sized extents, w, out and bias 16-byte aligned.
 constexpr int64_t kFp8RowSplitMaxRows = 16;
 bool fp8_row_split_supported(const Fp8BlockGemmArgs& args);
-// The scratch fp8_row_split needs for this problem on the current device:
-// partial sums (f32; none where it does not split k) and per-tile counters,
-// which must be zero before the first product (each product leaves them
-// zero). False where the kernel cannot run.
-bool fp8_row_split_scratch(const Fp8BlockGemmArgs& args, size_t& partial_bytes,
-                           size_t& counter_bytes);
-// Queues the product on `stream` (launched with PDL); null, or what went wrong.
-const char* fp8_row_split(const Fp8BlockGemmArgs& args, float* partials, unsigned* counters,
-                          cudaStream_t stream);
+// How fp8_row_split computes this product on the current device: its
+// scratch (partial sums, f32, none where k is not split; per-tile counters,
+// zero before the first product, left zero by each) and its shape. False
+// where the kernel cannot run here.
+struct Fp8RowSplitPlan {
+  size_t partial_bytes = 0, counter_bytes = 0;
+  int splits = 0;     // blocks per 64-row tile of w along k
+  int tile_rows = 0;  // rows of x per block: 8, or 16 past 8 rows
+};
+bool fp8_row_split_plan(const Fp8BlockGemmArgs& args, Fp8RowSplitPlan& plan);
+// Queues the product as `plan` (fp8_row_split_plan's for these args) says,
+// launched with PDL; null, or what went wrong.
+const char* fp8_row_split(const Fp8BlockGemmArgs& args, const Fp8RowSplitPlan& plan,
+                          float* partials, unsigned* counters, cudaStream_t stream);
 
 }  // namespace loom::cuda

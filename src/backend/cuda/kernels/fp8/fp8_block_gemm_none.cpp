@@ -21,12 +21,12 @@ bool fp8_row_split_supported(const Fp8BlockGemmArgs&) {
   return false;
 }
 
-bool fp8_row_split_scratch(const Fp8BlockGemmArgs&, size_t& partial_bytes, size_t& counter_bytes) {
-  partial_bytes = counter_bytes = 0;
+bool fp8_row_split_plan(const Fp8BlockGemmArgs&, Fp8RowSplitPlan&) {
   return false;
 }
 
-const char* fp8_row_split(const Fp8BlockGemmArgs&, float*, unsigned*, cudaStream_t) {
+const char* fp8_row_split(const Fp8BlockGemmArgs&, const Fp8RowSplitPlan&, float*, unsigned*,
+                          cudaStream_t) {
   return "this build has no sm_90a FP8 kernels (CUTLASS headers and sm_90a needed)";
 }
 

@@ -140,7 +140,7 @@ __global__ void __launch_bounds__(kThreads) fp8_row_split_kernel(const Params p)
   const int count = static_cast<int>(min<int64_t>(p.groups_per_split, groups - g0));
   const int64_t n0 = tile * kTileN, m0 = static_cast<int64_t>(blockIdx.y) * kTileM;
 
-  // Stage s <- group g: 512 16-byte pieces of weights (4 per thread), 64 of x.
+  // Stage s <- group g: 512 16-byte pieces of weights (4 per thread), 8 per row of x.
   auto load_w = [&](int s, int64_t g) {
     const int64_t col = g * kGroup;
 #pragma unroll
@@ -248,7 +248,27 @@ struct Grid {
   int splits = 1, groups_per_split = 1;
 };
 
-// k split over `splits` blocks per tile: `forced` (clamped to 1..groups),
+// Rows of x per block for a product of m rows.
+int64_t tile_rows_for(int64_t m) {
+  return m > 8 ? 16 : 8;
+}
+
+// The grid at a given split (a count grid_for chose: ceil(groups / per block)).
+Grid grid_with(const Fp8BlockGemmArgs& a, int64_t splits) {
+  Grid g;
+  g.tile_m = tile_rows_for(a.m);
+  g.n_tiles = (a.n + kTileN - 1) / kTileN;
+  g.m_tiles = (a.m + g.tile_m - 1) / g.tile_m;
+  g.groups = a.k / kGroup;
+  g.cols = std::min<int64_t>(a.m, g.tile_m);
+  splits = std::clamp<int64_t>(splits, 1, std::max<int64_t>(g.groups, 1));
+  g.groups_per_split = static_cast<int>((g.groups + splits - 1) / splits);
+  g.splits = static_cast<int>((g.groups + g.groups_per_split - 1) / g.groups_per_split);
+  return g;
+}
+
+// k split over `splits` blocks per tile: args.row_split_splits (clamped to
+// 1..groups),
 // or chosen for the least time in a simple model: the blocks run in waves
 // of `slots` (resident blocks on the GPU), each wave as long as a block's
 // groups plus kBlockOverhead groups' worth (its pipeline filling, its
@@ -256,15 +276,10 @@ struct Grid {
 constexpr int64_t kBlockOverhead = 4;
 
 Grid grid_for(const Fp8BlockGemmArgs& a, int64_t slots) {
-  Grid g;
-  g.tile_m = a.m > 8 ? 16 : 8;
-  g.n_tiles = (a.n + kTileN - 1) / kTileN;
-  g.m_tiles = (a.m + g.tile_m - 1) / g.tile_m;
-  g.groups = a.k / kGroup;
-  g.cols = std::min<int64_t>(a.m, g.tile_m);
+  Grid g = grid_with(a, 1);
   const int64_t tiles = g.n_tiles * g.m_tiles;
   slots = std::max<int64_t>(slots, 1);
-  int64_t best = -1;
+  int64_t best = -1, best_splits = 1;
   for (int64_t splits = 1; splits <= g.groups; ++splits) {
     const int64_t per_block = (g.groups + splits - 1) / splits;
     if ((g.groups + per_block - 1) / per_block != splits) continue;  // the same as fewer
@@ -273,35 +288,33 @@ Grid grid_for(const Fp8BlockGemmArgs& a, int64_t slots) {
     if (a.row_split_splits > 0) cost = std::abs(splits - std::min(a.row_split_splits, g.groups));
     if (best < 0 || cost < best) {
       best = cost;
-      g.splits = static_cast<int>(splits);
-      g.groups_per_split = static_cast<int>(per_block);
+      best_splits = splits;
     }
   }
-  return g;
+  return grid_with(a, best_splits);
 }
 
 // Resident blocks of fp8_row_split_kernel<kTileM> on `device` (shared
 // memory bound), its shared memory limit raised first; 0 if the runtime
-// refused. Cached per device (the first 64).
+// refused (its error cleared). Cached per device (the first 64), refusals too.
 template <int kTileM>
 int64_t resident_blocks(int device, int sms) {
   static std::atomic<uint64_t> configured{0};
-  static std::atomic<int> cached[64];
-  if (device >= 0 && device < 64 && cached[device].load(std::memory_order_relaxed) > 0)
-    return int64_t{cached[device].load(std::memory_order_relaxed)} * sms;
+  static std::atomic<int> cached[64];  // 0: not asked yet, -1: refused
+  const bool cacheable = device >= 0 && device < 64;
+  const int known = cacheable ? cached[device].load(std::memory_order_relaxed) : 0;
+  if (known != 0) return known > 0 ? int64_t{known} * sms : 0;
   constexpr int kBytes = XTile<kTileM>::kSmemBytes;
   int per_sm = 0;
   if (!configure_shared_memory(fp8_row_split_kernel<kTileM>, kBytes, configured) ||
       cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fp8_row_split_kernel<kTileM>, kThreads,
                                                     kBytes) != cudaSuccess ||
-      per_sm < 1)
-    return 0;
-  if (device >= 0 && device < 64) cached[device].store(per_sm, std::memory_order_relaxed);
-  return int64_t{per_sm} * sms;
-}
-
-int64_t resident_blocks_for(const Fp8BlockGemmArgs& a, int device, int sms) {
-  return a.m > 8 ? resident_blocks<16>(device, sms) : resident_blocks<8>(device, sms);
+      per_sm < 1) {
+    (void)cudaGetLastError();  // not the next launch's error
+    per_sm = -1;
+  }
+  if (cacheable) cached[device].store(per_sm, std::memory_order_relaxed);
+  return per_sm > 0 ? int64_t{per_sm} * sms : 0;
 }
 
 }  // namespace
@@ -311,27 +324,26 @@ bool fp8_row_split_supported(const Fp8BlockGemmArgs& a) {
   return a.row_scales && a.m <= kFp8RowSplitMaxRows && sm90::shape_ok(a, 1, kGroup, device, sms);
 }
 
-bool fp8_row_split_scratch(const Fp8BlockGemmArgs& a, size_t& partial_bytes,
-                           size_t& counter_bytes) {
+bool fp8_row_split_plan(const Fp8BlockGemmArgs& a, Fp8RowSplitPlan& plan) {
   int device = 0, cc = 0, sms = 0;
+  if (!sm90::device_info(device, cc, sms)) return false;
   const int64_t slots =
-      sm90::device_info(device, cc, sms) ? resident_blocks_for(a, device, sms) : 0;
+      tile_rows_for(a.m) == 16 ? resident_blocks<16>(device, sms) : resident_blocks<8>(device, sms);
   if (slots == 0) return false;
-  const Grid g = grid_for(a, slots);  // as fp8_row_split will split
-  partial_bytes = g.splits > 1
-                      ? static_cast<size_t>(g.m_tiles * g.n_tiles * g.groups * g.cols * kTileN) * 4
-                      : 0;
-  counter_bytes = static_cast<size_t>(g.m_tiles * g.n_tiles) * sizeof(unsigned);
+  const Grid g = grid_for(a, slots);
+  plan.splits = g.splits;
+  plan.tile_rows = static_cast<int>(g.tile_m);
+  plan.partial_bytes =
+      g.splits > 1 ? static_cast<size_t>(g.m_tiles * g.n_tiles * g.groups * g.cols * kTileN) * 4
+                   : 0;
+  plan.counter_bytes = static_cast<size_t>(g.m_tiles * g.n_tiles) * sizeof(unsigned);
   return true;
 }
 
-const char* fp8_row_split(const Fp8BlockGemmArgs& a, float* partials, unsigned* counters,
-                          cudaStream_t stream) {
-  int device = 0, cc = 0, sms = 0;
-  if (!sm90::device_info(device, cc, sms)) return "no current CUDA device";
-  const int64_t slots = resident_blocks_for(a, device, sms);
-  if (slots == 0) return "the kernel's shared memory was refused";
-  const Grid g = grid_for(a, slots);
+const char* fp8_row_split(const Fp8BlockGemmArgs& a, const Fp8RowSplitPlan& plan, float* partials,
+                          unsigned* counters, cudaStream_t stream) {
+  const Grid g = grid_with(a, plan.splits);
+  if (g.tile_m != plan.tile_rows || g.splits != plan.splits) return "not this product's plan";
   const Params p{a.xq,
                  a.x_scale,
                  a.w,

@@ -169,9 +169,6 @@ template <class T>
 __global__ void __launch_bounds__(kThreads)
     quantize_weight_rows_kernel(const T* __restrict__ w, int64_t k, uint8_t* __restrict__ q,
                                 float* __restrict__ scale) {
-  // A kernel launched after this one with PDL (fp8_row_split) may start
-  // loading its weights now; its pdl_wait() still waits for this kernel's end.
-  pdl_trigger();
   __shared__ float scratch[33];
   const int64_t row = blockIdx.x;
   const T* wr = w + row * k;
