@@ -364,7 +364,7 @@ bool Fp8Gemm::run_row_split(const void* x, int64_t m, const Fp8WeightView& w, co
   Fp8BlockGemmArgs a = sm90_args(m, w, bias, out);
   a.row_split_splits = row_split_splits_;
   Fp8RowSplitPlan plan;
-  if (!fp8_row_split_supported(a) || !fp8_row_split_plan(a, plan)) return false;
+  if (!fp8_row_split_plan(a, plan)) return false;
   auto* partials =
       static_cast<float*>(split_partials_.ensure(std::max<size_t>(plan.partial_bytes, 4), stream_));
   auto* counters =

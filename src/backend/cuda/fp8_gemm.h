@@ -88,7 +88,7 @@ class Fp8Gemm {
   // CublasLt throws where cuBLASLt has no algorithm, Cutlass where
   // fp8_block_gemm_supported says no, Stream where
   // fp8_stream_matmul_supported says no, RowSplit where
-  // fp8_row_split_supported says no); nullopt: the usual choice.
+  // fp8_row_split_plan says no); nullopt: the usual choice.
   void force_path(std::optional<Path> path) { forced_ = path; }
   // The split-k kernel's blocks per tile along k (tests; 0: its own choice).
   void force_row_splits(int64_t splits) { row_split_splits_ = splits; }

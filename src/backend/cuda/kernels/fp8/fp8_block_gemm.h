@@ -67,11 +67,10 @@ const char* fp8_block_gemm(const Fp8BlockGemmArgs& args, void* workspace, size_t
 // (8- or 16-row tiles of x: the weights are streamed once), k a multiple of 128,
 // int-sized extents, w, out and bias 16-byte aligned.
 constexpr int64_t kFp8RowSplitMaxRows = 16;
-bool fp8_row_split_supported(const Fp8BlockGemmArgs& args);
 // How fp8_row_split computes this product on the current device: its
 // scratch (partial sums, f32, none where k is not split; per-tile counters,
 // zero before the first product, left zero by each) and its shape. False
-// where the kernel cannot run here.
+// where the kernel does not take the product (what it takes: above).
 struct Fp8RowSplitPlan {
   size_t partial_bytes = 0, counter_bytes = 0;
   int splits = 0;     // blocks per 64-row tile of w along k

@@ -17,10 +17,6 @@ const char* fp8_block_gemm(const Fp8BlockGemmArgs&, void*, size_t, cudaStream_t)
   return "this build has no CUTLASS FP8 GEMM (CUTLASS headers and sm_90a needed)";
 }
 
-bool fp8_row_split_supported(const Fp8BlockGemmArgs&) {
-  return false;
-}
-
 bool fp8_row_split_plan(const Fp8BlockGemmArgs&, Fp8RowSplitPlan&) {
   return false;
 }

@@ -319,14 +319,10 @@ int64_t resident_blocks(int device, int sms) {
 
 }  // namespace
 
-bool fp8_row_split_supported(const Fp8BlockGemmArgs& a) {
-  int device = 0, sms = 0;
-  return a.row_scales && a.m <= kFp8RowSplitMaxRows && sm90::shape_ok(a, 1, kGroup, device, sms);
-}
-
 bool fp8_row_split_plan(const Fp8BlockGemmArgs& a, Fp8RowSplitPlan& plan) {
-  int device = 0, cc = 0, sms = 0;
-  if (!sm90::device_info(device, cc, sms)) return false;
+  int device = 0, sms = 0;
+  if (!a.row_scales || a.m > kFp8RowSplitMaxRows || !sm90::shape_ok(a, 1, kGroup, device, sms))
+    return false;
   const int64_t slots =
       tile_rows_for(a.m) == 16 ? resident_blocks<16>(device, sms) : resident_blocks<8>(device, sms);
   if (slots == 0) return false;
