@@ -49,6 +49,13 @@
 #            512 x 1000/1000 with --quantization fp8 --kv-cache-dtype fp8 (fp8rowstest: the
 #            tests and tables only; fp8rowsbench: the A B A B only, over FP8ROWS_VARIANTS of
 #            cublaslt default split8 split16 cutlass)
+#   fp8envab one FP8 environment setting against another, 8B shape, --quantization fp8
+#            --kv-cache-dtype fp8: FP8AB_ENV (a variable, e.g. LOOM_FP8_FAST_ACCUM or
+#            LOOM_FP8_PREQUANTIZE) at each of FP8AB_VALUES (default "0 1"), FP8AB_ROUNDS
+#            rounds (1): bench latency 128/256 batch 1,64, then (FP8AB_OFFLINE=1) the 1,000
+#            ShareGPT-like requests and 512 x 1000/1000 at 512:16384 -> fp8_envab.json
+#   fp8fasttest  fast accumulation (LOOM_FP8_FAST_ACCUM): its test_cuda_fp8 case, the GEMM
+#            tables (bench_cuda_ops --matmul) and alone vs batched with it on
 #   offsweep 8B 1,000 ShareGPT-like requests, bf16 and FP8 (weights + KV), at each
 #            --max-num-seqs:--max-num-batched-tokens pair of OFFSWEEP (default
 #            512:16384 1024:16384 1024:32768), with the step profile
@@ -618,6 +625,46 @@ for l in open(sys.argv[1]):
       done
     done
     meta /tmp/fr_all.jsonl "Llama-3-8B shape, --quantization fp8 --kv-cache-dtype fp8, per-row FP8 GEMM choices alternated: cublaslt (LOOM_FP8_CUTLASS_ROWS_FROM=0: cuBLASLt unit scales + scaling pass at every m), default (CUTLASS's row-scaled GEMM from 65 rows), split8/split16 (LOOM_FP8_ROW_SPLIT_ROWS=8/16: the split-k kernel up to that many rows), cutlass (LOOM_FP8_CUTLASS_ROWS_FROM=1); bench latency 128/256 batch ${FP8ROWS_BATCHES:-1,64}; bench offline 1,000 ShareGPT-like 512:16384; 512 x 1000/1000 (round 1)" > "$OUT/fp8_row_gemms.json"
+    ;;
+  fp8envab)
+    model8b
+    $L bench workload --model /tmp/llama8b --dataset sharegpt --num-requests 1000 --seed 0 --output /tmp/w.jsonl
+    f="--quantization fp8 --kv-cache-dtype fp8"
+    : > /tmp/envab.jsonl
+    for round in $(seq 1 "${FP8AB_ROUNDS:-1}"); do
+      for val in ${FP8AB_VALUES:-0 1}; do
+        : > /tmp/ea.jsonl
+        env "${FP8AB_ENV:?set FP8AB_ENV}=$val" timeout 120 $L bench latency --device cuda --model /tmp/llama8b \
+          --input-len 128 --output-len 256 --batch-sizes 1,64 $f --json > /tmp/ea.jsonl 2> /tmp/ea.err || tail -3 /tmp/ea.err
+        if [ "${FP8AB_OFFLINE:-1}" = 1 ]; then
+          env "$FP8AB_ENV=$val" timeout 150 $L bench offline --device cuda --model /tmp/llama8b --workload /tmp/w.jsonl \
+            --max-num-seqs 512 --max-num-batched-tokens 16384 $f --json >> /tmp/ea.jsonl 2>> /tmp/ea.err || tail -3 /tmp/ea.err
+          env "$FP8AB_ENV=$val" timeout 200 $L bench offline --device cuda --model /tmp/llama8b --dataset fixed \
+            --input-len 1000 --output-len 1000 --num-requests 512 --max-num-seqs 512 --max-num-batched-tokens 16384 $f \
+            --json >> /tmp/ea.jsonl 2>> /tmp/ea.err || tail -3 /tmp/ea.err
+        fi
+        python3 -c "
+import json, sys
+for l in open('/tmp/ea.jsonl'):
+    if not l.startswith('{'): continue
+    d = json.loads(l); d['env'] = sys.argv[1]; d['round'] = int(sys.argv[2]); print(json.dumps(d))
+    if 'decode' in d: print(sys.argv[1], 'latency', [(e['batch'], e['itl_ms']['p50'], e['decode_tokens_per_s']) for e in d['decode']], file=sys.stderr)
+    else: print(sys.argv[1], 'offline', {k: d.get(k) for k in ('requests_per_s', 'output_tokens_per_s', 'duration_s')}, file=sys.stderr)
+" "$FP8AB_ENV=$val" "$round" >> /tmp/envab.jsonl
+      done
+    done
+    meta /tmp/envab.jsonl "Llama-3-8B shape, --quantization fp8 --kv-cache-dtype fp8, $FP8AB_ENV at ${FP8AB_VALUES:-0 1} alternated: bench latency 128/256 batch 1,64; bench offline 1,000 ShareGPT-like and 512 x 1000/1000 at 512:16384" > "$OUT/fp8_envab.json"
+    ;;
+  fp8fasttest)
+    timeout 120 $T/test_cuda_fp8 --gtest_filter='*FastAccumulation*' > /tmp/ff.log 2>&1
+    echo "test_cuda_fp8 FastAccumulationRowGemmsAgree rc=$? $(tail -1 /tmp/ff.log)"
+    grep -E "fast accumulation|Failure|Expected|Which" /tmp/ff.log | head -30
+    timeout 200 $T/bench_cuda_ops --matmul > /tmp/ff_mm.log 2>&1; echo "bench_cuda_ops --matmul rc=$?"
+    awk '/per-row scales/{f=1} /128x128 block/{f=0} f' /tmp/ff_mm.log | grep -E "forward step"
+    sed -n '/== prefill GEMMs/,$p' /tmp/ff_mm.log | head -24
+    LOOM_FP8_FAST_ACCUM=1 timeout 200 $T/test_cuda_engine --gtest_filter='*BatchAndPrefix*' > /tmp/ff_e.log 2>&1
+    echo "test_cuda_engine alone vs batched, LOOM_FP8_FAST_ACCUM=1: rc=$?"; grep identical /tmp/ff_e.log | grep fp8 | head -12
+    cat /tmp/ff.log /tmp/ff_mm.log /tmp/ff_e.log > "$OUT/fp8fasttest.log"
     ;;
   fp8offline|offsweep)
     # fp8offline: one pair (512:16384), no profile; offsweep: the OFFSWEEP pairs with the step profile.

@@ -184,11 +184,17 @@ class Backend {
   // out[M, N] = x[M, K] . w[N, K]^T (+ bias[N], f32). x and out are activations.
   virtual void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out) = 0;
   // out = x / rms(x) * (w + weight_offset), per row of x's last dimension.
+  // next_linear (here and in add_rms_norm, gated_activation_fused): the
+  // linear layer that reads out next as its x, if any, so that a backend may
+  // prepare that input in the same pass (the CUDA backend quantises it for
+  // FP8 weights there). Only linear calls may come between the two: out must
+  // reach the layer unchanged.
   virtual void rms_norm(const Tensor& x, const Tensor& w, float eps, float weight_offset,
-                        Tensor& out) = 0;
+                        Tensor& out, const LinearWeight* next_linear = nullptr) = 0;
   // residual += x; out = rms_norm(residual) (the pre-norm of the next block).
   virtual void add_rms_norm(const Tensor& x, Tensor& residual, const Tensor& w, float eps,
-                            float weight_offset, Tensor& out) = 0;
+                            float weight_offset, Tensor& out,
+                            const LinearWeight* next_linear = nullptr) = 0;
   // a += b (same shape).
   virtual void add(Tensor& a, const Tensor& b) = 0;
   // Rotary embedding in place on x [T, heads, head_dim] for the first rotary_dim
@@ -225,7 +231,8 @@ class Backend {
   virtual void split_qkv(const Tensor& qkv, const QkvRope* rope, Tensor& q, Tensor& k, Tensor& v,
                          KvLayerCache* cache, const AttentionMetadata* meta);
   // out[T, I] = act(gate_up[:, :I]) * gate_up[:, I:] for gate_up [T, 2I].
-  virtual void gated_activation_fused(const Tensor& gate_up, GatedActivation act, Tensor& out);
+  virtual void gated_activation_fused(const Tensor& gate_up, GatedActivation act, Tensor& out,
+                                      const LinearWeight* next_linear = nullptr);
 
   // out[i, :] = x[rows[i], :]; rows: host indices.
   virtual void gather_rows(const Tensor& x, const std::vector<int32_t>& rows, Tensor& out) = 0;

@@ -71,7 +71,7 @@ void Backend::split_qkv(const Tensor&, const QkvRope*, Tensor&, Tensor&, Tensor&
   LOOM_THROW("backend {} has no fused projections", name());
 }
 
-void Backend::gated_activation_fused(const Tensor&, GatedActivation, Tensor&) {
+void Backend::gated_activation_fused(const Tensor&, GatedActivation, Tensor&, const LinearWeight*) {
   LOOM_THROW("backend {} has no fused projections", name());
 }
 

@@ -54,13 +54,14 @@ class FaultInjectingBackend final : public Backend {
   void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out) override {
     be_.matmul(x, w, bias, out);
   }
-  void rms_norm(const Tensor& x, const Tensor& w, float eps, float weight_offset,
-                Tensor& out) override {
-    be_.rms_norm(x, w, eps, weight_offset, out);
+  void rms_norm(const Tensor& x, const Tensor& w, float eps, float weight_offset, Tensor& out,
+                const LinearWeight* next_linear = nullptr) override {
+    be_.rms_norm(x, w, eps, weight_offset, out, next_linear);
   }
   void add_rms_norm(const Tensor& x, Tensor& residual, const Tensor& w, float eps,
-                    float weight_offset, Tensor& out) override {
-    be_.add_rms_norm(x, residual, w, eps, weight_offset, out);
+                    float weight_offset, Tensor& out,
+                    const LinearWeight* next_linear = nullptr) override {
+    be_.add_rms_norm(x, residual, w, eps, weight_offset, out, next_linear);
   }
   void add(Tensor& a, const Tensor& b) override { be_.add(a, b); }
   void rope(Tensor& x, const Tensor& positions, const Tensor& inv_freq, int rotary_dim,
@@ -84,8 +85,9 @@ class FaultInjectingBackend final : public Backend {
                  KvLayerCache* cache, const AttentionMetadata* meta) override {
     be_.split_qkv(qkv, rope, q, k, v, cache, meta);
   }
-  void gated_activation_fused(const Tensor& gate_up, GatedActivation act, Tensor& out) override {
-    be_.gated_activation_fused(gate_up, act, out);
+  void gated_activation_fused(const Tensor& gate_up, GatedActivation act, Tensor& out,
+                              const LinearWeight* next_linear = nullptr) override {
+    be_.gated_activation_fused(gate_up, act, out, next_linear);
   }
   void gather_rows(const Tensor& x, const std::vector<int32_t>& rows, Tensor& out) override {
     be_.gather_rows(x, rows, out);

@@ -405,6 +405,11 @@ bool same_type(const std::vector<const Tensor*>& parts) {
 
 }  // namespace
 
+// The linear layer that reads a layer's attention norm output first.
+const LinearWeight* Transformer::qkv_input_of(const LayerWeights& l) {
+  return l.fused ? &l.wqkv : &l.wq;
+}
+
 void Transformer::fuse_projections(LayerWeights& l) {
   if (l.bq.has_value() != l.bk.has_value() || l.bq.has_value() != l.bv.has_value()) return;
   if (l.bq && !same_type({&*l.bq, &*l.bk, &*l.bv})) return;
@@ -871,7 +876,7 @@ void Transformer::run_piece(size_t piece, const StepInput& step, KvCache& cache)
     } else {
       link_->receive_hidden(v.x);  // the previous stage's residual stream
     }
-    be.rms_norm(v.x, layers_[0].attn_norm, eps_, norm_offset_, v.h);
+    be.rms_norm(v.x, layers_[0].attn_norm, eps_, norm_offset_, v.h, qkv_input_of(layers_[0]));
   } else {
     // The rest of layer i = piece - 1: o-proj, the MLP block, the residuals.
     const size_t i = piece - 1;
@@ -885,12 +890,13 @@ void Transformer::run_piece(size_t piece, const StepInput& step, KvCache& cache)
       be.rms_norm(v.o, l.post_attention_norm, eps_, norm_offset_, v.o_normed);
       attn_out = &v.o_normed;
     }
-    be.add_rms_norm(*attn_out, v.x, l.ffn_norm, eps_, norm_offset_, v.h);
+    be.add_rms_norm(*attn_out, v.x, l.ffn_norm, eps_, norm_offset_, v.h,
+                    l.fused ? &l.w_gate_up : &l.w_gate);
 
     // MLP block.
     if (l.fused) {
       be.linear(v.h, l.w_gate_up, nullptr, v.gate_up);
-      be.gated_activation_fused(v.gate_up, act, v.act);
+      be.gated_activation_fused(v.gate_up, act, v.act, &l.w_down);
     } else {
       be.linear_many(v.h, {{&l.w_gate, nullptr, &v.gate}, {&l.w_up, nullptr, &v.up}});
       be.gated_activation(v.gate, v.up, act, v.act);
@@ -903,7 +909,8 @@ void Transformer::run_piece(size_t piece, const StepInput& step, KvCache& cache)
       mlp_out = &v.down_normed;
     }
     if (piece < layers_.size()) {
-      be.add_rms_norm(*mlp_out, v.x, layers_[piece].attn_norm, eps_, norm_offset_, v.h);
+      be.add_rms_norm(*mlp_out, v.x, layers_[piece].attn_norm, eps_, norm_offset_, v.h,
+                      qkv_input_of(layers_[piece]));
     } else {
       be.add(v.x, *mlp_out);
       return;

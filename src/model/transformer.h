@@ -152,6 +152,7 @@ class Transformer {
   struct Graphs;
 
   void fuse_projections(LayerWeights& l);
+  static const LinearWeight* qkv_input_of(const LayerWeights& l);
   void ensure_buffers(int64_t tokens, int64_t logit_rows, int64_t hidden_rows = 0);
   // Uploads the step's token ids and positions and its attention metadata.
   void upload_inputs(const StepInput& step, const KvCache& cache);

@@ -25,11 +25,13 @@ class DeviceSamplingCpu final : public Backend {
     b_.embedding(t, ids, scale, out);
   }
   void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out) override { b_.matmul(x, w, bias, out); }
-  void rms_norm(const Tensor& x, const Tensor& w, float eps, float off, Tensor& out) override {
-    b_.rms_norm(x, w, eps, off, out);
+  void rms_norm(const Tensor& x, const Tensor& w, float eps, float off, Tensor& out,
+                const LinearWeight* next = nullptr) override {
+    b_.rms_norm(x, w, eps, off, out, next);
   }
-  void add_rms_norm(const Tensor& x, Tensor& r, const Tensor& w, float eps, float off, Tensor& out) override {
-    b_.add_rms_norm(x, r, w, eps, off, out);
+  void add_rms_norm(const Tensor& x, Tensor& r, const Tensor& w, float eps, float off, Tensor& out,
+                    const LinearWeight* next = nullptr) override {
+    b_.add_rms_norm(x, r, w, eps, off, out, next);
   }
   void add(Tensor& a, const Tensor& b) override { b_.add(a, b); }
   void rope(Tensor& x, const Tensor& pos, const Tensor& f, int dim, bool il, float ms) override {

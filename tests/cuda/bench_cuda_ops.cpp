@@ -12,11 +12,12 @@
 // Long-context decode attention has its own table (contexts 8k-128k, batch
 // 1-64, GQA 4 and 8, bf16 and FP8 KV); --attn-sweep instead sweeps the decode
 // split's LOOM_ATTN_* knobs over a few of those shapes and prints only that.
-// --matmul prints the bf16 and FP8 matmul tables only.
+// --matmul prints the bf16 and FP8 matmul tables (and the prefill GEMMs') only.
 // Usage: bench_cuda_ops [iterations] | bench_cuda_ops --attn-sweep|--matmul [iterations]
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -122,19 +123,27 @@ void bench_fp8_matmul(Backend& be, Timer& timer, cudaStream_t stream) {
                           {block ? (s.n + 127) / 128 * ((s.k + 127) / 128 + 3) : s.n}, stream));
     }
     for (int64_t m : {1, 2, 4, 8, 16, 64, 256, 1024}) {
-      for (auto path : {cuda::Fp8Gemm::Path::SmallM, cuda::Fp8Gemm::Path::Stream,
-                        cuda::Fp8Gemm::Path::RowSplit, cuda::Fp8Gemm::Path::CublasLt,
-                        cuda::Fp8Gemm::Path::Cutlass}) {
+      for (int variant = 0; variant < 7; ++variant) {
+        // The paths, then cuBLASLt's and CUTLASS's with fast accumulation (per-row scales).
+        const bool fast = variant >= 5;
+        const cuda::Fp8Gemm::Path path =
+            std::array{cuda::Fp8Gemm::Path::SmallM, cuda::Fp8Gemm::Path::Stream,
+                       cuda::Fp8Gemm::Path::RowSplit, cuda::Fp8Gemm::Path::CublasLt,
+                       cuda::Fp8Gemm::Path::Cutlass, cuda::Fp8Gemm::Path::CublasLt,
+                       cuda::Fp8Gemm::Path::Cutlass}[variant];
+        if (fast && block) continue;
         if (path == cuda::Fp8Gemm::Path::SmallM && m > 8) continue;
         if (path == cuda::Fp8Gemm::Path::RowSplit && (block || m > cuda::kFp8RowSplitMaxRows))
           continue;
         if (path == cuda::Fp8Gemm::Path::Stream && m > 2) continue;
         if (path == cuda::Fp8Gemm::Path::Cutlass && block && m <= 8) continue;
-        const char* name = path == cuda::Fp8Gemm::Path::SmallM    ? "kernel"
-                           : path == cuda::Fp8Gemm::Path::Stream  ? "stream"
-                           : path == cuda::Fp8Gemm::Path::Cutlass ? "cutlass"
+        const char* name = fast ? (path == cuda::Fp8Gemm::Path::Cutlass ? "cutl-fast" : "cblt-fast")
+                           : path == cuda::Fp8Gemm::Path::SmallM   ? "kernel"
+                           : path == cuda::Fp8Gemm::Path::Stream   ? "stream"
+                           : path == cuda::Fp8Gemm::Path::Cutlass  ? "cutlass"
                            : path == cuda::Fp8Gemm::Path::RowSplit ? "split-k"
-                                                                  : "cublaslt";
+                                                                   : "cublaslt";
+        gemm.set_fast_accum(fast);
         double step_ms = 0;
         for (size_t i = 0; i < std::size(shapes); ++i) {
           const Shape& s = shapes[i];
@@ -169,6 +178,7 @@ void bench_fp8_matmul(Backend& be, Timer& timer, cudaStream_t stream) {
       }
     }
   }
+  gemm.set_fast_accum(false);
   gemm.force_path(std::nullopt);
 }
 
@@ -186,12 +196,12 @@ void bench_fp8_block_gemm(Backend& be, Timer& timer, cudaStream_t stream) {
       {"qkv", 6144, 4096}, {"o", 4096, 4096}, {"gate_up", 28672, 4096}, {"down", 4096, 14336}};
   cuda::Fp8Gemm gemm(stream);
   std::printf(
-      "\n== prefill GEMMs: bf16 vs FP8 per-row (cuBLASLt; CUTLASS) vs FP8 128x128 blocks (CUTLASS; "
-      "tiled) ==\n"
-      "%-8s %5s %7s %6s %14s %14s %14s %14s %14s\n",
-      "shape", "M", "N", "K", "bf16 TFLOP/s", "fp8-row", "fp8-row cutl", "fp8-blk cutl",
-      "fp8-blk tiled");
-  for (int64_t m : {64, 256, 2048}) {
+      "\n== prefill GEMMs: bf16 vs FP8 per-row (cuBLASLt; CUTLASS; both with fast accumulation) "
+      "vs FP8 128x128 blocks (CUTLASS; tiled) ==\n"
+      "%-8s %5s %7s %6s %14s %14s %14s %14s %14s %14s %14s\n",
+      "shape", "M", "N", "K", "bf16 TFLOP/s", "fp8-row", "fp8-row cutl", "row fast", "row cutl fast",
+      "fp8-blk cutl", "fp8-blk tiled");
+  for (int64_t m : {64, 256, 2048, 8192}) {
     for (const Shape& s : shapes) {
       Tensor wb = filled(be, DType::BF16, {s.n, s.k}, stream);
       Tensor wq = filled(be, DType::F8_E4M3, {s.n, s.k}, stream);
@@ -220,6 +230,13 @@ void bench_fp8_block_gemm(Backend& be, Timer& timer, cudaStream_t stream) {
       const double row = tflops([&] { gemm.run(x.data(), m, v, nullptr, out.data()); });
       gemm.force_path(Path::Cutlass);
       const double row_cutlass = tflops([&] { gemm.run(x.data(), m, v, nullptr, out.data()); });
+      gemm.set_fast_accum(true);
+      gemm.force_path(Path::CublasLt);
+      const double row_fast = tflops([&] { gemm.run(x.data(), m, v, nullptr, out.data()); });
+      gemm.force_path(Path::Cutlass);
+      const double row_cutlass_fast =
+          tflops([&] { gemm.run(x.data(), m, v, nullptr, out.data()); });
+      gemm.set_fast_accum(false);
       v.scale = blk_scale.data_as<const float>();
       v.scale_ld = ld;
       v.block = true;
@@ -228,9 +245,10 @@ void bench_fp8_block_gemm(Backend& be, Timer& timer, cudaStream_t stream) {
       const double cutlass = tflops([&] { gemm.run(x.data(), m, v, nullptr, out.data()); });
       gemm.force_path(Path::Tiled);
       const double tiled = tflops([&] { gemm.run(x.data(), m, v, nullptr, out.data()); });
-      std::printf("%-8s %5lld %7lld %6lld %14.1f %14.1f %14.1f %14.1f %14.1f\n", s.name,
-                  static_cast<long long>(m), static_cast<long long>(s.n),
-                  static_cast<long long>(s.k), bf16, row, row_cutlass, cutlass, tiled);
+      std::printf("%-8s %5lld %7lld %6lld %14.1f %14.1f %14.1f %14.1f %14.1f %14.1f %14.1f\n",
+                  s.name, static_cast<long long>(m), static_cast<long long>(s.n),
+                  static_cast<long long>(s.k), bf16, row, row_cutlass, row_fast, row_cutlass_fast,
+                  cutlass, tiled);
     }
   }
   gemm.force_path(std::nullopt);
@@ -564,8 +582,8 @@ int main(int argc, char** argv) {
     bench_matmul(*blas, blas_timer, blas_stream, "cuBLASLt only (LOOM_GEMV=0)", {1, 2, 4});
   }
   bench_fp8_matmul(*be, timer, stream);
-  if (matmul_only) return 0;
   bench_fp8_block_gemm(*be, timer, stream);
+  if (matmul_only) return 0;
   std::printf("\n== paged attention (32 q / 8 kv heads, head_dim 128, block 16, bf16 KV) ==\n");
   std::printf("%6s %6s %6s %10s %8s %9s\n", "seqs", "ctx", "new", "us", "TB/s", "TFLOP/s");
   for (auto [seqs, ctx] :

@@ -593,6 +593,48 @@ TEST_F(CudaFp8Test, CutlassRowGemmMatchesReference) {
   EXPECT_GT(gemm.stats().cutlass, 0u);
 }
 
+// The row-scaled GEMM comparisons' cases: per scheme (per-tensor on the
+// n 1024 shapes only) and shape, the weight (host and prepared) and a bias
+// on the n 1024 shapes (as QKV projections have); per m, m random rows of x,
+// their indices and `reference` of the first few (two on the large shapes).
+struct RowGemmCase {
+  Scheme scheme;
+  int64_t n, k, m;
+  const LinearWeight *host, *w;
+  const void* bias;  // on the GPU, or null
+  std::vector<float> x;
+  std::vector<int64_t> rows;
+  std::vector<double> want, abs_sum;
+  std::string what() const {
+    std::ostringstream o;
+    o << scheme_name(scheme) << " n " << n << " k " << k << " m " << m << (bias ? " bias" : "");
+    return o.str();
+  }
+};
+template <class Fn>
+void for_each_row_gemm_case(Backend& gpu, const std::vector<std::pair<int64_t, int64_t>>& shapes,
+                            std::initializer_list<int64_t> ms, uint32_t seed, Fn&& fn) {
+  for (Scheme scheme : {Scheme::Channel, Scheme::TensorStatic})
+    for (auto [n, k] : shapes) {
+      if (scheme == Scheme::TensorStatic && n > 1024) continue;  // per-channel covers the shapes
+      const LinearWeight host = make_weight(scheme, n, k, seed);
+      const LinearWeight w = gpu.prepare_linear(host);
+      const auto b = random_bf16_values(static_cast<size_t>(n), seed + 6, -1, 1);
+      Tensor gb = gpu_bf16(gpu, b, {n});
+      const bool with_bias = n == 1024;
+      for (int64_t m : ms) {
+        RowGemmCase c{scheme, n, k, m, &host, &w, with_bias ? gb.data() : nullptr, {}, {}, {}, {}};
+        c.x = random_bf16_values(static_cast<size_t>(m * k), seed + 2, -2, 2);
+        c.rows.resize(static_cast<size_t>(m));
+        for (int64_t i = 0; i < m; ++i) c.rows[static_cast<size_t>(i)] = i;
+        const int64_t checked = std::min<int64_t>(m, n * k > (int64_t{8} << 20) ? 2 : 16);
+        reference(host, std::vector<float>(c.x.begin(), c.x.begin() + checked * k), checked,
+                  with_bias ? &b : nullptr, c.want, c.abs_sum);
+        if (!fn(c)) return;
+      }
+    }
+}
+
 // cuBLASLt (FP8 GEMM with unit scales into f32, then the scaling pass) and
 // CUTLASS's row-scaled GEMM (scales in its epilogue) on the same rows, per-row
 // and per-tensor weights, the 8B model's shapes among them, at decode and
@@ -611,61 +653,91 @@ TEST_F(CudaFp8Test, CublasLtAndCutlassRowGemmsAgree) {
   one_pass.force_path(Path::CublasLt);
   one_pass.allow_cublaslt_split_k(false);
   cutlass.force_path(Path::Cutlass);
-  const std::vector<std::pair<int64_t, int64_t>> shapes = {
-      {1024, 896}, {1024, 4096}, {6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}};
-  for (Scheme scheme : {Scheme::Channel, Scheme::TensorStatic})
-    for (auto [n, k] : shapes) {
-      if (scheme == Scheme::TensorStatic && n > 1024) continue;  // per-channel covers the shapes
-      const LinearWeight host = make_weight(scheme, n, k, 41);
-      const LinearWeight w = gpu_->prepare_linear(host);
-      // A bias (as QKV projections have) on the small shapes.
-      const bool with_bias = n == 1024;
-      const auto b = random_bf16_values(static_cast<size_t>(n), 47, -1, 1);
-      Tensor gb = gpu_bf16(*gpu_, b, {n});
-      const void* bias = with_bias ? gb.data() : nullptr;
-      for (int64_t m :
-           {int64_t{1}, int64_t{2}, int64_t{8}, int64_t{13}, int64_t{64}, int64_t{300}}) {
-        const auto x = random_bf16_values(static_cast<size_t>(m * k), 43, -2, 2);
-        std::vector<int64_t> rows(static_cast<size_t>(m));
-        for (int64_t i = 0; i < m; ++i) rows[static_cast<size_t>(i)] = i;
+  bool pass_scales = true;  // cuBLASLt leaves the scales to the pass
+  for_each_row_gemm_case(
+      *gpu_, {{1024, 896}, {1024, 4096}, {6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}},
+      {1, 2, 8, 13, 64, 300}, 41, [&](const RowGemmCase& c) {
         const uint64_t unit_before = one_pass.stats().cublaslt_unit_scales;
-        const auto lt = run_rows(*gpu_, any, w, x, k, rows, bias);
-        const auto lt1 = run_rows(*gpu_, one_pass, w, x, k, rows, bias);
-        const auto cut = run_rows(*gpu_, cutlass, w, x, k, rows, bias);
+        const auto lt = run_rows(*gpu_, any, *c.w, c.x, c.k, c.rows, c.bias);
+        const auto lt1 = run_rows(*gpu_, one_pass, *c.w, c.x, c.k, c.rows, c.bias);
+        const auto cut = run_rows(*gpu_, cutlass, *c.w, c.x, c.k, c.rows, c.bias);
         // Same bits only where cuBLASLt leaves the scales to the pass.
-        if (one_pass.stats().cublaslt_unit_scales == unit_before)
-          GTEST_SKIP() << "cuBLASLt scales per row itself here: its rounding is its own";
-        // The host reference on a few rows (the large shapes: two).
-        const int64_t checked = std::min<int64_t>(m, n * k > (int64_t{8} << 20) ? 2 : 16);
-        std::vector<double> want, abs_sum;
-        reference(host, std::vector<float>(x.begin(), x.begin() + checked * k), checked,
-                  with_bias ? &b : nullptr, want, abs_sum);
+        if (one_pass.stats().cublaslt_unit_scales == unit_before) return pass_scales = false;
         size_t differ = 0, differ1 = 0;
         for (size_t i = 0; i < lt.size(); ++i) {
           differ += lt[i] != cut[i];
           differ1 += lt1[i] != cut[i];
         }
         double err_lt = 0, err_cut = 0;
-        for (size_t i = 0; i < want.size(); ++i) {
-          err_lt += std::fabs(lt[i] - want[i]);
-          err_cut += std::fabs(cut[i] - want[i]);
+        for (size_t i = 0; i < c.want.size(); ++i) {
+          err_lt += std::fabs(lt[i] - c.want[i]);
+          err_cut += std::fabs(cut[i] - c.want[i]);
         }
         std::printf(
-            "  %-18s n %5lld k %5lld m %3lld%s cutlass rows vs cublaslt: %5.2f%% of outputs "
-            "differ, without split-K %5.2f%%; mean |err| %.3e, %.3e\n",
-            scheme_name(scheme), static_cast<long long>(n), static_cast<long long>(k),
-            static_cast<long long>(m), with_bias ? " bias" : "",
-            100.0 * double(differ) / double(lt.size()), 100.0 * double(differ1) / double(lt.size()),
-            err_lt / double(want.size()), err_cut / double(want.size()));
-        std::ostringstream what;
-        what << scheme_name(scheme) << " n " << n << " k " << k << " m " << m
-             << (with_bias ? " bias" : "");
-        EXPECT_EQ(differ1, 0u) << what.str();
-        EXPECT_LE(differ, lt.size() / 8) << what.str();
-        EXPECT_LE(err_lt, 1.1 * err_cut) << what.str();
-        EXPECT_LE(err_cut, 1.1 * err_lt) << what.str();
-      }
-    }
+            "  %-40s cutlass rows vs cublaslt: %5.2f%% of outputs differ, without split-K "
+            "%5.2f%%; mean |err| %.3e, %.3e\n",
+            c.what().c_str(), 100.0 * double(differ) / double(lt.size()),
+            100.0 * double(differ1) / double(lt.size()), err_lt / double(c.want.size()),
+            err_cut / double(c.want.size()));
+        EXPECT_EQ(differ1, 0u) << c.what();
+        EXPECT_LE(differ, lt.size() / 8) << c.what();
+        EXPECT_LE(err_lt, 1.1 * err_cut) << c.what();
+        EXPECT_LE(err_cut, 1.1 * err_lt) << c.what();
+        return true;
+      });
+  if (!pass_scales) GTEST_SKIP() << "cuBLASLt scales per row itself here: its rounding is its own";
+}
+
+// Fast accumulation (Fp8Gemm::set_fast_accum: all of k in the tensor
+// core's accumulator, cuBLASLt's FAST_ACCUM and CUTLASS's FP8FastAccum
+// schedules): cuBLASLt without split-K and CUTLASS give the same bits (so the
+// two can still share a model's products by row count), and the error
+// against the double reference stays within 2x of the promoted sums' (mean)
+// and within the reference tolerance with 4x its accumulation term (worst).
+// Prints the share of outputs differing from the promoted products.
+TEST_F(CudaFp8Test, FastAccumulationRowGemmsAgree) {
+  using Path = cuda::Fp8Gemm::Path;
+  if (const char* why = no_cutlass_here()) GTEST_SKIP() << why;
+  cuda::Fp8Gemm lt(stream_), cutlass(stream_), promoted(stream_);
+  lt.force_path(Path::CublasLt);
+  lt.allow_cublaslt_split_k(false);
+  lt.set_fast_accum(true);
+  cutlass.force_path(Path::Cutlass);
+  cutlass.set_fast_accum(true);
+  promoted.force_path(Path::Cutlass);
+  bool pass_scales = true;
+  for_each_row_gemm_case(
+      *gpu_, {{1024, 4096}, {6144, 4096}, {28672, 4096}, {4096, 14336}}, {1, 8, 64, 300}, 51,
+      [&](const RowGemmCase& c) {
+        const uint64_t unit_before = lt.stats().cublaslt_unit_scales;
+        const auto fast_lt = run_rows(*gpu_, lt, *c.w, c.x, c.k, c.rows, c.bias);
+        const auto fast_cut = run_rows(*gpu_, cutlass, *c.w, c.x, c.k, c.rows, c.bias);
+        const auto slow = run_rows(*gpu_, promoted, *c.w, c.x, c.k, c.rows, c.bias);
+        if (lt.stats().cublaslt_unit_scales == unit_before) return pass_scales = false;
+        size_t differ = 0, from_promoted = 0;
+        for (size_t i = 0; i < fast_lt.size(); ++i) {
+          differ += fast_lt[i] != fast_cut[i];
+          from_promoted += fast_cut[i] != slow[i];
+        }
+        double err_fast = 0, err_slow = 0, worst = 0;
+        for (size_t i = 0; i < c.want.size(); ++i) {
+          err_fast += std::fabs(fast_cut[i] - c.want[i]);
+          err_slow += std::fabs(slow[i] - c.want[i]);
+          const double tol = 4e-3 * std::fabs(c.want[i]) + std::ldexp(c.abs_sum[i], -10) + 1e-6;
+          worst = std::max(worst, std::fabs(fast_cut[i] - c.want[i]) / tol);
+        }
+        std::printf(
+            "  fast accumulation %-40s cublaslt vs cutlass differ %5.2f%%, vs promoted %5.2f%%; "
+            "mean |err| %.3e (promoted %.3e), worst err/tol %.3f\n",
+            c.what().c_str(), 100.0 * double(differ) / double(fast_lt.size()),
+            100.0 * double(from_promoted) / double(fast_lt.size()),
+            err_fast / double(c.want.size()), err_slow / double(c.want.size()), worst);
+        EXPECT_EQ(differ, 0u) << c.what();
+        EXPECT_LE(err_fast, 2.0 * err_slow + 1e-6 * double(c.want.size())) << c.what();
+        EXPECT_LE(worst, 1.0) << c.what();
+        return true;
+      });
+  if (!pass_scales) GTEST_SKIP() << "cuBLASLt scales per row itself here: its rounding is its own";
 }
 
 // The split-k kernel for few rows against CUTLASS's row-scaled GEMM: the
@@ -939,6 +1011,101 @@ TEST_F(CudaFp8Test, SplitQkvIntoFp8CacheEqualsUnfused) {
         }
         EXPECT_LE(off_by_one, static_cast<int>(gk.size() / 50)) << "k bytes one E4M3 step apart";
       }
+}
+
+// An rms_norm, add_rms_norm or fused gated activation told which FP8 layer
+// reads its output next writes those rows quantised in the same pass, and
+// the layer reads them: its outputs (and the norm's, the residual's, the
+// activation's) are bit for bit those of quantising separately, for per-token
+// and static activations, m from 1 to past the CUTLASS switch, rows of one or
+// several 8-value pieces per thread (k 16400: the norm reads its own output
+// back; inter 33040: the activation does). Block-scaled layers quantise x
+// themselves (nothing prequantised), and a layer on other rows in between
+// ends the prequantised rows' use.
+TEST_F(CudaFp8Test, NormAndActivationQuantiseForTheNextLayer) {
+  const float eps = 1e-5f;
+  for (Scheme scheme : {Scheme::Channel, Scheme::TensorStatic, Scheme::Block}) {
+    for (int64_t k : {int64_t{1040}, int64_t{16400}}) {
+      const LinearWeight w = gpu_->prepare_linear(make_weight(scheme, 256, k, 11));
+      const auto nw = random_bf16_values(static_cast<size_t>(k), 12, 0.5f, 1.5f);
+      const Tensor norm_w = cpu_f32(nw, {k});
+      for (int64_t m : {int64_t{1}, int64_t{5}, int64_t{80}}) {
+        SCOPED_TRACE(std::string(scheme_name(scheme)) + " k " + std::to_string(k) + " m " +
+                     std::to_string(m));
+        const auto x = random_bf16_values(static_cast<size_t>(m * k), 13, -2, 2);
+        const auto res = random_bf16_values(static_cast<size_t>(m * k), 14, -2, 2);
+        const bool fused = scheme != Scheme::Block;
+        // res: add_rms_norm's residual, or none (rms_norm); next: the layer told, or none.
+        auto run = [&](bool add, const LinearWeight* next, std::vector<float>* h_out,
+                       std::vector<float>* res_out) {
+          Tensor gx = gpu_bf16(*gpu_, x, {m, k}), gr = gpu_bf16(*gpu_, res, {m, k});
+          Tensor h = gpu_->alloc(DType::BF16, {m, k}), out = gpu_->alloc(DType::BF16, {m, 256});
+          if (add)
+            gpu_->add_rms_norm(gx, gr, norm_w, eps, 0.0f, h, next);
+          else
+            gpu_->rms_norm(gx, norm_w, eps, 0.0f, h, next);
+          gpu_->linear(h, w, nullptr, out);
+          *h_out = from_gpu_bf16(*gpu_, h);
+          *res_out = from_gpu_bf16(*gpu_, gr);
+          return from_gpu_bf16(*gpu_, out);
+        };
+        for (bool add : {false, true}) {
+          std::vector<float> h0, h1, r0, r1;
+          const auto want = run(add, nullptr, &h0, &r0);
+          const uint64_t before = cuda_backend_fp8_prequantized(*gpu_);
+          const auto got = run(add, &w, &h1, &r1);
+          EXPECT_EQ(cuda_backend_fp8_prequantized(*gpu_) - before, fused ? 1u : 0u);
+          EXPECT_EQ(h1, h0) << (add ? "add_rms_norm" : "rms_norm") << " output";
+          EXPECT_EQ(r1, r0) << "residual";
+          EXPECT_EQ(got, want) << (add ? "add_rms_norm" : "rms_norm") << " -> linear";
+        }
+      }
+    }
+  }
+  // The gated activation before a down projection.
+  for (Scheme scheme : {Scheme::Channel, Scheme::TensorStatic}) {
+    for (int64_t inter : {int64_t{1040}, int64_t{33040}}) {
+      const LinearWeight w = gpu_->prepare_linear(make_weight(scheme, 256, inter, 21));
+      for (int64_t m : {int64_t{1}, int64_t{3}, int64_t{70}}) {
+        if (inter > 2000 && m > 3) continue;
+        for (GatedActivation act : {GatedActivation::Silu, GatedActivation::GeluTanh}) {
+          SCOPED_TRACE(std::string(scheme_name(scheme)) + " inter " + std::to_string(inter) +
+                       " m " + std::to_string(m) +
+                       (act == GatedActivation::Silu ? " silu" : " gelu"));
+          const auto gu = random_bf16_values(static_cast<size_t>(m * 2 * inter), 22, -3, 3);
+          auto run = [&](const LinearWeight* next, std::vector<float>* act_out) {
+            Tensor a = gpu_->alloc(DType::BF16, {m, inter}),
+                   out = gpu_->alloc(DType::BF16, {m, 256});
+            gpu_->gated_activation_fused(gpu_bf16(*gpu_, gu, {m, 2 * inter}), act, a, next);
+            gpu_->linear(a, w, nullptr, out);
+            *act_out = from_gpu_bf16(*gpu_, a);
+            return from_gpu_bf16(*gpu_, out);
+          };
+          std::vector<float> a0, a1;
+          const auto want = run(nullptr, &a0);
+          const uint64_t before = cuda_backend_fp8_prequantized(*gpu_);
+          const auto got = run(&w, &a1);
+          EXPECT_EQ(cuda_backend_fp8_prequantized(*gpu_) - before, 1u);
+          EXPECT_EQ(a1, a0) << "activation";
+          EXPECT_EQ(got, want) << "activation -> linear";
+        }
+      }
+    }
+  }
+  // A layer on other rows in between: the norm's rows are quantised again.
+  const int64_t k = 1040, m = 4;
+  const LinearWeight w = gpu_->prepare_linear(make_weight(Scheme::Channel, 256, k, 31));
+  Tensor gx = gpu_bf16(*gpu_, random_bf16_values(static_cast<size_t>(m * k), 32, -2, 2), {m, k});
+  Tensor other = gpu_bf16(*gpu_, random_bf16_values(static_cast<size_t>(m * k), 33, -2, 2), {m, k});
+  Tensor h = gpu_->alloc(DType::BF16, {m, k}), out = gpu_->alloc(DType::BF16, {m, 256});
+  gpu_->rms_norm(gx, cpu_f32(std::vector<float>(static_cast<size_t>(k), 1.0f), {k}), eps, 0.0f, h,
+                 &w);
+  const uint64_t before = cuda_backend_fp8_prequantized(*gpu_);
+  gpu_->linear(h, w, nullptr, out);
+  gpu_->linear(h, w, nullptr, out);  // the same rows again (q, k, v): read again
+  gpu_->linear(other, w, nullptr, out);
+  gpu_->linear(h, w, nullptr, out);
+  EXPECT_EQ(cuda_backend_fp8_prequantized(*gpu_) - before, 2u);
 }
 
 }  // namespace

@@ -51,10 +51,12 @@ class PretendDevice final : public Backend {
   void matmul(const Tensor&, const Tensor&, const Tensor*, Tensor&) override {
     LOOM_THROW("unused");
   }
-  void rms_norm(const Tensor&, const Tensor&, float, float, Tensor&) override {
+  void rms_norm(const Tensor&, const Tensor&, float, float, Tensor&,
+                const LinearWeight* = nullptr) override {
     LOOM_THROW("unused");
   }
-  void add_rms_norm(const Tensor&, Tensor&, const Tensor&, float, float, Tensor&) override {
+  void add_rms_norm(const Tensor&, Tensor&, const Tensor&, float, float, Tensor&,
+                    const LinearWeight* = nullptr) override {
     LOOM_THROW("unused");
   }
   void add(Tensor&, const Tensor&) override { LOOM_THROW("unused"); }

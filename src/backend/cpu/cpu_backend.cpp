@@ -107,13 +107,13 @@ class CpuBackend final : public Backend {
     });
     cpu::matmul_many(*pool_, x, jobs);
   }
-  void rms_norm(const Tensor& x, const Tensor& w, float eps, float weight_offset,
-                Tensor& out) override {
+  void rms_norm(const Tensor& x, const Tensor& w, float eps, float weight_offset, Tensor& out,
+                const LinearWeight* = nullptr) override {
     auto t = profile_.time([&] { return fmt::format("rms_norm {}", shape_str(x.shape())); });
     cpu::rms_norm(*pool_, x, w, eps, weight_offset, out);
   }
   void add_rms_norm(const Tensor& x, Tensor& residual, const Tensor& w, float eps,
-                    float weight_offset, Tensor& out) override {
+                    float weight_offset, Tensor& out, const LinearWeight* = nullptr) override {
     auto t = profile_.time([&] { return fmt::format("add_rms_norm {}", shape_str(x.shape())); });
     cpu::add_rms_norm(*pool_, x, residual, w, eps, weight_offset, out);
   }

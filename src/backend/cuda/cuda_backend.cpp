@@ -245,4 +245,10 @@ void* cuda_backend_stream(Backend& backend) {
   return static_cast<void*>(cb->stream());
 }
 
+uint64_t cuda_backend_fp8_prequantized(Backend& backend) {
+  auto* cb = dynamic_cast<cuda::CudaBackend*>(&backend);
+  LOOM_CHECK(cb != nullptr, "not a CUDA backend: {}", backend.name());
+  return cb->fp8_prequantized();
+}
+
 }  // namespace loom

@@ -33,4 +33,10 @@ std::unique_ptr<Backend> make_cuda_backend(int device = 0);
 // and tools that time them with CUDA events. Throws if `backend` is not CUDA.
 void* cuda_backend_stream(Backend& backend);
 
+// How many FP8 linear products of a CUDA backend have read their input rows
+// quantised by the kernel that wrote them (rms_norm, add_rms_norm or
+// gated_activation_fused given next_linear), for tests. Throws if `backend`
+// is not CUDA.
+uint64_t cuda_backend_fp8_prequantized(Backend& backend);
+
 }  // namespace loom

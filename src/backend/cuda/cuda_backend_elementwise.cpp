@@ -27,19 +27,17 @@ void CudaBackend::embedding(const Tensor& table, const Tensor& ids, float scale,
 }
 
 void CudaBackend::rms_norm(const Tensor& x, const Tensor& w, float eps, float weight_offset,
-                           Tensor& out) {
+                           Tensor& out, const LinearWeight* next_linear) {
   check_cuda_tensor(x, DType::BF16, "rms_norm x");
   check_cuda_tensor(out, DType::BF16, "rms_norm out");
   check_same_shape(x, out, "rms_norm out");
   DType wt;
   const void* wd = norm_weight(w, x.cols(), wt);
-  cuda::rms_norm_bf16(x.data(), nullptr, wd, wt, weight_offset, eps, out.data(), x.rows(), x.cols(),
-                      stream_);
-  check_launch();
+  run_norm(x.data(), nullptr, wd, wt, weight_offset, eps, out, next_linear);
 }
 
 void CudaBackend::add_rms_norm(const Tensor& x, Tensor& residual, const Tensor& w, float eps,
-                               float weight_offset, Tensor& out) {
+                               float weight_offset, Tensor& out, const LinearWeight* next_linear) {
   check_cuda_tensor(x, DType::BF16, "add_rms_norm x");
   check_cuda_tensor(residual, DType::BF16, "add_rms_norm residual");
   check_cuda_tensor(out, DType::BF16, "add_rms_norm out");
@@ -47,8 +45,20 @@ void CudaBackend::add_rms_norm(const Tensor& x, Tensor& residual, const Tensor& 
   check_same_shape(x, out, "add_rms_norm out");
   DType wt;
   const void* wd = norm_weight(w, x.cols(), wt);
-  cuda::rms_norm_bf16(x.data(), residual.data(), wd, wt, weight_offset, eps, out.data(), x.rows(),
-                      x.cols(), stream_);
+  run_norm(x.data(), residual.data(), wd, wt, weight_offset, eps, out, next_linear);
+}
+
+void CudaBackend::run_norm(const void* x, void* residual, const void* w, DType w_type,
+                           float weight_offset, float eps, Tensor& out,
+                           const LinearWeight* next_linear) {
+  cuda::Fp8RowsOut rows;
+  const bool fp8 = fp8_rows_for(out, next_linear, rows);
+  if (!cuda::rms_norm_bf16(x, residual, w, w_type, weight_offset, eps, out.data(), out.rows(),
+                           out.cols(), stream_, fp8 ? &rows : nullptr)) {
+    fp8_rows_for(out, nullptr, rows);  // the quantised rows are not written: not read either
+    cuda::rms_norm_bf16(x, residual, w, w_type, weight_offset, eps, out.data(), out.rows(),
+                        out.cols(), stream_);
+  }
   check_launch();
 }
 
@@ -178,14 +188,22 @@ void CudaBackend::split_qkv(const Tensor& qkv, const QkvRope* rope, Tensor& q, T
   check_launch();
 }
 
-void CudaBackend::gated_activation_fused(const Tensor& gate_up, GatedActivation act, Tensor& out) {
+void CudaBackend::gated_activation_fused(const Tensor& gate_up, GatedActivation act, Tensor& out,
+                                         const LinearWeight* next_linear) {
   check_cuda_tensor(gate_up, DType::BF16, "gated_activation_fused gate_up");
   check_cuda_tensor(out, DType::BF16, "gated_activation_fused out");
   LOOM_CHECK(gate_up.rows() == out.rows() && gate_up.cols() == 2 * out.cols(),
              "gated_activation_fused: gate_up {} must be [{}, 2 * {}]", shape_str(gate_up.shape()),
              out.rows(), out.cols());
-  cuda::gated_activation_fused_bf16(gate_up.data(), out.data(), out.rows(), out.cols(),
-                                    act == GatedActivation::GeluTanh, stream_);
+  const bool gelu = act == GatedActivation::GeluTanh;
+  cuda::Fp8RowsOut rows;
+  const bool fp8 = fp8_rows_for(out, next_linear, rows);
+  if (!cuda::gated_activation_fused_bf16(gate_up.data(), out.data(), out.rows(), out.cols(), gelu,
+                                         stream_, fp8 ? &rows : nullptr)) {
+    fp8_rows_for(out, nullptr, rows);  // the quantised rows are not written: not read either
+    cuda::gated_activation_fused_bf16(gate_up.data(), out.data(), out.rows(), out.cols(), gelu,
+                                      stream_);
+  }
   check_launch();
 }
 

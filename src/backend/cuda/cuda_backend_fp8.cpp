@@ -154,18 +154,27 @@ void CudaBackend::linear(const Tensor& x, const LinearWeight& w, const Tensor* b
              "an FP8 linear weight not prepared by this backend");
   LOOM_CHECK(aligned16(x.data()) && aligned16(w.weight.data()) && k % 16 == 0,
              "FP8 linear: x and the weight must be 16-byte aligned with k a multiple of 16");
-  const bool block = w.scale_kind == Fp8WeightScale::Block;
-  LOOM_CHECK(block || w.scale_kind == Fp8WeightScale::Channel,
-             "FP8 linear: unprepared per-tensor scales");
   const void* bias_dev = nullptr;
   if (bias) {
     LOOM_CHECK(bias->numel() == n, "linear bias must have {} values, got {}", n, bias->numel());
     bias_dev = bias_as_bf16(*bias);
   }
+  fp8_gemm_->run(x.data(), m, fp8_view(w), bias_dev, out.data());
+  check_launch();
+}
+
+uint64_t CudaBackend::fp8_prequantized() const {
+  return fp8_gemm_ ? fp8_gemm_->stats().prequantized : 0;
+}
+
+Fp8WeightView CudaBackend::fp8_view(const LinearWeight& w) const {
+  const bool block = w.scale_kind == Fp8WeightScale::Block;
+  LOOM_CHECK(block || w.scale_kind == Fp8WeightScale::Channel,
+             "FP8 linear: unprepared per-tensor scales");
   Fp8WeightView v;
   v.w = w.weight.data_as<const uint8_t>();
-  v.n = n;
-  v.k = k;
+  v.n = w.rows();
+  v.k = w.cols();
   v.scale = w.scale.data_as<const float>();
   v.scale_ld = w.scale_ld;
   v.block = block;
@@ -174,8 +183,20 @@ void CudaBackend::linear(const Tensor& x, const LinearWeight& w, const Tensor* b
       w.activation == Fp8Activation::Static ? w.input_scale.data_as<const float>() : nullptr;
   LOOM_CHECK(w.activation != Fp8Activation::Static || v.input_scale,
              "FP8 linear: a static layer has no input scale");
-  fp8_gemm_->run(x.data(), m, v, bias_dev, out.data());
-  check_launch();
+  return v;
+}
+
+bool CudaBackend::fp8_rows_for(const Tensor& out, const LinearWeight* next, Fp8RowsOut& rows) {
+  if (!fp8_gemm_) return false;
+  fp8_gemm_->prequantized_done();
+  if (!next || !next->fp8() || next->weight.device() != Device::Cuda || next->weight.ndim() != 2 ||
+      next->cols() != out.cols() || out.dtype() != DType::BF16 || !aligned16(out.data()) ||
+      out.cols() % 16 != 0)
+    return false;
+  std::optional<Fp8RowsOut> r = fp8_gemm_->prequantize(out.data(), out.rows(), fp8_view(*next));
+  if (!r) return false;
+  rows = *r;
+  return true;
 }
 
 std::optional<LinearWeight> CudaBackend::stack_linear(

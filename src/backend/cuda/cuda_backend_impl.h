@@ -24,6 +24,8 @@ namespace loom::cuda {
 
 class Gemm;
 class Fp8Gemm;
+struct Fp8RowsOut;
+struct Fp8WeightView;
 
 // How the decode attention kernel splits its work: query heads of one kv
 // head per block (the group's power of two, at most max_heads_per_block: 1,
@@ -82,6 +84,7 @@ class CudaBackend final : public Backend {
   ~CudaBackend() override;
 
   cudaStream_t stream() const { return stream_; }
+  uint64_t fp8_prequantized() const;  // cuda_backend_fp8_prequantized
 
   Device device() const override { return Device::Cuda; }
   std::string name() const override;
@@ -115,10 +118,11 @@ class CudaBackend final : public Backend {
   void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& out) override;
   // cuda_backend_elementwise.cpp
   void embedding(const Tensor& table, const Tensor& ids, float scale, Tensor& out) override;
-  void rms_norm(const Tensor& x, const Tensor& w, float eps, float weight_offset,
-                Tensor& out) override;
+  void rms_norm(const Tensor& x, const Tensor& w, float eps, float weight_offset, Tensor& out,
+                const LinearWeight* next_linear = nullptr) override;
   void add_rms_norm(const Tensor& x, Tensor& residual, const Tensor& w, float eps,
-                    float weight_offset, Tensor& out) override;
+                    float weight_offset, Tensor& out,
+                    const LinearWeight* next_linear = nullptr) override;
   void add(Tensor& a, const Tensor& b) override;
   void rope(Tensor& x, const Tensor& positions, const Tensor& inv_freq, int rotary_dim,
             bool interleaved, float mscale) override;
@@ -127,7 +131,8 @@ class CudaBackend final : public Backend {
   bool supports_fused_projections() const override { return true; }
   void split_qkv(const Tensor& qkv, const QkvRope* rope, Tensor& q, Tensor& k, Tensor& v,
                  KvLayerCache* cache, const AttentionMetadata* meta) override;
-  void gated_activation_fused(const Tensor& gate_up, GatedActivation act, Tensor& out) override;
+  void gated_activation_fused(const Tensor& gate_up, GatedActivation act, Tensor& out,
+                              const LinearWeight* next_linear = nullptr) override;
   void softcap(Tensor& x, float cap) override;
   // cuda_backend_attention.cpp
   void paged_attention(const Tensor& q, const KvLayerCache& cache, const AttentionMetadata& meta,
@@ -179,12 +184,22 @@ class CudaBackend final : public Backend {
   static bool check_cache(const KvLayerCache& cache);
   // FP8 weights need FP8 tensor cores (compute capability 8.9+).
   void check_fp8_supported(const char* what) const;
+  // A prepared FP8 linear weight as Fp8Gemm reads it (checked).
+  Fp8WeightView fp8_view(const LinearWeight& w) const;
+  // Whether the kernel writing `out` (an rms_norm or the gated activation)
+  // should also write it quantised for the FP8 linear layer `next`, which
+  // then reads those rows (Fp8Gemm::prequantize): where, in `rows`. Else
+  // false, and rows quantised earlier are no longer read (out may hold them).
+  bool fp8_rows_for(const Tensor& out, const LinearWeight* next, Fp8RowsOut& rows);
 
   // A device pointer to t's data: t itself when on the GPU, else an upload of
   // it into `buf` (stream-ordered, so buf may be reused by the next op).
   const void* device_view(const Tensor& t, DeviceBuffer& buf);
   // Norm weight as F32 or BF16 on the device.
   const void* norm_weight(const Tensor& w, int64_t h, DType& type);
+  // rms_norm / add_rms_norm (residual non-null) after their checks.
+  void run_norm(const void* x, void* residual, const void* w, DType w_type, float weight_offset,
+                float eps, Tensor& out, const LinearWeight* next_linear);
   // The bias as a bf16 device vector (the type the GEMM epilogue reads).
   const void* bias_as_bf16(const Tensor& bias);
 

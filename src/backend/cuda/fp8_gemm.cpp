@@ -55,6 +55,10 @@ Fp8Gemm::Fp8Gemm(cudaStream_t stream) : stream_(stream) {
   small_tile_rows_ = env_int("LOOM_FP8_ROW_SMALL_TILE_ROWS", 0, int64_t{1} << 40, small_tile_rows_);
   const char* split_env = std::getenv("LOOM_FP8_CUBLASLT_SPLIT_K");
   cublaslt_split_k_ = !(split_env && std::string_view(split_env) == "0");
+  const char* fast_env = std::getenv("LOOM_FP8_FAST_ACCUM");
+  fast_accum_ = fast_env && std::string_view(fast_env) == "1";
+  const char* pre_env = std::getenv("LOOM_FP8_PREQUANTIZE");
+  prequantize_ = !(pre_env && std::string_view(pre_env) == "0");
   const char* stream_env = std::getenv("LOOM_FP8_STREAM");
   stream_path_ = stream_env && std::string_view(stream_env) == "1";
   stream_cfg_.chunk =
@@ -88,6 +92,12 @@ void Fp8Gemm::allow_cublaslt_split_k(bool allow) {
   plans_.clear();
 }
 
+void Fp8Gemm::set_fast_accum(bool fast) {
+  fast_accum_ = fast;
+  for (auto& [key, plan] : plans_) destroy(plan);
+  plans_.clear();
+}
+
 void Fp8Gemm::destroy(Plan& p) {
   if (p.desc) cublasLtMatmulDescDestroy(p.desc);
   if (p.a) cublasLtMatrixLayoutDestroy(p.a);
@@ -114,6 +124,7 @@ Fp8Gemm::Plan Fp8Gemm::make_plan(const Key& key, bool with_bias, bool unit_scale
     set(CUBLASLT_MATMUL_DESC_A_SCALE_MODE, a_mode);
     set(CUBLASLT_MATMUL_DESC_B_SCALE_MODE, b_mode);
   }
+  if (fast_accum_ && !block) set(CUBLASLT_MATMUL_DESC_FAST_ACCUM, int8_t{1});
   if (with_bias) {
     set(CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_BIAS);
     set(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, CUDA_R_16BF);
@@ -236,7 +247,7 @@ void Fp8Gemm::run(const void* x, int64_t m, const Fp8WeightView& w, const void* 
   Plan* plan = nullptr;
   if (forced_) path = *forced_;
   // Per-row scales, few rows: the split-k kernel (same bits as CUTLASS's GEMM).
-  if (!forced_ ? path == Path::CublasLt && !w.block && m <= row_split_rows_
+  if (!forced_ ? path == Path::CublasLt && !w.block && m <= row_split_rows_ && !fast_accum_
                : *forced_ == Path::RowSplit) {
     if (run_row_split(x, m, w, bias, out)) return;
     LOOM_CHECK(!forced_, "no split-k FP8 kernel for m {} n {} k {}", m, n, k);
@@ -265,6 +276,7 @@ void Fp8Gemm::run(const void* x, int64_t m, const Fp8WeightView& w, const void* 
     // a pass of partial maxima first, so that blocks do not each read 8 rows.
     if (mode == Fp8ActMode::Token && m > kFp8InBlockAmaxRows && path != Path::Stream) {
       a.amax_parts = fp8_row_amax_parts(k);
+      pre_ = {};  // x_scale_ is overwritten
       auto* partial =
           static_cast<float*>(x_scale_.ensure(static_cast<size_t>(m * a.amax_parts) * 4, stream_));
       fp8_row_amax(x, m, k, partial, stream_);
@@ -331,12 +343,36 @@ void Fp8Gemm::run(const void* x, int64_t m, const Fp8WeightView& w, const void* 
 
 std::pair<uint8_t*, float*> Fp8Gemm::quantize_x(const void* x, int64_t m, int64_t mp,
                                                 const Fp8WeightView& w) {
+  const Fp8ActMode mode = act_mode(w);
+  if (pre_.x == x && pre_.m == m && mp == m && pre_.k == w.k && pre_.mode == mode &&
+      pre_.static_scale == (mode == Fp8ActMode::Static ? w.input_scale : nullptr)) {
+    stats_.prequantized++;
+    return {static_cast<uint8_t*>(xq_.data()), static_cast<float*>(x_scale_.data())};
+  }
+  pre_ = {};
   const int64_t groups = (w.k + 127) / 128;
   auto* xq = static_cast<uint8_t*>(xq_.ensure(static_cast<size_t>(mp * w.k), stream_));
   auto* xs = static_cast<float*>(
       x_scale_.ensure(static_cast<size_t>(mp * (w.block ? groups : 1)) * 4, stream_));
-  quantize_fp8_rows(x, m, mp, w.k, act_mode(w), w.input_scale, xq, xs, mp, stream_);
+  quantize_fp8_rows(x, m, mp, w.k, mode, w.input_scale, xq, xs, mp, stream_);
   return {xq, xs};
+}
+
+std::optional<Fp8RowsOut> Fp8Gemm::prequantize(const void* x, int64_t m, const Fp8WeightView& w) {
+  pre_ = {};
+  const Fp8ActMode mode = act_mode(w);
+  // run()'s choices of a kernel that quantises x itself (cuBLASLt may also
+  // lack a plan for a shape, found only in run(): the rows are then unused).
+  if (!prequantize_ || m <= 0 || mode == Fp8ActMode::Group || forced_ ||
+      (small_m_ == 1 && m <= kFp8MatmulMaxRows) ||
+      (stream_path_ && fp8_stream_matmul_supported(m, w.k, stream_cfg_)))
+    return std::nullopt;
+  Fp8RowsOut o;
+  o.q = static_cast<uint8_t*>(xq_.ensure(static_cast<size_t>(m * w.k), stream_));
+  o.scale = static_cast<float*>(x_scale_.ensure(static_cast<size_t>(m) * 4, stream_));
+  o.static_scale = mode == Fp8ActMode::Static ? w.input_scale : nullptr;
+  pre_ = {x, m, w.k, mode, o.static_scale};
+  return o;
 }
 
 Fp8BlockGemmArgs Fp8Gemm::sm90_args(int64_t m, const Fp8WeightView& w, const void* bias,
@@ -347,6 +383,7 @@ Fp8BlockGemmArgs Fp8Gemm::sm90_args(int64_t m, const Fp8WeightView& w, const voi
   Fp8BlockGemmArgs a;
   a.row_scales = !w.block;
   a.small_tile_rows = small_tile_rows_;
+  a.fast_accum = fast_accum_ && !w.block;
   a.x_scale_ld = w.block ? round_up(m, 4) : m;
   a.m = m;
   a.w = w.w;

@@ -42,6 +42,13 @@
 //     (fp8_row_split), the same bits as CUTLASS's GEMM, not yet faster;
 //   shapes cuBLASLt has no FP8 algorithm for: our kernel over tiles of 8 rows.
 // Both quantise x the same way, bit for bit. Plans are cached per shape.
+// x may arrive quantised already (prequantize: the RMSNorm or gated
+// activation that wrote it wrote its FP8 rows too; LOOM_FP8_PREQUANTIZE=0:
+// never); run() then skips its quantising pass.
+// LOOM_FP8_FAST_ACCUM=1 (off by default): per-row products keep all of k
+// in the tensor core's accumulator (cuBLASLt's FAST_ACCUM, CUTLASS's
+// FP8FastAccum schedules, which still agree bit for bit; no split-k kernel):
+// fewer bits in the sums, a few percent faster on an H100.
 // LOOM_FP8_STREAM=1 (experimental, off by default) sends products of one or
 // two rows, every scheme, to the persistent streaming kernel
 // (kernels/fp8/fp8_stream.cu) where it takes the shape; LOOM_FP8_STREAM_CHUNK
@@ -60,6 +67,7 @@
 #include "backend/cuda/gemm.h"  // the cuBLAS headers and LOOM_CUBLAS_CHECK
 #include "backend/cuda/kernels/fp8/fp8_block_gemm.h"
 #include "backend/cuda/kernels/fp8/fp8_kernels.h"
+#include "backend/cuda/kernels/kernels.h"  // Fp8RowsOut
 #include "backend/linear.h"
 
 namespace loom::cuda {
@@ -95,9 +103,15 @@ class Fp8Gemm {
   // Whether cuBLASLt may split k over CUDA blocks and reduce the parts
   // (LOOM_FP8_CUBLASLT_SPLIT_K=0: no); drops the cached plans.
   void allow_cublaslt_split_k(bool allow);
+  // Per-row scaled products with all of k in the tensor core's accumulator
+  // (LOOM_FP8_FAST_ACCUM=1; off by default): cuBLASLt's FAST_ACCUM and
+  // CUTLASS's FP8FastAccum schedules, no f32 promotion every 128 columns; the
+  // split-k kernel (promoted sums) is then not used. Drops the cached plans.
+  void set_fast_accum(bool fast);
   struct Stats {
     uint64_t small_m = 0, cublaslt = 0, tiled = 0, cutlass = 0, stream = 0, row_split = 0;
     uint64_t cublaslt_unit_scales = 0;  // of cublaslt: unit scales + scale_fp8_product
+    uint64_t prequantized = 0;          // products whose x came quantised (prequantize)
     int row_split_last_splits = 0, row_split_last_tile_rows = 0;  // the last split-k product's
   };
   const Stats& stats() const { return stats_; }
@@ -105,6 +119,18 @@ class Fp8Gemm {
   // x bf16 [m, k] (16-byte aligned, k a multiple of 16), bias bf16 [n] or
   // null, out bf16 [m, n]; asynchronous on the stream.
   void run(const void* x, int64_t m, const Fp8WeightView& w, const void* bias, void* out);
+
+  // x's rows quantised by the kernel that writes them (an rms_norm or gated
+  // activation writing Fp8RowsOut too) rather than by run(): where run(x, m,
+  // w') would quantise x for w' as it would for w (per-row weights, the same
+  // mode and static scale), it reads these rows instead. Returns where the
+  // producer writes them, or nullopt where run(x, m, w) would not read
+  // quantised rows (block-scaled weights, our kernels that quantise on the
+  // fly; LOOM_FP8_PREQUANTIZE=0: always). The rows must reach run()
+  // unchanged; prequantized_done() (or any other rows' quantisation) ends
+  // their use.
+  std::optional<Fp8RowsOut> prequantize(const void* x, int64_t m, const Fp8WeightView& w);
+  void prequantized_done() { pre_ = {}; }
 
  private:
   // (padded m, n, k, block, bias, alignment of w, out)
@@ -126,8 +152,7 @@ class Fp8Gemm {
   std::pair<uint8_t*, float*> quantize_x(const void* x, int64_t m, int64_t mp,
                                          const Fp8WeightView& w);
   // fp8_block_gemm's and fp8_row_split's arguments but xq and x_scale.
-  Fp8BlockGemmArgs sm90_args(int64_t m, const Fp8WeightView& w, const void* bias,
-                             void* out) const;
+  Fp8BlockGemmArgs sm90_args(int64_t m, const Fp8WeightView& w, const void* bias, void* out) const;
   // The split-k kernel for few rows of per-row scaled weights, when it takes the shape.
   bool run_row_split(const void* x, int64_t m, const Fp8WeightView& w, const void* bias, void* out);
   Plan make_plan(const Key& key, bool with_bias, bool unit_scales);
@@ -149,6 +174,8 @@ class Fp8Gemm {
   bool cublaslt_split_k_ =
       true;                     // LOOM_FP8_CUBLASLT_SPLIT_K=0: cuBLASLt algorithms without split-K
   bool stream_path_ = false;    // LOOM_FP8_STREAM=1: the persistent kernel at one or two rows
+  bool prequantize_ = true;     // LOOM_FP8_PREQUANTIZE=0: x always quantised by run()
+  bool fast_accum_ = false;     // set_fast_accum
   Fp8StreamConfig stream_cfg_;  // LOOM_FP8_STREAM_CHUNK, LOOM_FP8_STREAM_BLOCKS (A/B sweeps)
   int sms_ = 0;
   // CUTLASS's row GEMM or the split-k kernel may take per-row products here
@@ -157,6 +184,13 @@ class Fp8Gemm {
   bool unit_scale_logged_ = false;
   bool scaled_logged_ = false;
   std::optional<Path> forced_;
+  // prequantize's rows (in xq_ and x_scale_): x, m, k, mode, static scale.
+  struct Prequantized {
+    const void* x = nullptr;
+    int64_t m = 0, k = 0;
+    Fp8ActMode mode = Fp8ActMode::Token;
+    const float* static_scale = nullptr;
+  } pre_;
   Stats stats_;
   std::map<Key, Plan> plans_;
   DeviceBuffer xq_, x_scale_, out_pad_, out_f32_, split_partials_, split_counters_;

@@ -139,20 +139,28 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
-// Sum over the whole block (blockDim.x a multiple of 32, at most 1024); every
-// thread gets the result. `scratch` holds 33 floats of shared memory.
-__device__ __forceinline__ float block_sum(float v, float* scratch) {
+// Sum (or, kMax, maximum) over the whole block (blockDim.x a multiple of 32,
+// at most 1024); every thread gets the result. `scratch` holds 33 floats of
+// shared memory.
+template <bool kMax>
+__device__ __forceinline__ float block_reduce(float v, float* scratch) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
-  v = warp_sum(v);
+  v = kMax ? warp_max(v) : warp_sum(v);
   if (lane == 0) scratch[warp] = v;
   __syncthreads();
   if (warp == 0) {
-    float t = lane < warps ? scratch[lane] : 0.0f;
-    t = warp_sum(t);
+    float t = lane < warps ? scratch[lane] : (kMax ? -INFINITY : 0.0f);
+    t = kMax ? warp_max(t) : warp_sum(t);
     if (lane == 0) scratch[32] = t;
   }
   __syncthreads();
   return scratch[32];
+}
+__device__ __forceinline__ float block_sum(float v, float* scratch) {
+  return block_reduce<false>(v, scratch);
+}
+__device__ __forceinline__ float block_max(float v, float* scratch) {
+  return block_reduce<true>(v, scratch);
 }
 
 inline bool aligned16(const void* p) {

@@ -49,11 +49,24 @@ void gated_activation_bf16(const void* gate, const void* up, void* out, int64_t 
 // x = cap * tanh(x / cap), bf16, n values.
 void softcap_bf16(void* x, int64_t n, float cap, cudaStream_t stream);
 
+// A kernel's bf16 output rows [rows, h] also written quantised to FP8 E4M3
+// for the FP8 linear layer that reads them next, exactly as
+// quantize_fp8_rows quantises them (fp8_kernels.h): q [rows, h], scale
+// [rows]; static_scale null: Token mode (each row's amax), else Static.
+struct Fp8RowsOut {
+  uint8_t* q = nullptr;
+  float* scale = nullptr;
+  const float* static_scale = nullptr;
+};
+
 // out = rms_norm(x) * (w + offset) per row of h values, bf16 x/out; w is F32 or
 // BF16 [h]. With residual: residual += x (rounded to bf16) and the norm is of
-// the new residual.
-void rms_norm_bf16(const void* x, void* residual, const void* w, DType w_type, float offset, float eps,
-                   void* out, int64_t rows, int64_t h, cudaStream_t stream);
+// the new residual. With fp8: out quantised too; that needs h a multiple of 16
+// and x, out, residual and fp8->q 16-byte aligned, else nothing is launched
+// and the result is false.
+bool rms_norm_bf16(const void* x, void* residual, const void* w, DType w_type, float offset, float eps,
+                   void* out, int64_t rows, int64_t h, cudaStream_t stream,
+                   const Fp8RowsOut* fp8 = nullptr);
 
 // out[t, :] = table[ids[t], :] * scale (bf16 table [vocab, hidden]); ids out of
 // range give zero rows.
@@ -108,9 +121,11 @@ struct SplitQkvArgs {
 void split_qkv_bf16(const void* qkv, int64_t tokens, const SplitQkvArgs& args, cudaStream_t stream);
 
 // out[r, c] = act(gate_up[r, c]) * gate_up[r, inter + c], bf16; act GELU
-// (tanh) when gelu, else SiLU.
-void gated_activation_fused_bf16(const void* gate_up, void* out, int64_t rows, int64_t inter, bool gelu,
-                                 cudaStream_t stream);
+// (tanh) when gelu, else SiLU. With fp8: out quantised too (one CUDA block per
+// row); that needs inter a multiple of 16 and gate_up, out and fp8->q 16-byte
+// aligned, else nothing is launched and the result is false.
+bool gated_activation_fused_bf16(const void* gate_up, void* out, int64_t rows, int64_t inter, bool gelu,
+                                 cudaStream_t stream, const Fp8RowsOut* fp8 = nullptr);
 
 // out[r] = index of the largest value of row r of logits [rows, vocab] (F32,
 // F16 or BF16), lowest index on ties, NaNs skipped (only NaNs: 0). out is a

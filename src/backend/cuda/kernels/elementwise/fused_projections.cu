@@ -4,7 +4,8 @@
 // asked: a vector kernel for the usual shapes, and a general one (cos/sin
 // once per token and pair, in shared memory, as rope.cu does) for rotary
 // sizes the vector kernel cannot cut in 16-byte units.
-// gated_fused: act(gate) * up over the [gate | up] halves of one row.
+// gated_fused: act(gate) * up over the [gate | up] halves of one row (with the
+// row quantised to FP8 too, for an FP8 down projection, one block per row).
 // An FP8 KV cache gets k and v quantised with their head's scale (k rotated
 // and rounded to bf16 first, as the unfused path stores it before write_kv).
 #include "backend/cuda/kernels/common.cuh"
@@ -196,23 +197,70 @@ __global__ void split_qkv_vec_kernel(const bf16* __restrict__ qkv, SplitQkvArgs 
 }
 
 template <bool kGelu>
+__device__ __forceinline__ float gated_value(float g, float u) {
+  if constexpr (kGelu) {
+    constexpr float kSqrt2OverPi = 0.7978845608028654f;
+    return 0.5f * g * (1.0f + tanhf(kSqrt2OverPi * (g + 0.044715f * g * g * g))) * u;
+  } else {
+    return g / (1.0f + __expf(-g)) * u;
+  }
+}
+
+template <bool kGelu>
 __global__ void gated_fused_kernel(const bf16* gu, bf16* out, int64_t rows, int64_t inter) {
   pdl_trigger();  // the GEMV after this one may start loading its weights
   const int64_t n = rows * inter;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t r = i / inter, c = i % inter;
-    const float g = __bfloat162float(gu[r * 2 * inter + c]);
-    const float u = __bfloat162float(gu[r * 2 * inter + inter + c]);
-    float y;
-    if constexpr (kGelu) {
-      constexpr float kSqrt2OverPi = 0.7978845608028654f;
-      y = 0.5f * g * (1.0f + tanhf(kSqrt2OverPi * (g + 0.044715f * g * g * g))) * u;
-    } else {
-      y = g / (1.0f + __expf(-g)) * u;
-    }
-    out[i] = __float2bfloat16(y);
+    out[i] = __float2bfloat16(gated_value<kGelu>(__bfloat162float(gu[r * 2 * inter + c]),
+                                                 __bfloat162float(gu[r * 2 * inter + inter + c])));
   }
+}
+
+// The same values, one block per row, 8 at a time, with the row also
+// quantised to FP8 (Fp8RowsOut): a thread's first kCachedRowChunks chunks
+// stay in registers between the amax and the quantising pass, later ones are
+// read back from out (this thread's own stores).
+constexpr int kCachedRowChunks = 4;
+
+template <bool kGelu>
+__global__ void gated_fused_fp8_kernel(const bf16* gu, bf16* out, int64_t inter, Fp8RowsOut fp8) {
+  pdl_trigger();
+  __shared__ float scratch[33];
+  const int64_t row = blockIdx.x, chunks = inter / 8;
+  const auto* g_row = reinterpret_cast<const uint4*>(gu + row * 2 * inter);
+  const auto* u_row = reinterpret_cast<const uint4*>(gu + row * 2 * inter + inter);
+  auto* o_row = reinterpret_cast<uint4*>(out + row * inter);
+  uint4 cached[kCachedRowChunks];
+  float amax = 0.0f;
+  for (int64_t i = threadIdx.x, j = 0; i < chunks; i += blockDim.x, ++j) {
+    float g[8], u[8], y[8];
+    bf16x8_to_float(g_row[i], g);
+    bf16x8_to_float(u_row[i], u);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) y[e] = gated_value<kGelu>(g[e], u[e]);
+    const uint4 packed = float_to_bf16x8(y);
+    o_row[i] = packed;
+    bf16x8_to_float(packed, y);  // quantised from the values stored
+    amax = fmaxf(amax, amax8(y));
+#pragma unroll
+    for (int c = 0; c < kCachedRowChunks; ++c)
+      if (c == j) cached[c] = packed;
+  }
+  const float s = fp8_block_row_scale(amax, fp8.static_scale, scratch);
+  const float inv = 1.0f / s;
+  auto* q = reinterpret_cast<uint2*>(fp8.q + row * inter);
+  for (int64_t i = threadIdx.x, j = 0; i < chunks; i += blockDim.x, ++j) {
+    uint4 packed = o_row[i];
+#pragma unroll
+    for (int c = 0; c < kCachedRowChunks; ++c)
+      if (c == j) packed = cached[c];
+    float y[8];
+    bf16x8_to_float(packed, y);
+    q[i] = fp8x8_from_float(y, inv);
+  }
+  if (threadIdx.x == 0) fp8.scale[row] = s;
 }
 
 }  // namespace
@@ -234,16 +282,28 @@ void split_qkv_bf16(const void* qkv, int64_t tokens, const SplitQkvArgs& args, c
   split_qkv_kernel<<<grid, kSplitThreads, 0, stream>>>(static_cast<const bf16*>(qkv), args);
 }
 
-void gated_activation_fused_bf16(const void* gate_up, void* out, int64_t rows, int64_t inter, bool gelu,
-                                 cudaStream_t stream) {
-  if (rows <= 0 || inter <= 0) return;
+bool gated_activation_fused_bf16(const void* gate_up, void* out, int64_t rows, int64_t inter, bool gelu,
+                                 cudaStream_t stream, const Fp8RowsOut* fp8) {
+  if (rows <= 0 || inter <= 0) return true;
+  const auto* gu = static_cast<const bf16*>(gate_up);
+  auto* o = static_cast<bf16*>(out);
+  if (fp8) {
+    if (inter % 16 != 0 || !aligned16(gate_up) || !aligned16(out) || !aligned16(fp8->q)) return false;
+    int threads = static_cast<int>((inter / 8 + 31) / 32 * 32);
+    threads = threads > 1024 ? 1024 : threads;
+    const auto grid = static_cast<unsigned>(rows);
+    if (gelu)
+      gated_fused_fp8_kernel<true><<<grid, threads, 0, stream>>>(gu, o, inter, *fp8);
+    else
+      gated_fused_fp8_kernel<false><<<grid, threads, 0, stream>>>(gu, o, inter, *fp8);
+    return true;
+  }
   const unsigned grid = grid_for(rows * inter, kThreads);
   if (gelu)
-    gated_fused_kernel<true><<<grid, kThreads, 0, stream>>>(static_cast<const bf16*>(gate_up),
-                                                            static_cast<bf16*>(out), rows, inter);
+    gated_fused_kernel<true><<<grid, kThreads, 0, stream>>>(gu, o, rows, inter);
   else
-    gated_fused_kernel<false><<<grid, kThreads, 0, stream>>>(static_cast<const bf16*>(gate_up),
-                                                             static_cast<bf16*>(out), rows, inter);
+    gated_fused_kernel<false><<<grid, kThreads, 0, stream>>>(gu, o, rows, inter);
+  return true;
 }
 
 }  // namespace loom::cuda

@@ -18,6 +18,15 @@ __device__ __forceinline__ float fp8_scale_for_amax(float amax) {
   return fmaxf(amax, 1e-12f) / kFp8Max;
 }
 
+// A row's scale as quantize_fp8_rows gives it, with the row spread over the
+// block (each thread passes the largest |value| of its part): Static,
+// *static_scale; Token (static_scale null), fp8_scale_for_amax of the row's
+// amax. Every thread of the block gets it; scratch: 33 floats of shared memory.
+__device__ __forceinline__ float fp8_block_row_scale(float thread_amax, const float* static_scale,
+                                                     float* scratch) {
+  return static_scale ? *static_scale : fp8_scale_for_amax(block_max(thread_amax, scratch));
+}
+
 // A per-row scaled FP8 product's output before rounding to bf16:
 // (row_scale * col_scale) * v + bias as one fused multiply-add (bias +0.0
 // when absent), the arithmetic of the CUTLASS row-scaled GEMM's epilogue

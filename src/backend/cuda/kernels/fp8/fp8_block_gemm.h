@@ -36,6 +36,9 @@ struct Fp8BlockGemmArgs {
   const void* bias = nullptr;    // bf16 [n] or null
   void* out = nullptr;           // bf16 [m, n], row-major
   int64_t small_tile_rows = 64;  // row_scales: the most rows the 64-row tiles take
+  // row_scales: all of k summed in the tensor core's accumulator, no f32
+  // promotion every 128 columns (faster, fewer bits; fp8_row_gemm_sm90.cuh).
+  bool fast_accum = false;
   int64_t row_split_splits = 0;  // fp8_row_split: blocks per tile along k (0: its choice)
 };
 

@@ -83,7 +83,10 @@ bool fp8_block_gemm_built() {
 bool fp8_block_gemm_supported(const Fp8BlockGemmArgs& a) {
   // Row scales: both tile heights take the shape, so that which one runs
   // depends on m alone.
-  if (a.row_scales) return sm90::row_gemm_supported<64>(a) && sm90::row_gemm_supported<128>(a);
+  if (a.row_scales)
+    return a.fast_accum
+               ? sm90::row_gemm_supported<64, true>(a) && sm90::row_gemm_supported<128, true>(a)
+               : sm90::row_gemm_supported<64, false>(a) && sm90::row_gemm_supported<128, false>(a);
   int device = 0, sms = 0;
   if (!sm90::shape_ok(a, sm90::kGroup, sm90::kGroup, device, sms)) return false;
   constexpr int64_t kMaxInt = 0x7fffffff;
@@ -101,8 +104,12 @@ bool fp8_block_gemm_supported(const Fp8BlockGemmArgs& a) {
 const char* fp8_block_gemm(const Fp8BlockGemmArgs& a, void* workspace, size_t workspace_bytes,
                            cudaStream_t stream) {
   if (a.row_scales) {
-    return a.m <= a.small_tile_rows ? sm90::row_gemm<64>(a, workspace, workspace_bytes, stream)
-                                    : sm90::row_gemm<128>(a, workspace, workspace_bytes, stream);
+    const bool small = a.m <= a.small_tile_rows;
+    if (a.fast_accum)
+      return small ? sm90::row_gemm<64, true>(a, workspace, workspace_bytes, stream)
+                   : sm90::row_gemm<128, true>(a, workspace, workspace_bytes, stream);
+    return small ? sm90::row_gemm<64, false>(a, workspace, workspace_bytes, stream)
+                 : sm90::row_gemm<128, false>(a, workspace, workspace_bytes, stream);
   }
   int device = 0, cc = 0, sms = 0;
   if (!sm90::device_info(device, cc, sms)) return "no current CUDA device";

@@ -5,9 +5,10 @@
 //   fp8_block_gemm_sm90.cu: 128x128 weight blocks with x's 1x128 groups
 //     (CUTLASS's blockwise-scaled mainloop: every 128 columns of k the tensor
 //     core's partial sums are scaled by both and added to f32 registers);
-//   fp8_row_gemm_sm90.cuh, instantiated twice (fp8_row_gemm_small_sm90.cu,
-//     fp8_row_gemm_large_sm90.cu): one scale per row of x and per weight row,
-//     applied once in the epilogue.
+//   fp8_row_gemm_sm90.cuh, instantiated four times (fp8_row_gemm_small_sm90.cu,
+//     fp8_row_gemm_large_sm90.cu, and their fast-accumulation twins
+//     fp8_row_gemm_*_fast_sm90.cu): one scale per row of x and per weight
+//     row, applied once in the epilogue.
 // In CUTLASS's terms A = x [m, k] (row-major), B = w^T (column-major [k, n],
 // i.e. w [n, k] row-major), D = out [m, n] row-major. Each tile sums all of
 // k in one CUDA block (persistent scheduler, no split-K or stream-K), so a
@@ -31,24 +32,26 @@ constexpr int kGroup = 128;  // columns of k per scale (and weight block rows)
 
 // The row-scaled GEMM at one tile height (64: 64x64 tiles, for products of
 // up to Fp8BlockGemmArgs::small_tile_rows rows; 128: 128x128 tiles), defined
-// in fp8_row_gemm_small_sm90.cu and fp8_row_gemm_large_sm90.cu. Both sum k in
-// the same order (128 columns per wgmma group, promoted to f32 after each) and
-// scale the same way, so a row comes out the same bits from either.
-template <int TileM>
+// in fp8_row_gemm_{small,large}[_fast]_sm90.cu. Both heights sum k in the
+// same order (128 columns per wgmma group, promoted to f32 after each; with
+// kFastAccum, all of k in the tensor core's own accumulator) and scale the
+// same way, so a row comes out the same bits from either.
+template <int TileM, bool kFastAccum>
 bool row_gemm_supported(const Fp8BlockGemmArgs& args);
-template <int TileM>
+template <int TileM, bool kFastAccum>
 const char* row_gemm(const Fp8BlockGemmArgs& args, void* workspace, size_t workspace_bytes,
                      cudaStream_t stream);
-template <>
-bool row_gemm_supported<64>(const Fp8BlockGemmArgs& args);
-template <>
-bool row_gemm_supported<128>(const Fp8BlockGemmArgs& args);
-template <>
-const char* row_gemm<64>(const Fp8BlockGemmArgs& args, void* workspace, size_t workspace_bytes,
-                         cudaStream_t stream);
-template <>
-const char* row_gemm<128>(const Fp8BlockGemmArgs& args, void* workspace, size_t workspace_bytes,
-                          cudaStream_t stream);
+#define LOOM_FP8_ROW_GEMM_DECLARE(tile, fast)                                     \
+  template <>                                                                     \
+  bool row_gemm_supported<tile, fast>(const Fp8BlockGemmArgs& args);              \
+  template <>                                                                     \
+  const char* row_gemm<tile, fast>(const Fp8BlockGemmArgs& args, void* workspace, \
+                                   size_t workspace_bytes, cudaStream_t stream);
+LOOM_FP8_ROW_GEMM_DECLARE(64, false)
+LOOM_FP8_ROW_GEMM_DECLARE(128, false)
+LOOM_FP8_ROW_GEMM_DECLARE(64, true)
+LOOM_FP8_ROW_GEMM_DECLARE(128, true)
+#undef LOOM_FP8_ROW_GEMM_DECLARE
 
 // The operands every one of these GEMMs takes.
 namespace operands {

@@ -6,8 +6,14 @@
 // (one fused multiply-add; x_scale per token, or the static scale repeated per
 // row; w_scale per channel, or the per-tensor scale repeated per row).
 //
-// A translation unit defines LOOM_FP8_ROW_GEMM_TILE_M and includes this file
-// for its one instantiation, sm90::row_gemm<TileM>:
+// With LOOM_FP8_ROW_GEMM_FAST_ACCUM 1 the k loop keeps all of k in the tensor
+// core's accumulator instead (CUTLASS's FP8FastAccum schedules: no promotion,
+// so no wait on the wgmmas every 128 columns; fewer bits kept in the sums,
+// the choice of vLLM's CUTLASS FP8 kernels; Fp8BlockGemmArgs::fast_accum).
+//
+// A translation unit defines LOOM_FP8_ROW_GEMM_TILE_M (and
+// LOOM_FP8_ROW_GEMM_FAST_ACCUM, 0 when absent) and includes this file for its
+// one instantiation, sm90::row_gemm<TileM, FastAccum>:
 //   64:  64x64x128 tiles, ping-pong warpgroups (each its own tile), no
 //        cluster: for decode-sized products, where 64 columns of w per tile
 //        spread the weights over more SMs;
@@ -25,6 +31,9 @@
 #ifndef LOOM_FP8_ROW_GEMM_TILE_M
 #error "define LOOM_FP8_ROW_GEMM_TILE_M (64 or 128)"
 #endif
+#ifndef LOOM_FP8_ROW_GEMM_FAST_ACCUM
+#define LOOM_FP8_ROW_GEMM_FAST_ACCUM 0
+#endif
 
 namespace loom::cuda {
 namespace {
@@ -35,13 +44,18 @@ namespace row_types {
 constexpr int kTileM = LOOM_FP8_ROW_GEMM_TILE_M;
 static_assert(kTileM == 64 || kTileM == 128);
 constexpr bool kSmall = kTileM == 64;
+constexpr bool kFast = LOOM_FP8_ROW_GEMM_FAST_ACCUM != 0;
 
 using namespace sm90::operands;
 
 using TileShape = cute::conditional_t<kSmall, Shape<_64, _64, _128>, Shape<_128, _128, _128>>;
 using ClusterShape = cute::conditional_t<kSmall, Shape<_1, _1, _1>, Shape<_1, _2, _1>>;
-using KernelSchedule = cute::conditional_t<kSmall, cutlass::gemm::KernelTmaWarpSpecializedPingpong,
-                                           cutlass::gemm::KernelTmaWarpSpecializedCooperative>;
+using KernelSchedule = cute::conditional_t<
+    kSmall,
+    cute::conditional_t<kFast, cutlass::gemm::KernelTmaWarpSpecializedPingpongFP8FastAccum,
+                        cutlass::gemm::KernelTmaWarpSpecializedPingpong>,
+    cute::conditional_t<kFast, cutlass::gemm::KernelTmaWarpSpecializedCooperativeFP8FastAccum,
+                        cutlass::gemm::KernelTmaWarpSpecializedCooperative>>;
 using EpilogueSchedule = cute::conditional_t<kSmall, cutlass::epilogue::TmaWarpSpecialized,
                                              cutlass::epilogue::TmaWarpSpecializedCooperative>;
 
@@ -96,7 +110,8 @@ using RowGemm = row_types::Gemm;
 RowGemm::Arguments row_arguments(const Fp8BlockGemmArgs& a, int device, int sms) {
   const int64_t m = a.m, n = a.n;
   RowGemm::Arguments args = sm90::common_arguments<RowGemm>(a, device, sms);
-  args.mainloop.mma_promotion_interval = 4;  // wgmmas of k 32: every 128 columns
+  if constexpr (!row_types::kFast)
+    args.mainloop.mma_promotion_interval = 4;  // wgmmas of k 32: every 128 columns
   // The epilogue tree's arguments, children first: (x_scale * w_scale), acc, bias.
   args.epilogue.thread = {{{a.x_scale, 0.0f, {_1{}, _0{}, m}},  // x_scale[m]
                            {a.w_scale, 0.0f, {_0{}, _1{}, n}},  // w_scale[n]
@@ -114,15 +129,18 @@ RowGemm::Arguments row_arguments(const Fp8BlockGemmArgs& a, int device, int sms)
 // n a multiple of 8 and k of 16 (16-byte rows for the TMA), w_scale 16-byte
 // aligned (x_scale is not looked at: the caller may ask before it quantises).
 template <>
-bool sm90::row_gemm_supported<LOOM_FP8_ROW_GEMM_TILE_M>(const Fp8BlockGemmArgs& a) {
+bool sm90::row_gemm_supported<LOOM_FP8_ROW_GEMM_TILE_M, row_types::kFast>(
+    const Fp8BlockGemmArgs& a) {
   int device = 0, sms = 0;
   if (!sm90::shape_ok(a, 8, 16, device, sms) || !sm90::aligned16(a.w_scale)) return false;
   return RowGemm::can_implement(row_arguments(a, device, sms)) == cutlass::Status::kSuccess;
 }
 
 template <>
-const char* sm90::row_gemm<LOOM_FP8_ROW_GEMM_TILE_M>(const Fp8BlockGemmArgs& a, void* workspace,
-                                                     size_t workspace_bytes, cudaStream_t stream) {
+const char* sm90::row_gemm<LOOM_FP8_ROW_GEMM_TILE_M, row_types::kFast>(const Fp8BlockGemmArgs& a,
+                                                                       void* workspace,
+                                                                       size_t workspace_bytes,
+                                                                       cudaStream_t stream) {
   int device = 0, cc = 0, sms = 0;
   if (!sm90::device_info(device, cc, sms)) return "no current CUDA device";
   return sm90::run_gemm<RowGemm>(row_arguments(a, device, sms), workspace, workspace_bytes, stream);

@@ -15,21 +15,6 @@ constexpr int kThreads = 256;
 constexpr int kGroupChunks = 16;  // 8-value chunks per 128-column group
 constexpr int kCached = 8;        // 8-value chunks per thread kept in registers (Token rows)
 
-__device__ float block_max(float v, float* scratch) {
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (lane == 0) scratch[warp] = v;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    float m = 0.0f;
-    for (int w = 0; w < kThreads / 32; ++w) m = fmaxf(m, scratch[w]);
-    scratch[32] = m;
-  }
-  __syncthreads();
-  return scratch[32];
-}
-
 template <Fp8ActMode kMode>
 __global__ void __launch_bounds__(kThreads)
     quantize_rows_kernel(const bf16* __restrict__ x, int64_t rows, int64_t k,
