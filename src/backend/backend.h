@@ -187,8 +187,9 @@ class Backend {
   // next_linear (here and in add_rms_norm, gated_activation_fused): the
   // linear layer that reads out next as its x, if any, so that a backend may
   // prepare that input in the same pass (the CUDA backend quantises it for
-  // FP8 weights there). Only linear calls may come between the two: out must
-  // reach the layer unchanged.
+  // FP8 weights there). That layer must come next, as the next linear or
+  // linear_many call, with out unchanged; such prepared input serves that
+  // one call only.
   virtual void rms_norm(const Tensor& x, const Tensor& w, float eps, float weight_offset,
                         Tensor& out, const LinearWeight* next_linear = nullptr) = 0;
   // residual += x; out = rms_norm(residual) (the pre-norm of the next block).

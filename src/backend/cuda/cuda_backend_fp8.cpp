@@ -138,7 +138,25 @@ LinearWeight CudaBackend::prepare_linear(const LinearWeight& host) {
   return out;
 }
 
+void CudaBackend::linear_many(const Tensor& x, const std::vector<LinearJob>& jobs) {
+  struct Done {  // the prequantised rows end with this call, thrown or not
+    CudaBackend& be;
+    ~Done() {
+      be.in_linear_many_ = false;
+      if (be.fp8_gemm_) be.fp8_gemm_->prequantized_done();
+    }
+  } done{*this};
+  in_linear_many_ = true;
+  Backend::linear_many(x, jobs);
+}
+
 void CudaBackend::linear(const Tensor& x, const LinearWeight& w, const Tensor* bias, Tensor& out) {
+  struct Done {
+    CudaBackend& be;
+    ~Done() {
+      if (!be.in_linear_many_ && be.fp8_gemm_) be.fp8_gemm_->prequantized_done();
+    }
+  } done{*this};
   if (!w.fp8()) return matmul(x, w.weight, bias, out);
   check_cuda_tensor(w.weight, DType::F8_E4M3, "linear weight");
   LOOM_CHECK(w.weight.ndim() == 2, "linear weight must be 2-D [N, K], got {}",

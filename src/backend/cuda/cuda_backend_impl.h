@@ -110,7 +110,10 @@ class CudaBackend final : public Backend {
 
   // --- FP8 linear layers (cuda_backend_fp8.cpp) ---
   LinearWeight prepare_linear(const LinearWeight& host) override;
+  // Rows quantised by the op before (next_linear) serve this one call: the
+  // next linear or linear_many, whatever its x.
   void linear(const Tensor& x, const LinearWeight& w, const Tensor* bias, Tensor& out) override;
+  void linear_many(const Tensor& x, const std::vector<LinearJob>& jobs) override;
   std::optional<LinearWeight> stack_linear(const std::vector<const LinearWeight*>& parts) override;
 
   // --- ops ---
@@ -209,6 +212,7 @@ class CudaBackend final : public Backend {
   cudaDeviceProp props_{};
   std::unique_ptr<Gemm> gemm_;
   std::unique_ptr<Fp8Gemm> fp8_gemm_;  // made by the first FP8 weight
+  bool in_linear_many_ = false;        // linear() leaves prequantised rows to linear_many
   PinnedUploader uploader_;
   // Weights' host -> device copies while the model loads; made by the first
   // weight, freed (its pinned buffers and threads) by the first step.

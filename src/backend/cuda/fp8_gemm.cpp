@@ -152,7 +152,10 @@ Fp8Gemm::Plan Fp8Gemm::make_plan(const Key& key, bool with_bias, bool unit_scale
                                        sizeof(al_d));
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_d,
                                        sizeof(al_d));
-  if (!cublaslt_split_k_) {  // only algorithms that sum all of k in one pass
+  // Only algorithms that sum all of k in one pass; with fast accumulation
+  // always (a split's partial sums would be added in f32, which CUTLASS's
+  // fast-accumulating GEMM never does).
+  if (!cublaslt_split_k_ || fast_accum_) {
     const uint32_t none = CUBLASLT_REDUCTION_SCHEME_NONE;
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &none,
                                          sizeof(none));

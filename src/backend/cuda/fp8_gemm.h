@@ -47,7 +47,8 @@
 // never); run() then skips its quantising pass.
 // LOOM_FP8_FAST_ACCUM=1 (off by default): per-row products keep all of k
 // in the tensor core's accumulator (cuBLASLt's FAST_ACCUM, CUTLASS's
-// FP8FastAccum schedules, which still agree bit for bit; no split-k kernel):
+// FP8FastAccum schedules, which agree bit for bit with cuBLASLt kept to
+// algorithms without split-K, as it then is; no split-k kernel):
 // fewer bits in the sums, a few percent faster on an H100.
 // LOOM_FP8_STREAM=1 (experimental, off by default) sends products of one or
 // two rows, every scheme, to the persistent streaming kernel
@@ -105,8 +106,10 @@ class Fp8Gemm {
   void allow_cublaslt_split_k(bool allow);
   // Per-row scaled products with all of k in the tensor core's accumulator
   // (LOOM_FP8_FAST_ACCUM=1; off by default): cuBLASLt's FAST_ACCUM and
-  // CUTLASS's FP8FastAccum schedules, no f32 promotion every 128 columns; the
-  // split-k kernel (promoted sums) is then not used. Drops the cached plans.
+  // CUTLASS's FP8FastAccum schedules, no f32 promotion every 128 columns;
+  // cuBLASLt then without split-K, so that the two agree bit for bit; the
+  // split-k kernel (promoted sums) is not used unless forced. Drops the
+  // cached plans.
   void set_fast_accum(bool fast);
   struct Stats {
     uint64_t small_m = 0, cublaslt = 0, tiled = 0, cutlass = 0, stream = 0, row_split = 0;
@@ -126,9 +129,10 @@ class Fp8Gemm {
   // mode and static scale), it reads these rows instead. Returns where the
   // producer writes them, or nullopt where run(x, m, w) would not read
   // quantised rows (block-scaled weights, our kernels that quantise on the
-  // fly; LOOM_FP8_PREQUANTIZE=0: always). The rows must reach run()
-  // unchanged; prequantized_done() (or any other rows' quantisation) ends
-  // their use.
+  // fly, forced paths; LOOM_FP8_PREQUANTIZE=0: always). The rows must reach
+  // run() unchanged; prequantized_done() (or any other rows' quantisation)
+  // ends their use (CudaBackend: after the one linear or linear_many call
+  // that follows).
   std::optional<Fp8RowsOut> prequantize(const void* x, int64_t m, const Fp8WeightView& w);
   void prequantized_done() { pre_ = {}; }
 

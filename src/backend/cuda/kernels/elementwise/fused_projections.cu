@@ -225,7 +225,7 @@ __global__ void gated_fused_kernel(const bf16* gu, bf16* out, int64_t rows, int6
 constexpr int kCachedRowChunks = 4;
 
 template <bool kGelu>
-__global__ void gated_fused_fp8_kernel(const bf16* gu, bf16* out, int64_t inter, Fp8RowsOut fp8) {
+__global__ void __launch_bounds__(1024) gated_fused_fp8_kernel(const bf16* gu, bf16* out, int64_t inter, Fp8RowsOut fp8) {
   pdl_trigger();
   __shared__ float scratch[33];
   const int64_t row = blockIdx.x, chunks = inter / 8;
@@ -252,10 +252,14 @@ __global__ void gated_fused_fp8_kernel(const bf16* gu, bf16* out, int64_t inter,
   const float inv = 1.0f / s;
   auto* q = reinterpret_cast<uint2*>(fp8.q + row * inter);
   for (int64_t i = threadIdx.x, j = 0; i < chunks; i += blockDim.x, ++j) {
-    uint4 packed = o_row[i];
+    uint4 packed;
+    if (j < kCachedRowChunks) {
 #pragma unroll
-    for (int c = 0; c < kCachedRowChunks; ++c)
-      if (c == j) packed = cached[c];
+      for (int c = 0; c < kCachedRowChunks; ++c)
+        if (c == j) packed = cached[c];
+    } else {
+      packed = o_row[i];
+    }
     float y[8];
     bf16x8_to_float(packed, y);
     q[i] = fp8x8_from_float(y, inv);

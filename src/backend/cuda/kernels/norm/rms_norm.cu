@@ -22,8 +22,9 @@ __device__ __forceinline__ float weight_at(const W* w, int64_t i) {
 
 // kFp8: fp8.q/fp8.scale get the output rows quantised (vec only).
 template <class W, bool kResidual, bool kFp8>
-__global__ void rms_norm_kernel(const bf16* x_all, bf16* residual_all, const W* w, float offset,
-                                float eps, bf16* out_all, int64_t h, bool vec, Fp8RowsOut fp8) {
+__global__ void __launch_bounds__(1024)
+    rms_norm_kernel(const bf16* x_all, bf16* residual_all, const W* w, float offset, float eps,
+                    bf16* out_all, int64_t h, bool vec, Fp8RowsOut fp8) {
   pdl_trigger();  // the GEMV after this one may start loading its weights
   __shared__ float scratch[33];
   const int64_t row = blockIdx.x;
