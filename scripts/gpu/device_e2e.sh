@@ -49,6 +49,10 @@
 #            512 x 1000/1000 with --quantization fp8 --kv-cache-dtype fp8 (fp8rowstest: the
 #            tests and tables only; fp8rowsbench: the A B A B only, over FP8ROWS_VARIANTS of
 #            cublaslt default split8 split16 cutlass)
+#   attnncu  decode attention at offline-run sizes (bench_cuda_ops --decode-attn: 128-512
+#            sequences x 1k-2k context, bf16 and FP8 KV, TB/s), then Nsight Compute on the
+#            FP8 kernel at 512 x 1536 (speed of light, memory, warp stalls, occupancy,
+#            instruction mix) -> attn_decode.txt, ncu_attn.txt
 #   fp8envab one FP8 environment setting against another, 8B shape, --quantization fp8
 #            --kv-cache-dtype fp8: FP8AB_ENV (a variable, e.g. LOOM_FP8_FAST_ACCUM or
 #            LOOM_FP8_PREQUANTIZE) at each of FP8AB_VALUES (default "0 1"), FP8AB_ROUNDS
@@ -625,6 +629,21 @@ for l in open(sys.argv[1]):
       done
     done
     meta /tmp/fr_all.jsonl "Llama-3-8B shape, --quantization fp8 --kv-cache-dtype fp8, per-row FP8 GEMM choices alternated: cublaslt (LOOM_FP8_CUTLASS_ROWS_FROM=0: cuBLASLt unit scales + scaling pass at every m), default (CUTLASS's row-scaled GEMM from 65 rows), split8/split16 (LOOM_FP8_ROW_SPLIT_ROWS=8/16: the split-k kernel up to that many rows), cutlass (LOOM_FP8_CUTLASS_ROWS_FROM=1); bench latency 128/256 batch ${FP8ROWS_BATCHES:-1,64}; bench offline 1,000 ShareGPT-like 512:16384; 512 x 1000/1000 (round 1)" > "$OUT/fp8_row_gemms.json"
+    ;;
+  attnncu)
+    : > "$OUT/attn_decode.txt"
+    for kv in bf16 fp8; do for seqs in 128 256 512; do for ctx in 1024 1536 2048; do
+      timeout 60 $T/bench_cuda_ops --decode-attn $seqs $ctx $kv 20 2>&1 | tail -1 | tee -a "$OUT/attn_decode.txt"
+    done; done; done
+    ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+    [ -n "$ncu" ] || { echo "no ncu"; continue; }
+    # --decode-attn runs 3 warm-up calls, then records its calls in a graph.
+    timeout 200 "$ncu" --clock-control none -k "regex:paged_attention" --launch-skip 2 --launch-count 1 \
+      --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy \
+      --section SchedulerStats --section LaunchStats --section ComputeWorkloadAnalysis --section InstructionStats \
+      $T/bench_cuda_ops --decode-attn 512 1536 fp8 3 2>&1 | sed -n '/==PROF==/,$p' | grep -v "^ *---" > "$OUT/ncu_attn.txt"
+    echo "ncu rc=${PIPESTATUS[0]}"
+    grep -E "Duration|Memory Throughput|DRAM Throughput|Compute \(SM\)|Achieved Occupancy|Registers Per|Warp Cycles Per Issued|Issue Slots|Stall|Block Limit" "$OUT/ncu_attn.txt" | head -40
     ;;
   fp8envab)
     model8b

@@ -13,6 +13,8 @@
 // 1-64, GQA 4 and 8, bf16 and FP8 KV); --attn-sweep instead sweeps the decode
 // split's LOOM_ATTN_* knobs over a few of those shapes and prints only that.
 // --matmul prints the bf16 and FP8 matmul tables (and the prefill GEMMs') only.
+// --decode-attn SEQS CTX bf16|fp8 [iterations] times one decode attention shape
+// (for profilers).
 // Usage: bench_cuda_ops [iterations] | bench_cuda_ops --attn-sweep|--matmul [iterations]
 #include <cuda_runtime_api.h>
 
@@ -127,9 +129,9 @@ void bench_fp8_matmul(Backend& be, Timer& timer, cudaStream_t stream) {
         // The paths, then cuBLASLt's and CUTLASS's with fast accumulation (per-row scales).
         const bool fast = variant >= 5;
         const cuda::Fp8Gemm::Path path =
-            std::array{cuda::Fp8Gemm::Path::SmallM, cuda::Fp8Gemm::Path::Stream,
+            std::array{cuda::Fp8Gemm::Path::SmallM,   cuda::Fp8Gemm::Path::Stream,
                        cuda::Fp8Gemm::Path::RowSplit, cuda::Fp8Gemm::Path::CublasLt,
-                       cuda::Fp8Gemm::Path::Cutlass, cuda::Fp8Gemm::Path::CublasLt,
+                       cuda::Fp8Gemm::Path::Cutlass,  cuda::Fp8Gemm::Path::CublasLt,
                        cuda::Fp8Gemm::Path::Cutlass}[variant];
         if (fast && block) continue;
         if (path == cuda::Fp8Gemm::Path::SmallM && m > 8) continue;
@@ -199,8 +201,8 @@ void bench_fp8_block_gemm(Backend& be, Timer& timer, cudaStream_t stream) {
       "\n== prefill GEMMs: bf16 vs FP8 per-row (cuBLASLt; CUTLASS; both with fast accumulation) "
       "vs FP8 128x128 blocks (CUTLASS; tiled) ==\n"
       "%-8s %5s %7s %6s %14s %14s %14s %14s %14s %14s %14s\n",
-      "shape", "M", "N", "K", "bf16 TFLOP/s", "fp8-row", "fp8-row cutl", "row fast", "row cutl fast",
-      "fp8-blk cutl", "fp8-blk tiled");
+      "shape", "M", "N", "K", "bf16 TFLOP/s", "fp8-row", "fp8-row cutl", "row fast",
+      "row cutl fast", "fp8-blk cutl", "fp8-blk tiled");
   for (int64_t m : {64, 256, 2048, 8192}) {
     for (const Shape& s : shapes) {
       Tensor wb = filled(be, DType::BF16, {s.n, s.k}, stream);
@@ -379,27 +381,39 @@ struct DecodeCaches {
   }
 };
 
-// Long-context decode attention, one layer: contexts 8k-128k, batch 1-64, GQA
-// 4 (32 q / 8 kv heads) and 8 (64 / 8), bf16 and FP8 KV (the largest, 64 x
-// 128k bf16, is 34 GB of K and V).
-void bench_long_decode(Backend& be, Timer& timer, cudaStream_t stream) {
+// Decode attention, one layer, over (seqs, ctx) shapes: GQA 4 (32 q / 8 kv
+// heads) and, with gqa8, 8 (64 / 8), bf16 and FP8 KV (selected by kvs).
+void bench_decode_table(Backend& be, Timer& timer, cudaStream_t stream, const char* title,
+                        std::initializer_list<bool> kvs, std::initializer_list<int> ctxs,
+                        std::initializer_list<int> batches, bool gqa8) {
   std::printf(
-      "\n== long-context decode attention (8 kv heads, head_dim 128, block 16; one layer) ==\n"
+      "\n== %s (8 kv heads, head_dim 128, block 16; one layer) ==\n"
       "TB/s = (K + V read + q + out) / time; tok/s = sequences / time (one layer's attention);\n"
       "timed in a CUDA graph of calls, as decode steps run\n"
       "%-5s %7s %5s %7s %10s %8s %12s\n",
-      "kv", "q/kv", "seqs", "ctx", "us", "TB/s", "tok/s");
-  for (bool fp8 : {false, true})
-    for (int ctx : {8192, 32768, 131072})
-      for (int seqs : {1, 16, 64}) {
+      title, "kv", "q/kv", "seqs", "ctx", "us", "TB/s", "tok/s");
+  for (bool fp8 : kvs)
+    for (int ctx : ctxs)
+      for (int seqs : batches) {
         DecodeCaches c(be, stream, seqs, ctx, fp8);
         for (int heads : {32, 64}) {
+          if (heads == 64 && !gqa8) continue;
           const double ms = c.ms(be, stream, heads, timer.iters);
           std::printf("%-5s %4d/%-2d %5d %7d %10.1f %8.2f %12.0f\n", fp8 ? "fp8" : "bf16", heads,
                       DecodeCaches::kKvHeads, seqs, ctx, ms * 1e3, c.bytes(heads) / ms / 1e9,
                       seqs / ms * 1e3);
         }
       }
+}
+
+// Long-context decode attention: contexts 8k-128k, batch 1-64, GQA 4 and 8
+// (the largest, 64 x 128k bf16, is 34 GB of K and V); then large batches at
+// the contexts of offline runs (512 x 1,000 in / 1,000 out ends at 2k).
+void bench_long_decode(Backend& be, Timer& timer, cudaStream_t stream) {
+  bench_decode_table(be, timer, stream, "long-context decode attention", {false, true},
+                     {8192, 32768, 131072}, {1, 16, 64}, true);
+  bench_decode_table(be, timer, stream, "batched decode attention", {false, true}, {1024, 2048},
+                     {128, 256, 512}, false);
 }
 
 // The decode split's knobs (LOOM_ATTN_PARTITION_KEYS, LOOM_ATTN_BLOCKS_PER_SM,
@@ -561,6 +575,23 @@ int main(int argc, char** argv) {
     return 0;
   }
   const bool sweep = argc > 1 && std::strcmp(argv[1], "--attn-sweep") == 0;
+  if (argc > 4 && std::strcmp(argv[1], "--decode-attn") == 0) {
+    // One decode attention shape (for profilers): SEQS CTX bf16|fp8 [iterations].
+    auto be = make_cuda_backend(0);
+    auto stream = static_cast<cudaStream_t>(cuda_backend_stream(*be));
+    const int seqs = std::atoi(argv[2]), ctx = std::atoi(argv[3]);
+    const bool fp8 = std::strcmp(argv[4], "fp8") == 0;
+    const int n = argc > 5 ? std::max(1, std::atoi(argv[5])) : 20;
+    if (seqs < 1 || ctx < 1) {
+      std::printf("--decode-attn SEQS CTX bf16|fp8 [iterations]\n");
+      return 2;
+    }
+    DecodeCaches c(*be, stream, seqs, ctx, fp8);
+    const double ms = c.ms(*be, stream, 32, n);
+    std::printf("decode attention %s 32/8 heads, %d seqs x %d ctx: %.1f us, %.2f TB/s\n",
+                fp8 ? "fp8" : "bf16", seqs, ctx, ms * 1e3, c.bytes(32) / ms / 1e9);
+    return 0;
+  }
   const bool matmul_only = argc > 1 && std::strcmp(argv[1], "--matmul") == 0;
   const int iters_arg = sweep || matmul_only ? 2 : 1;
   const int iters = argc > iters_arg ? std::atoi(argv[iters_arg]) : 20;
