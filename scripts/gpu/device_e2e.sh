@@ -50,7 +50,8 @@
 #            tests and tables only; fp8rowsbench: the A B A B only, over FP8ROWS_VARIANTS of
 #            cublaslt default split8 split16 cutlass)
 #   attnncu  decode attention at offline-run sizes (bench_cuda_ops --decode-attn: 128-512
-#            sequences x 1k-2k context, bf16 and FP8 KV, TB/s), then Nsight Compute on the
+#            sequences x 1k-2k context, bf16 and FP8 KV, TB/s; blocks token first and
+#            LOOM_ATTN_HEADS_FIRST=1 alternated), then Nsight Compute on the
 #            FP8 kernel at 512 x 1536 (speed of light, memory, warp stalls, occupancy,
 #            instruction mix) -> attn_decode.txt, ncu_attn.txt
 #   fp8envab one FP8 environment setting against another, 8B shape, --quantization fp8
@@ -633,7 +634,11 @@ for l in open(sys.argv[1]):
   attnncu)
     : > "$OUT/attn_decode.txt"
     for kv in bf16 fp8; do for seqs in 128 256 512; do for ctx in 1024 1536 2048; do
-      timeout 60 $T/bench_cuda_ops --decode-attn $seqs $ctx $kv 20 2>&1 | tail -1 | tee -a "$OUT/attn_decode.txt"
+      for first in 0 1; do  # blocks ordered token first (default) or kv head first
+        echo -n "LOOM_ATTN_HEADS_FIRST=$first " | tee -a "$OUT/attn_decode.txt"
+        LOOM_ATTN_HEADS_FIRST=$first timeout 60 $T/bench_cuda_ops --decode-attn $seqs $ctx $kv 20 2>&1 |
+          tail -1 | tee -a "$OUT/attn_decode.txt"
+      done
     done; done; done
     ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
     [ -n "$ncu" ] || { echo "no ncu"; continue; }

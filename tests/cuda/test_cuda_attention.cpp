@@ -115,25 +115,31 @@ TEST_F(CudaAttentionTest, LongContextsSplitKeys) {
 // GQA 4 and 8, with and without a sliding window, over bf16 and FP8 caches
 // (the CUDA-core and the tensor-core kernel); then under other split
 // settings (LOOM_ATTN_*: short partitions up to the partition cap, few heads
-// per block, more blocks per SM), which must match the reference as well.
+// per block, more blocks per SM), which must match the reference as well,
+// and with the blocks ordered heads first (LOOM_ATTN_HEADS_FIRST=1), which
+// must give the default's bits.
 TEST_F(CudaAttentionTest, LongContextsManyPartitions) {
   const std::vector<Seq> seqs = {{1, 20011}, {1, 7001}, {3, 12000}, {1, 16384}};
   struct Setting {
     const char* partition_keys;
     const char* blocks_per_sm;
     const char* heads_per_block;
+    const char* heads_first;
   };
   std::vector<std::pair<std::string, std::unique_ptr<Backend>>> split;  // besides gpu_'s defaults
-  for (const Setting& set : {Setting{"64", "8", "2"}, Setting{"4096", "1", "8"}}) {
+  for (const Setting& set : {Setting{"64", "8", "2", "0"}, Setting{"4096", "1", "8", "0"},
+                             Setting{"1024", "0", "8", "1"}}) {
     ::setenv("LOOM_ATTN_PARTITION_KEYS", set.partition_keys, 1);
     ::setenv("LOOM_ATTN_BLOCKS_PER_SM", set.blocks_per_sm, 1);
     ::setenv("LOOM_ATTN_HEADS_PER_BLOCK", set.heads_per_block, 1);
-    split.emplace_back(std::string("P/B/H ") + set.partition_keys + "/" + set.blocks_per_sm + "/" +
-                           set.heads_per_block,
+    ::setenv("LOOM_ATTN_HEADS_FIRST", set.heads_first, 1);
+    split.emplace_back(std::string("P/B/H/F ") + set.partition_keys + "/" + set.blocks_per_sm +
+                           "/" + set.heads_per_block + "/" + set.heads_first,
                        make_cuda_backend(0));
     ::unsetenv("LOOM_ATTN_PARTITION_KEYS");
     ::unsetenv("LOOM_ATTN_BLOCKS_PER_SM");
     ::unsetenv("LOOM_ATTN_HEADS_PER_BLOCK");
+    ::unsetenv("LOOM_ATTN_HEADS_FIRST");
   }
   for (bool fp8 : {false, true})
     for (auto [heads, kvh] : {std::pair{32, 8}, {64, 8}})
@@ -144,10 +150,15 @@ TEST_F(CudaAttentionTest, LongContextsManyPartitions) {
         sc.fp8_kv = fp8;
         SCOPED_TRACE(describe(sc));
         const std::vector<float> want = run_scenario(*cpu_, sc);
-        check_and_report(run_scenario(*gpu_, sc), want, 1e-2, 3e-3, sc, "long ctx");
+        const std::vector<float> got = run_scenario(*gpu_, sc);
+        check_and_report(got, want, 1e-2, 3e-3, sc, "long ctx");
         for (auto& [name, be] : split) {
           SCOPED_TRACE(name);
-          check_and_report(run_scenario(*be, sc), want, 1e-2, 3e-3, sc, name);
+          const std::vector<float> other = run_scenario(*be, sc);
+          check_and_report(other, want, 1e-2, 3e-3, sc, name);
+          if (name.back() == '1') {
+            EXPECT_EQ(other, got) << "heads first vs tokens first";
+          }
         }
       }
 }

@@ -37,6 +37,9 @@ struct AttentionSplit {
   int64_t max_partition_keys = 1024;
   int blocks_per_sm = 0;
   int max_heads_per_block = 8;
+  // CUDA blocks ordered kv head (chunk) first, then token: the blocks that
+  // run together read neighbouring head slices of the same cache slots.
+  bool heads_first = false;
 };
 
 // Keys per partition and partition count for tokens of up to max_keys keys,
@@ -49,7 +52,8 @@ struct DecodePartitions {
 DecodePartitions decode_partitions(int64_t max_keys, int64_t items, int64_t concurrent,
                                    const AttentionSplit& split);
 // AttentionSplit from LOOM_ATTN_PARTITION_KEYS, LOOM_ATTN_BLOCKS_PER_SM and
-// LOOM_ATTN_HEADS_PER_BLOCK (unset: the defaults; a malformed value throws).
+// LOOM_ATTN_HEADS_PER_BLOCK and LOOM_ATTN_HEADS_FIRST (unset: the defaults; a
+// malformed value throws).
 AttentionSplit attention_split_from_env();
 
 inline void check_cuda_tensor(const Tensor& t, DType dtype, const char* what) {

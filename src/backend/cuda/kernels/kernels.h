@@ -224,6 +224,10 @@ struct PagedAttentionArgs : PagedKvArgs {
   int32_t num_tokens = 0;
   int32_t heads_per_block = 0;  // G: 1, 2, 4 or 8 query heads of one kv head per CUDA block
   int32_t head_chunks = 0;      // ceil(group / G)
+  // The grid's x is the kv head chunk and y the token (at most 65535 tokens),
+  // not the other way round: blocks launched together then read neighbouring
+  // head slices of the same cache slots.
+  bool heads_first = false;
   int32_t partition_keys = 0;
   int32_t num_partitions = 1;  // at most kMaxAttnPartitions
   // With num_partitions > 1: the partitions' partials and one arrival counter

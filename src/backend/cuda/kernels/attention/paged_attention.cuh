@@ -125,9 +125,11 @@ __global__ void __launch_bounds__(kAttnThreads, (attn_min_blocks<HD, G, KV>()))
   __shared__ float s_m[kVirtualWarps][G];
   __shared__ float s_l[kVirtualWarps][G];
 
-  const int tok = a.token_index ? a.token_index[blockIdx.x] : static_cast<int>(blockIdx.x);
-  const int kv_head = blockIdx.y / a.head_chunks;
-  const int chunk = blockIdx.y % a.head_chunks;
+  const int tb = static_cast<int>(a.heads_first ? blockIdx.y : blockIdx.x);  // token slot
+  const int hb = static_cast<int>(a.heads_first ? blockIdx.x : blockIdx.y);  // kv head chunk
+  const int tok = a.token_index ? a.token_index[tb] : tb;
+  const int kv_head = hb / a.head_chunks;
+  const int chunk = hb % a.head_chunks;
   const int group = a.num_heads / a.num_kv_heads;
   const int head0 = kv_head * group + chunk * G;
   const int ng = min(G, group - chunk * G);  // heads of this block that exist
@@ -146,8 +148,8 @@ __global__ void __launch_bounds__(kAttnThreads, (attn_min_blocks<HD, G, KV>()))
   if (static_cast<int>(blockIdx.z) >= n_parts) return;
   const int part_lo = lo + static_cast<int>(blockIdx.z) * a.partition_keys;
   const int part_hi = min(hi, part_lo + a.partition_keys);
-  const int64_t row_base = static_cast<int64_t>(tok) * a.num_heads;          // rows of q and out
-  const int64_t part_base = static_cast<int64_t>(blockIdx.x) * a.num_heads;  // rows of the partials
+  const int64_t row_base = static_cast<int64_t>(tok) * a.num_heads;  // rows of q and out
+  const int64_t part_base = static_cast<int64_t>(tb) * a.num_heads;  // rows of the partials
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int vw = lane / kLanesPerKey, sub = lane % kLanesPerKey;
@@ -422,9 +424,7 @@ auto paged_attention_kernel_for(int g) {
 
 template <int HD, class KV>
 void launch_paged_attention_kv(const PagedAttentionArgs& a, cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>(a.num_tokens),
-                  static_cast<unsigned>(a.num_kv_heads * a.head_chunks),
-                  static_cast<unsigned>(a.num_partitions));
+  const dim3 grid = paged_attention_grid(a);
   paged_attention_kernel_for<HD, KV>(a.heads_per_block)<<<grid, kAttnThreads, 0, stream>>>(a);
 }
 

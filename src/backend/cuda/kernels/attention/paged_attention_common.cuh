@@ -16,6 +16,16 @@ namespace loom::cuda {
 
 constexpr float kLog2e = 1.4426950408889634f;
 
+// The decode kernels' grid: (token, kv head chunk, partition), or with
+// a.heads_first (kv head chunk, token, partition). The merge's arrival
+// counters are indexed y * gridDim.x + x either way (one per block pair).
+inline dim3 paged_attention_grid(const PagedAttentionArgs& a) {
+  const auto tokens = static_cast<unsigned>(a.num_tokens);
+  const auto heads = static_cast<unsigned>(a.num_kv_heads * a.head_chunks);
+  const auto parts = static_cast<unsigned>(a.num_partitions);
+  return a.heads_first ? dim3(heads, tokens, parts) : dim3(tokens, heads, parts);
+}
+
 // One Vec (8 or 16 bytes) from global to shared memory, asynchronously;
 // fill == false zero-fills the destination without reading src.
 template <class Vec>
@@ -85,7 +95,7 @@ __device__ __forceinline__ void paged_attention_finish(const PagedAttentionArgs&
   __syncthreads();
   if (threadIdx.x == 0) {
     int32_t* counter =
-        a.partition_counters + static_cast<int64_t>(blockIdx.x) * gridDim.y + blockIdx.y;
+        a.partition_counters + static_cast<int64_t>(blockIdx.y) * gridDim.x + blockIdx.x;
     s_last = atomicAdd(counter, 1) == n_parts - 1;
     if (s_last) *counter = 0;
   }
