@@ -24,7 +24,8 @@
 #            CPU_THREADS (default: one per physical core), and at 2 threads
 #            (32/128 tokens, up to 16 streams)
 #   faults   the server's fault-injection suite against the CUDA build (0.5B-shaped model)
-#   fp8test  FP8 op, model and engine tests (test_cuda_fp8, test_cuda_model, test_cuda_engine)
+#   fp8test  FP8 op, model and engine tests (test_cuda_fp8, _fp8_kv, _fp8_fused, test_cuda_model,
+#            test_cuda_engine)
 #   fp8b1    the FP8 kernels for one or two rows: their test_cuda_fp8 cases, the
 #            one-row GEMM table (small-m kernel, streaming kernel, cuBLASLt; the
 #            streaming kernel also at each FP8_STREAM_CFGS chunk:blocks-per-SM), then
@@ -463,12 +464,13 @@ for r in runs:
     cat /tmp/fp8block.log /tmp/ops.log > "$OUT/fp8block.log"
     ;;
   fp8test)
-    for t in test_cuda_fp8 test_cuda_model test_cuda_engine; do
+    : > "$OUT/fp8test.log"
+    for t in test_cuda_fp8 test_cuda_fp8_kv test_cuda_fp8_fused test_cuda_model test_cuda_engine; do
       timeout 400 $T/$t > /tmp/$t.log 2>&1; echo "$t rc=$? $(tail -1 /tmp/$t.log)"
       grep -E "FAILED|Failure|Expected|Which is|worst|identical|has none|recorded vs" /tmp/$t.log |
         sort -u | head -50
+      cat /tmp/$t.log >> "$OUT/fp8test.log"
     done
-    cat /tmp/test_cuda_fp8.log /tmp/test_cuda_model.log /tmp/test_cuda_engine.log > "$OUT/fp8test.log"
     ;;
   fp8b1)
     timeout 200 $T/test_cuda_fp8 --gtest_filter='*LinearMatches*:*SmallMRowScales*:*RowsIndependent*:*StreamConfigs*' \

@@ -15,11 +15,8 @@
 // 3. a row's result does not depend on the other rows (small-m kernel and
 //    CUTLASS's block-scaled GEMM on sm_90, bitwise) and stacked (fused) FP8
 //    weights give the separate results;
-// 4. FP8 KV cache: write_kv and the fused split_qkv store the CPU backend's
-//    bytes; paged attention over it (flash prefill and decode kernels) vs the
-//    CPU backend attending over the same bytes dequantised (tolerance as the
-//    bf16 attention test: rel 1e-2 + abs 3e-3; the tensor-core decode kernel
-//    rounds the softmax weights to f16, 2^-11 relative, well within).
+// (The FP8 KV cache and the norms' and activation's FP8 output have their own
+// files, test_cuda_fp8_kv.cpp and test_cuda_fp8_fused.cpp.)
 // Each check prints its worst error relative to the tolerance (1.0 = limit),
 // and where cuBLASLt offered no FP8 algorithm.
 #include <cstdio>
@@ -32,59 +29,12 @@
 #include "backend/cuda/kernels/fp8/fp8_kernels.h"
 #include "backend/cuda/kernels/kernels.h"
 #include "core/fp8.h"
+#include "fp8_test_util.h"
 
 namespace loom {
 namespace {
 
 using namespace cudatest;
-
-enum class Scheme { Channel, TensorStatic, Block };
-
-const char* scheme_name(Scheme s) {
-  return s == Scheme::Channel        ? "per-channel/token"
-         : s == Scheme::TensorStatic ? "per-tensor/static"
-                                     : "block/group";
-}
-
-// A host FP8 weight [n, k] of random values quantised by `scheme`.
-LinearWeight make_weight(Scheme scheme, int64_t n, int64_t k, uint32_t seed) {
-  const auto w = random_bf16_values(static_cast<size_t>(n * k), seed, -0.5f, 0.5f);
-  if (scheme == Scheme::Channel) return quantize_fp8_per_channel(cpu_f32(w, {n, k}));
-  LinearWeight out;
-  out.weight = Tensor::cpu(DType::F8_E4M3, {n, k});
-  auto* q = out.weight.data_as<uint8_t>();
-  if (scheme == Scheme::TensorStatic) {
-    float amax = 0;
-    for (float v : w) amax = std::max(amax, std::fabs(v));
-    const float s = fp8_scale_for_amax(amax);
-    for (size_t i = 0; i < w.size(); ++i) q[i] = f32_to_fp8_e4m3(w[i] * (1.0f / s));
-    out.scale_kind = Fp8WeightScale::Tensor;
-    out.scale = cpu_f32({s}, {1});
-    out.activation = Fp8Activation::Static;
-    out.input_scale =
-        cpu_f32({0.9f * 2.0f / 448.0f}, {1});  // inputs in [-2, 2]: a little saturation
-    return out;
-  }
-  const int64_t nb = (n + 127) / 128, kb = (k + 127) / 128;
-  std::vector<float> scale(static_cast<size_t>(nb * kb));
-  for (int64_t i = 0; i < nb; ++i)
-    for (int64_t j = 0; j < kb; ++j) {
-      float amax = 0;
-      for (int64_t r = i * 128; r < std::min(n, i * 128 + 128); ++r)
-        for (int64_t c = j * 128; c < std::min(k, j * 128 + 128); ++c)
-          amax = std::max(amax, std::fabs(w[r * k + c]));
-      const float s =
-          fp8_scale_for_amax(amax * (1.0f + 0.1f * static_cast<float>((i + 2 * j) % 3)));
-      scale[static_cast<size_t>(i * kb + j)] = s;
-      for (int64_t r = i * 128; r < std::min(n, i * 128 + 128); ++r)
-        for (int64_t c = j * 128; c < std::min(k, j * 128 + 128); ++c)
-          q[r * k + c] = f32_to_fp8_e4m3(w[r * k + c] * (1.0f / s));
-    }
-  out.scale_kind = Fp8WeightScale::Block;
-  out.scale = cpu_f32(scale, {nb, kb});
-  out.activation = Fp8Activation::DynamicGroup;
-  return out;
-}
 
 // sum_k dequant(xq) dequant(wq) (+ bias) per output, and sum_k |xq wq|.
 void reference(const LinearWeight& w, const std::vector<float>& x, int64_t m,
@@ -129,18 +79,6 @@ double check_linear(const std::vector<float>& got, const std::vector<double>& wa
   }
   return worst;
 }
-
-class CudaFp8Test : public ::testing::Test {
- protected:
-  void SetUp() override {
-    LOOM_REQUIRE_GPU();
-    gpu_ = make_cuda_backend(0);
-    cpu_ = make_cpu_backend(0);
-    stream_ = static_cast<cudaStream_t>(cuda_backend_stream(*gpu_));
-  }
-  std::unique_ptr<Backend> gpu_, cpu_;
-  cudaStream_t stream_ = nullptr;
-};
 
 TEST_F(CudaFp8Test, QuantizeActivationsMatchesHost) {
   for (Scheme scheme : {Scheme::Channel, Scheme::TensorStatic, Scheme::Block})
@@ -598,6 +536,13 @@ TEST_F(CudaFp8Test, CutlassRowGemmMatchesReference) {
 // n 1024 shapes only) and shape, the weight (host and prepared) and a bias
 // on the n 1024 shapes (as QKV projections have); per m, m random rows of x,
 // their indices and `reference` of the first few (two on the large shapes).
+// Outputs that differ between a and b (same size).
+size_t differing(const std::vector<float>& a, const std::vector<float>& b) {
+  size_t n = 0;
+  for (size_t i = 0; i < a.size(); ++i) n += a[i] != b[i];
+  return n;
+}
+
 struct RowGemmCase {
   Scheme scheme;
   int64_t n, k, m;
@@ -606,6 +551,12 @@ struct RowGemmCase {
   std::vector<float> x;
   std::vector<int64_t> rows;
   std::vector<double> want, abs_sum;
+  // sum |got - want| over the reference's rows.
+  double abs_err(const std::vector<float>& got) const {
+    double e = 0;
+    for (size_t i = 0; i < want.size(); ++i) e += std::fabs(got[i] - want[i]);
+    return e;
+  }
   std::string what() const {
     std::ostringstream o;
     o << scheme_name(scheme) << " n " << n << " k " << k << " m " << m << (bias ? " bias" : "");
@@ -664,16 +615,8 @@ TEST_F(CudaFp8Test, CublasLtAndCutlassRowGemmsAgree) {
         const auto cut = run_rows(*gpu_, cutlass, *c.w, c.x, c.k, c.rows, c.bias);
         // Same bits only where cuBLASLt leaves the scales to the pass.
         if (one_pass.stats().cublaslt_unit_scales == unit_before) return pass_scales = false;
-        size_t differ = 0, differ1 = 0;
-        for (size_t i = 0; i < lt.size(); ++i) {
-          differ += lt[i] != cut[i];
-          differ1 += lt1[i] != cut[i];
-        }
-        double err_lt = 0, err_cut = 0;
-        for (size_t i = 0; i < c.want.size(); ++i) {
-          err_lt += std::fabs(lt[i] - c.want[i]);
-          err_cut += std::fabs(cut[i] - c.want[i]);
-        }
+        const size_t differ = differing(lt, cut), differ1 = differing(lt1, cut);
+        const double err_lt = c.abs_err(lt), err_cut = c.abs_err(cut);
         std::printf(
             "  %-40s cutlass rows vs cublaslt: %5.2f%% of outputs differ, without split-K "
             "%5.2f%%; mean |err| %.3e, %.3e\n",
@@ -715,15 +658,11 @@ TEST_F(CudaFp8Test, FastAccumulationRowGemmsAgree) {
         const auto fast_cut = run_rows(*gpu_, cutlass, *c.w, c.x, c.k, c.rows, c.bias);
         const auto slow = run_rows(*gpu_, promoted, *c.w, c.x, c.k, c.rows, c.bias);
         if (lt.stats().cublaslt_unit_scales == unit_before) return pass_scales = false;
-        size_t differ = 0, from_promoted = 0;
-        for (size_t i = 0; i < fast_lt.size(); ++i) {
-          differ += fast_lt[i] != fast_cut[i];
-          from_promoted += fast_cut[i] != slow[i];
-        }
-        double err_fast = 0, err_slow = 0, worst = 0;
+        const size_t differ = differing(fast_lt, fast_cut),
+                     from_promoted = differing(fast_cut, slow);
+        const double err_fast = c.abs_err(fast_cut), err_slow = c.abs_err(slow);
+        double worst = 0;
         for (size_t i = 0; i < c.want.size(); ++i) {
-          err_fast += std::fabs(fast_cut[i] - c.want[i]);
-          err_slow += std::fabs(slow[i] - c.want[i]);
           const double tol = 4e-3 * std::fabs(c.want[i]) + std::ldexp(c.abs_sum[i], -10) + 1e-6;
           worst = std::max(worst, std::fabs(fast_cut[i] - c.want[i]) / tol);
         }
@@ -774,8 +713,7 @@ TEST_F(CudaFp8Test, RowSplitKernelMatchesCutlass) {
           for (int64_t splits : {int64_t{0}, int64_t{1}, int64_t{3}, groups}) {
             split.force_row_splits(splits);
             const auto sp = run_rows(*gpu_, split, w, x, k, rows, bias);
-            size_t differ = 0;
-            for (size_t i = 0; i < sp.size(); ++i) differ += sp[i] != cut[i];
+            const size_t differ = differing(sp, cut);
             std::ostringstream what;
             what << scheme_name(scheme) << " n " << n << " k " << k << " m " << m
                  << (bias ? " bias" : "") << " splits " << splits;
@@ -894,286 +832,6 @@ TEST_F(CudaFp8Test, CutlassBlockGemmMatchesReference) {
     check_linear(from_gpu_bf16(*gpu_, out), want, abs_sum,
                  "Backend::linear cutlass m " + std::to_string(m));
   }
-}
-
-// --- FP8 KV cache ---
-
-void run_fp8_kv(Backend& gpu, Backend& cpu, Scenario sc) {
-  sc.fp8_kv = true;
-  SCOPED_TRACE(describe(sc));
-  ScenarioRun g(gpu, sc), c(cpu, sc);
-  EXPECT_EQ(g.k_cache_bytes(), c.k_cache_bytes())
-      << "write_kv stored other bytes than the CPU backend";
-  check_and_report(g.attend(), c.attend(), 1e-2, 3e-3, sc, "fp8 kv");
-}
-
-const std::vector<Seq> kMixed = {{1, 1},  {1, 17}, {1, 300}, {13, 40}, {33, 33},
-                                 {5, 16}, {1, 16}, {7, 129}, {1, 32},  {16, 48}};
-
-TEST_F(CudaFp8Test, Fp8KvAttentionMatchesCpu) {
-  // Flash prefill (64, 128, 256) and the tensor-core decode kernel (1, 2, 4
-  // and 8 heads per block; 16 in two chunks of 8); the runtime-sized
-  // CUDA-core decode kernel (80, 96, 112, 40).
-  for (int hd : {64, 128, 256, 80, 96, 112, 40})
-    for (int ratio : {1, 2, 4, 8, 16}) {
-      Scenario sc{2 * ratio, 2, hd, 16, kMixed, {}, static_cast<uint32_t>(hd + ratio)};
-      sc.params.scale = 1.0f / std::sqrt(static_cast<float>(hd));
-      run_fp8_kv(*gpu_, *cpu_, sc);
-    }
-  // Split keys, sliding window and softcap; odd block sizes.
-  for (int hd : {64, 128, 256}) {
-    Scenario sc{
-        8, 1, hd, 16, {{1, 3000}, {1, 5001}, {2, 1025}, {40, 700}}, {}, static_cast<uint32_t>(hd)};
-    sc.params.scale = 1.0f / std::sqrt(static_cast<float>(hd));
-    run_fp8_kv(*gpu_, *cpu_, sc);
-    sc.params.sliding_window = 300;
-    sc.params.logit_softcap = 30.0f;
-    run_fp8_kv(*gpu_, *cpu_, sc);
-  }
-  for (int bs : {1, 8, 32}) {
-    Scenario sc{12, 4, 128, bs, kMixed, {}, static_cast<uint32_t>(bs)};
-    sc.params.scale = 0.0883883f;
-    run_fp8_kv(*gpu_, *cpu_, sc);
-  }
-  // Long contexts in many partitions (ragged, ~20k keys), GQA 4 and 8, with
-  // and without a sliding window.
-  for (auto [heads, kvh] : {std::pair{32, 8}, {64, 8}})
-    for (int window : {0, 5000}) {
-      Scenario sc{heads,
-                  kvh,
-                  128,
-                  16,
-                  {{1, 20011}, {1, 7001}, {3, 12000}, {1, 16384}},
-                  {},
-                  static_cast<uint32_t>(heads + window)};
-      sc.params.scale = 0.0883883f;
-      sc.params.sliding_window = window;
-      run_fp8_kv(*gpu_, *cpu_, sc);
-    }
-}
-
-// split_qkv into an FP8 cache: v stores the bytes write_kv stores, k those of
-// the unfused path (rope, then write_kv) or one E4M3 step away (the two rope
-// kernels may round the rotation to bf16 differently).
-TEST_F(CudaFp8Test, SplitQkvIntoFp8CacheEqualsUnfused) {
-  const int64_t blocks = 6, bs = 16, t = 7;
-  for (int64_t hd : {64, 128, 80})
-    for (auto [heads, kvh] : {std::pair<int64_t, int64_t>{4, 1}, {6, 2}})
-      for (int rot : {static_cast<int>(hd), static_cast<int>(hd / 2)}) {
-        SCOPED_TRACE(::testing::Message()
-                     << "hd " << hd << " heads " << heads << "/" << kvh << " rot " << rot);
-        const int64_t q_dim = heads * hd, kv_dim = kvh * hd;
-        const auto qkv = random_bf16_values(static_cast<size_t>(t * (q_dim + 2 * kv_dim)), 81);
-        std::vector<float> qv, kv, vv;
-        for (int64_t i = 0; i < t; ++i) {
-          const auto row = qkv.begin() + i * (q_dim + 2 * kv_dim);
-          qv.insert(qv.end(), row, row + q_dim);
-          kv.insert(kv.end(), row + q_dim, row + q_dim + kv_dim);
-          vv.insert(vv.end(), row + q_dim + kv_dim, row + q_dim + 2 * kv_dim);
-        }
-        std::vector<float> freq(static_cast<size_t>(rot / 2));
-        for (int j = 0; j < rot / 2; ++j)
-          freq[static_cast<size_t>(j)] = std::pow(10000.0f, -2.0f * j / rot);
-        Tensor pos = gpu_i32(*gpu_, {0, 1, 5, 17, 100, 1000, 4095});
-        Tensor inv = gpu_->prepare_weight(cpu_f32(freq, {rot / 2}));
-        AttentionMetadata meta;
-        meta.slot_mapping = {0, 15, 16, -1, 79, 33, 40};
-        const std::vector<float> scales = fp8_kv_scales(static_cast<int>(kvh));
-        auto fp8_cache = [&] {
-          KvLayerCache c{gpu_->alloc(DType::F8_E4M3, {blocks, bs, kvh, hd}),
-                         gpu_->alloc(DType::F8_E4M3, {blocks, bs, kvh, hd})};
-          c.k_scale = gpu_f32(*gpu_, scales, {kvh});
-          c.v_scale = gpu_f32(*gpu_, scales, {kvh});
-          return c;
-        };
-        KvLayerCache ref = fp8_cache(), got = fp8_cache();
-        Tensor k_ref = gpu_bf16(*gpu_, kv, {t, kvh, hd});
-        gpu_->rope(k_ref, pos, inv, rot, false, 1.1f);
-        gpu_->write_kv(k_ref, gpu_bf16(*gpu_, vv, {t, kvh, hd}), ref, meta);
-        Tensor q = gpu_->alloc(DType::BF16, {t, heads, hd}), none;
-        Backend::QkvRope r{&pos, &inv, rot, false, 1.1f};
-        gpu_->split_qkv(gpu_bf16(*gpu_, qkv, {t, q_dim + 2 * kv_dim}), &r, q, none, none, &got,
-                        &meta);
-        auto bytes = [&](const Tensor& c) {
-          std::vector<uint8_t> b(static_cast<size_t>(c.nbytes()));
-          gpu_->copy_to_host(b.data(), c, b.size());
-          return b;
-        };
-        EXPECT_EQ(bytes(got.v), bytes(ref.v));
-        const auto gk = bytes(got.k), rk = bytes(ref.k);
-        int off_by_one = 0, bad = 0;
-        for (size_t i = 0; i < gk.size(); ++i) {
-          if (gk[i] == rk[i]) continue;
-          const float a = fp8_e4m3_to_f32(gk[i]), b = fp8_e4m3_to_f32(rk[i]);
-          if (std::fabs(a - b) <= 0.13f * std::max(std::fabs(a), std::fabs(b)) + 0.002f)
-            ++off_by_one;
-          else if (bad++ < 5)
-            ADD_FAILURE() << "k byte " << i << ": " << a << " vs " << b;
-        }
-        EXPECT_LE(off_by_one, static_cast<int>(gk.size() / 50)) << "k bytes one E4M3 step apart";
-      }
-}
-
-// An rms_norm, add_rms_norm or fused gated activation told which FP8 layer
-// reads its output next writes those rows quantised in the same pass, and
-// the layer reads them: its outputs (and the norm's, the residual's, the
-// activation's) are bit for bit those of quantising separately, for per-token
-// and static activations, m from 1 to past the CUTLASS switch, rows of one or
-// several 8-value pieces per thread (k 16400: the norm reads its own output
-// back; inter 33040: the activation does). Block-scaled layers quantise x
-// themselves (nothing prequantised), and a layer on other rows in between
-// ends the prequantised rows' use.
-TEST_F(CudaFp8Test, NormAndActivationQuantiseForTheNextLayer) {
-  const float eps = 1e-5f;
-  for (Scheme scheme : {Scheme::Channel, Scheme::TensorStatic, Scheme::Block}) {
-    for (int64_t k : {int64_t{1040}, int64_t{16400}}) {
-      const LinearWeight w = gpu_->prepare_linear(make_weight(scheme, 256, k, 11));
-      const auto nw = random_bf16_values(static_cast<size_t>(k), 12, 0.5f, 1.5f);
-      const Tensor norm_w = cpu_f32(nw, {k});
-      for (int64_t m : {int64_t{1}, int64_t{5}, int64_t{80}}) {
-        SCOPED_TRACE(std::string(scheme_name(scheme)) + " k " + std::to_string(k) + " m " +
-                     std::to_string(m));
-        const auto x = random_bf16_values(static_cast<size_t>(m * k), 13, -2, 2);
-        const auto res = random_bf16_values(static_cast<size_t>(m * k), 14, -2, 2);
-        const bool fused = scheme != Scheme::Block;
-        // res: add_rms_norm's residual, or none (rms_norm); next: the layer told, or none.
-        auto run = [&](bool add, const LinearWeight* next, std::vector<float>* h_out,
-                       std::vector<float>* res_out) {
-          Tensor gx = gpu_bf16(*gpu_, x, {m, k}), gr = gpu_bf16(*gpu_, res, {m, k});
-          Tensor h = gpu_->alloc(DType::BF16, {m, k}), out = gpu_->alloc(DType::BF16, {m, 256});
-          if (add)
-            gpu_->add_rms_norm(gx, gr, norm_w, eps, 0.0f, h, next);
-          else
-            gpu_->rms_norm(gx, norm_w, eps, 0.0f, h, next);
-          gpu_->linear(h, w, nullptr, out);
-          *h_out = from_gpu_bf16(*gpu_, h);
-          *res_out = from_gpu_bf16(*gpu_, gr);
-          return from_gpu_bf16(*gpu_, out);
-        };
-        for (bool add : {false, true}) {
-          std::vector<float> h0, h1, r0, r1;
-          const auto want = run(add, nullptr, &h0, &r0);
-          const uint64_t before = cuda_backend_fp8_prequantized(*gpu_);
-          const auto got = run(add, &w, &h1, &r1);
-          EXPECT_EQ(cuda_backend_fp8_prequantized(*gpu_) - before, fused ? 1u : 0u);
-          EXPECT_EQ(h1, h0) << (add ? "add_rms_norm" : "rms_norm") << " output";
-          EXPECT_EQ(r1, r0) << "residual";
-          EXPECT_EQ(got, want) << (add ? "add_rms_norm" : "rms_norm") << " -> linear";
-        }
-      }
-    }
-  }
-  // The gated activation before a down projection.
-  for (Scheme scheme : {Scheme::Channel, Scheme::TensorStatic}) {
-    for (int64_t inter : {int64_t{1040}, int64_t{33040}}) {
-      const LinearWeight w = gpu_->prepare_linear(make_weight(scheme, 256, inter, 21));
-      for (int64_t m : {int64_t{1}, int64_t{3}, int64_t{70}}) {
-        if (inter > 2000 && m > 3) continue;
-        for (GatedActivation act : {GatedActivation::Silu, GatedActivation::GeluTanh}) {
-          SCOPED_TRACE(std::string(scheme_name(scheme)) + " inter " + std::to_string(inter) +
-                       " m " + std::to_string(m) +
-                       (act == GatedActivation::Silu ? " silu" : " gelu"));
-          const auto gu = random_bf16_values(static_cast<size_t>(m * 2 * inter), 22, -3, 3);
-          auto run = [&](const LinearWeight* next, std::vector<float>* act_out) {
-            Tensor a = gpu_->alloc(DType::BF16, {m, inter}),
-                   out = gpu_->alloc(DType::BF16, {m, 256});
-            gpu_->gated_activation_fused(gpu_bf16(*gpu_, gu, {m, 2 * inter}), act, a, next);
-            gpu_->linear(a, w, nullptr, out);
-            *act_out = from_gpu_bf16(*gpu_, a);
-            return from_gpu_bf16(*gpu_, out);
-          };
-          std::vector<float> a0, a1;
-          const auto want = run(nullptr, &a0);
-          const uint64_t before = cuda_backend_fp8_prequantized(*gpu_);
-          const auto got = run(&w, &a1);
-          EXPECT_EQ(cuda_backend_fp8_prequantized(*gpu_) - before, 1u);
-          EXPECT_EQ(a1, a0) << "activation";
-          EXPECT_EQ(got, want) << "activation -> linear";
-        }
-      }
-    }
-  }
-  // The prepared rows serve the one linear or linear_many call that follows.
-  const int64_t k = 1040, m = 4;
-  const LinearWeight w = gpu_->prepare_linear(make_weight(Scheme::Channel, 256, k, 31));
-  Tensor gx = gpu_bf16(*gpu_, random_bf16_values(static_cast<size_t>(m * k), 32, -2, 2), {m, k});
-  Tensor other = gpu_bf16(*gpu_, random_bf16_values(static_cast<size_t>(m * k), 33, -2, 2), {m, k});
-  Tensor h = gpu_->alloc(DType::BF16, {m, k}), out = gpu_->alloc(DType::BF16, {m, 256}),
-         out2 = gpu_->alloc(DType::BF16, {m, 256});
-  const Tensor ones = cpu_f32(std::vector<float>(static_cast<size_t>(k), 1.0f), {k});
-  uint64_t before = cuda_backend_fp8_prequantized(*gpu_);
-  gpu_->rms_norm(gx, ones, eps, 0.0f, h, &w);
-  gpu_->linear_many(h, {{&w, nullptr, &out}, {&w, nullptr, &out2}});  // both read them
-  gpu_->linear(h, w, nullptr, out);                                   // quantises again
-  EXPECT_EQ(cuda_backend_fp8_prequantized(*gpu_) - before, 2u);
-  before = cuda_backend_fp8_prequantized(*gpu_);
-  gpu_->rms_norm(gx, ones, eps, 0.0f, h, &w);
-  gpu_->linear(other, w, nullptr, out);  // the call after the norm, on other rows: ends them
-  gpu_->linear(h, w, nullptr, out);
-  EXPECT_EQ(cuda_backend_fp8_prequantized(*gpu_) - before, 0u);
-}
-
-// The kernels' FP8 rows themselves against quantize_fp8_rows run on the
-// bf16 rows they stored: the same bytes and scales (per token and static),
-// for the norm (with and without the residual add) and the gated activation;
-// rows whose length is not a multiple of 16 are refused (nothing launched).
-TEST_F(CudaFp8Test, FusedQuantisedRowsMatchTheQuantiser) {
-  const float eps = 1e-5f;
-  Tensor static_scale = gpu_->alloc(DType::F32, {1});
-  const float s0 = 0.9f * 2.0f / 448.0f;
-  gpu_->copy_from_host(static_scale, &s0, 4);
-  auto bytes = [&](const Tensor& t) {
-    std::vector<uint8_t> b(static_cast<size_t>(t.nbytes()));
-    gpu_->copy_to_host(b.data(), t, b.size());
-    return b;
-  };
-  for (bool is_static : {false, true})
-    for (int64_t h : {int64_t{1040}, int64_t{16400}, int64_t{33040}})
-      for (int64_t m : {int64_t{1}, int64_t{7}}) {
-        SCOPED_TRACE(std::string(is_static ? "static" : "per token") + " h " + std::to_string(h) +
-                     " m " + std::to_string(m));
-        const cuda::Fp8ActMode mode =
-            is_static ? cuda::Fp8ActMode::Static : cuda::Fp8ActMode::Token;
-        const float* ss = is_static ? static_scale.data_as<const float>() : nullptr;
-        Tensor q1 = gpu_->alloc(DType::F8_E4M3, {m, h}), q2 = gpu_->alloc(DType::F8_E4M3, {m, h});
-        Tensor sc1 = gpu_->alloc(DType::F32, {m}), sc2 = gpu_->alloc(DType::F32, {m});
-        cuda::Fp8RowsOut rows{q1.data_as<uint8_t>(), sc1.data_as<float>(), ss};
-        auto compare = [&](const Tensor& stored, const char* what) {
-          cuda::quantize_fp8_rows(stored.data(), m, m, h, mode, ss, q2.data_as<uint8_t>(),
-                                  sc2.data_as<float>(), m, stream_);
-          EXPECT_EQ(bytes(q1), bytes(q2)) << what << " FP8 rows";
-          EXPECT_EQ(bytes(sc1), bytes(sc2)) << what << " scales";
-        };
-        Tensor x =
-            gpu_bf16(*gpu_, random_bf16_values(static_cast<size_t>(m * h), 61, -2, 2), {m, h});
-        Tensor res =
-            gpu_bf16(*gpu_, random_bf16_values(static_cast<size_t>(m * h), 62, -2, 2), {m, h});
-        Tensor nw = gpu_->alloc(DType::F32, {h});
-        const auto nwv = random_bf16_values(static_cast<size_t>(h), 63, 0.5f, 1.5f);
-        gpu_->copy_from_host(nw, nwv.data(), nwv.size() * 4);
-        Tensor out = gpu_->alloc(DType::BF16, {m, h});
-        for (bool add : {false, true}) {
-          ASSERT_TRUE(cuda::rms_norm_bf16(x.data(), add ? res.data() : nullptr, nw.data(),
-                                          DType::F32, 0.0f, eps, out.data(), m, h, stream_, &rows));
-          compare(out, add ? "add_rms_norm" : "rms_norm");
-        }
-        for (bool gelu : {false, true}) {
-          Tensor gu = gpu_bf16(*gpu_, random_bf16_values(static_cast<size_t>(m * 2 * h), 64, -3, 3),
-                               {m, 2 * h});
-          ASSERT_TRUE(
-              cuda::gated_activation_fused_bf16(gu.data(), out.data(), m, h, gelu, stream_, &rows));
-          compare(out, gelu ? "gelu" : "silu");
-        }
-      }
-  // Rows of 1032 values (not a multiple of 16): refused.
-  Tensor x = gpu_->alloc(DType::BF16, {2, 1032}), out = gpu_->alloc(DType::BF16, {2, 1032});
-  Tensor nw = gpu_->alloc(DType::F32, {1032}), q = gpu_->alloc(DType::F8_E4M3, {2, 1032});
-  Tensor sc = gpu_->alloc(DType::F32, {2}), gu = gpu_->alloc(DType::BF16, {2, 2064});
-  cuda::Fp8RowsOut rows{q.data_as<uint8_t>(), sc.data_as<float>(), nullptr};
-  EXPECT_FALSE(cuda::rms_norm_bf16(x.data(), nullptr, nw.data(), DType::F32, 0.0f, eps, out.data(),
-                                   2, 1032, stream_, &rows));
-  EXPECT_FALSE(
-      cuda::gated_activation_fused_bf16(gu.data(), out.data(), 2, 1032, false, stream_, &rows));
 }
 
 }  // namespace
