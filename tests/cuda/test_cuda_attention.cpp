@@ -116,8 +116,9 @@ TEST_F(CudaAttentionTest, LongContextsSplitKeys) {
 // (the CUDA-core and the tensor-core kernel); then under other split
 // settings (LOOM_ATTN_*: short partitions up to the partition cap, few heads
 // per block, more blocks per SM), which must match the reference as well,
-// and with the blocks ordered heads first (LOOM_ATTN_HEADS_FIRST=1), which
-// must give the default's bits.
+// and with the blocks ordered token first and no L2 prefetch hint
+// (LOOM_ATTN_HEADS_FIRST=0, LOOM_ATTN_L2_PREFETCH=0), which must give the
+// default's bits.
 TEST_F(CudaAttentionTest, LongContextsManyPartitions) {
   const std::vector<Seq> seqs = {{1, 20011}, {1, 7001}, {3, 12000}, {1, 16384}};
   struct Setting {
@@ -125,22 +126,29 @@ TEST_F(CudaAttentionTest, LongContextsManyPartitions) {
     const char* blocks_per_sm;
     const char* heads_per_block;
     const char* heads_first;
+    const char* l2_prefetch;
   };
   std::vector<std::pair<std::string, std::unique_ptr<Backend>>> split;  // besides gpu_'s defaults
-  for (const Setting& set : {Setting{"64", "8", "2", "0"}, Setting{"4096", "1", "8", "0"},
-                             Setting{"1024", "0", "8", "1"}}) {
+  for (const Setting& set :
+       {Setting{"64", "8", "2", "1", "256"}, Setting{"4096", "1", "8", "0", "128"},
+        Setting{"1024", "0", "8", "0", "0"}}) {
     ::setenv("LOOM_ATTN_PARTITION_KEYS", set.partition_keys, 1);
     ::setenv("LOOM_ATTN_BLOCKS_PER_SM", set.blocks_per_sm, 1);
     ::setenv("LOOM_ATTN_HEADS_PER_BLOCK", set.heads_per_block, 1);
     ::setenv("LOOM_ATTN_HEADS_FIRST", set.heads_first, 1);
-    split.emplace_back(std::string("P/B/H/F ") + set.partition_keys + "/" + set.blocks_per_sm +
-                           "/" + set.heads_per_block + "/" + set.heads_first,
+    ::setenv("LOOM_ATTN_L2_PREFETCH", set.l2_prefetch, 1);
+    split.emplace_back(std::string("P/B/H/F/L2 ") + set.partition_keys + "/" + set.blocks_per_sm +
+                           "/" + set.heads_per_block + "/" + set.heads_first + "/" +
+                           set.l2_prefetch,
                        make_cuda_backend(0));
     ::unsetenv("LOOM_ATTN_PARTITION_KEYS");
     ::unsetenv("LOOM_ATTN_BLOCKS_PER_SM");
     ::unsetenv("LOOM_ATTN_HEADS_PER_BLOCK");
     ::unsetenv("LOOM_ATTN_HEADS_FIRST");
+    ::unsetenv("LOOM_ATTN_L2_PREFETCH");
   }
+  // The last setting splits as the defaults do: the same bits.
+  const std::string same_split = split.back().first;
   for (bool fp8 : {false, true})
     for (auto [heads, kvh] : {std::pair{32, 8}, {64, 8}})
       for (int window : {0, 5000}) {
@@ -156,8 +164,8 @@ TEST_F(CudaAttentionTest, LongContextsManyPartitions) {
           SCOPED_TRACE(name);
           const std::vector<float> other = run_scenario(*be, sc);
           check_and_report(other, want, 1e-2, 3e-3, sc, name);
-          if (name.back() == '1') {
-            EXPECT_EQ(other, got) << "heads first vs tokens first";
+          if (name == same_split) {
+            EXPECT_EQ(other, got) << "token first, no prefetch hint vs the defaults";
           }
         }
       }
@@ -207,7 +215,9 @@ TEST_F(CudaAttentionTest, RejectsBadSplitSettings) {
   for (auto [name, value] : {std::pair{"LOOM_ATTN_PARTITION_KEYS", "16"},
                              {"LOOM_ATTN_PARTITION_KEYS", "1k"},
                              {"LOOM_ATTN_BLOCKS_PER_SM", "-1"},
-                             {"LOOM_ATTN_HEADS_PER_BLOCK", "3"}}) {
+                             {"LOOM_ATTN_HEADS_PER_BLOCK", "3"},
+                             {"LOOM_ATTN_HEADS_FIRST", "2"},
+                             {"LOOM_ATTN_L2_PREFETCH", "64"}}) {
     ::setenv(name, value, 1);
     EXPECT_THROW(static_cast<void>(make_cuda_backend(0)), Error) << name << "=" << value;
     ::unsetenv(name);

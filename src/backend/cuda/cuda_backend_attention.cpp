@@ -29,7 +29,10 @@ AttentionSplit attention_split_from_env() {
       static_cast<int>(env_int("LOOM_ATTN_HEADS_PER_BLOCK", 1, 8, s.max_heads_per_block));
   LOOM_CHECK(std::has_single_bit(static_cast<unsigned>(s.max_heads_per_block)),
              "LOOM_ATTN_HEADS_PER_BLOCK={} must be 1, 2, 4 or 8", s.max_heads_per_block);
-  s.heads_first = env_int("LOOM_ATTN_HEADS_FIRST", 0, 1, 0) == 1;
+  s.heads_first = env_int("LOOM_ATTN_HEADS_FIRST", 0, 1, s.heads_first ? 1 : 0) == 1;
+  s.l2_prefetch = static_cast<int>(env_int("LOOM_ATTN_L2_PREFETCH", 0, 256, s.l2_prefetch));
+  LOOM_CHECK(s.l2_prefetch == 0 || s.l2_prefetch == 128 || s.l2_prefetch == 256,
+             "LOOM_ATTN_L2_PREFETCH={} must be 0, 128 or 256", s.l2_prefetch);
   return s;
 }
 
@@ -189,6 +192,7 @@ void CudaBackend::paged_attention(const Tensor& q, const KvLayerCache& cache,
   a.heads_per_block = g;
   a.head_chunks = static_cast<int32_t>(chunks);
   a.heads_first = attn_split_.heads_first && num_old <= 65535;  // tokens along grid y
+  a.l2_prefetch = attn_split_.l2_prefetch;
   a.partition_keys = static_cast<int32_t>(std::min<int64_t>(parts.keys, int64_t{1} << 30));
   a.num_partitions = static_cast<int32_t>(parts.count);
   if (a.num_partitions > 1) {

@@ -39,7 +39,12 @@ struct AttentionSplit {
   int max_heads_per_block = 8;
   // CUDA blocks ordered kv head (chunk) first, then token: the blocks that
   // run together read neighbouring head slices of the same cache slots.
-  bool heads_first = false;
+  bool heads_first = true;
+  // Bytes the L2 fetches from memory around each cache read of the decode
+  // kernels: 128 or 256 (cp.async's L2 prefetch hint), 0: no hint. An FP8
+  // cache slot holds a kv head's keys in 128 bytes (head size 128), which
+  // one hint of 128 bytes fetches whole.
+  int l2_prefetch = 128;
 };
 
 // Keys per partition and partition count for tokens of up to max_keys keys,
@@ -51,9 +56,9 @@ struct DecodePartitions {
 };
 DecodePartitions decode_partitions(int64_t max_keys, int64_t items, int64_t concurrent,
                                    const AttentionSplit& split);
-// AttentionSplit from LOOM_ATTN_PARTITION_KEYS, LOOM_ATTN_BLOCKS_PER_SM and
-// LOOM_ATTN_HEADS_PER_BLOCK and LOOM_ATTN_HEADS_FIRST (unset: the defaults; a
-// malformed value throws).
+// AttentionSplit from LOOM_ATTN_PARTITION_KEYS, LOOM_ATTN_BLOCKS_PER_SM,
+// LOOM_ATTN_HEADS_PER_BLOCK, LOOM_ATTN_HEADS_FIRST and LOOM_ATTN_L2_PREFETCH
+// (unset: the defaults; a malformed value throws).
 AttentionSplit attention_split_from_env();
 
 inline void check_cuda_tensor(const Tensor& t, DType dtype, const char* what) {

@@ -228,6 +228,7 @@ struct PagedAttentionArgs : PagedKvArgs {
   // not the other way round: blocks launched together then read neighbouring
   // head slices of the same cache slots.
   bool heads_first = false;
+  int32_t l2_prefetch = 0;  // 0, 128 or 256: the L2 prefetch hint of the cache reads
   int32_t partition_keys = 0;
   int32_t num_partitions = 1;  // at most kMaxAttnPartitions
   // With num_partitions > 1: the partitions' partials and one arrival counter

@@ -215,8 +215,8 @@ __global__ void __launch_bounds__(kAttnThreads, (attn_min_blocks<HD, G, KV>()))
       const int in_block = shift >= 0 ? key & (bs - 1) : key % bs;
       const int64_t off =
           fill ? (static_cast<int64_t>(entries[j]) * bs + in_block) * slot_stride : 0;
-      attn_copy_async(&stage[j][0][threadIdx.x], kbase + off, fill);
-      attn_copy_async(&stage[j][1][threadIdx.x], vbase + off, fill);
+      attn_copy_async(&stage[j][0][threadIdx.x], kbase + off, fill, a.l2_prefetch);
+      attn_copy_async(&stage[j][1][threadIdx.x], vbase + off, fill, a.l2_prefetch);
     }
   };
 

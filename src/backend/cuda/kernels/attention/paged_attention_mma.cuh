@@ -236,11 +236,12 @@ __global__ void __launch_bounds__(MmaAttnShape<HD>::kThreads, MmaAttnShape<HD>::
       if (i < 2) {
 #pragma unroll
         for (int q = 0; q < kKChunks; ++q)
-          attn_copy_async(&st.k[i][q][lane], kbase + off + 16 * (c + 4 * q), fill);
+          attn_copy_async(&st.k[i][q][lane], kbase + off + 16 * (c + 4 * q), fill, a.l2_prefetch);
       } else {
 #pragma unroll
         for (int v = 0; v < kVVecs; ++v)
-          attn_copy_async(&st.v[i - 2][v][lane], vbase + off + kVecBytes * (g + 8 * v), fill);
+          attn_copy_async(&st.v[i - 2][v][lane], vbase + off + kVecBytes * (g + 8 * v), fill,
+                          a.l2_prefetch);
       }
     }
   };
