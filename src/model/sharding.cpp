@@ -110,6 +110,36 @@ Tensor slice_rows_with_zero_row(const Tensor& t, const std::string& name, int64_
   return out;
 }
 
+// A range of a weight's rows or columns.
+struct Range {
+  int64_t begin = 0, count = 0;
+};
+
+// An FP8 weight's scales for the rows (column-parallel layers) or columns
+// (row-parallel) `r` of its [N, K] weight: per-tensor scales are every
+// rank's; per-channel ones (one per row, [N] or [N, 1]) follow a row slice
+// and are every rank's under a column slice; 128x128-block ones
+// ([ceil(N / bn), ceil(K / bk)]) follow either, which must then start on a
+// block boundary and end on one or at the weight's edge.
+Tensor slice_fp8_scales(const Tensor& t, const std::string& name, const QuantizationConfig& q,
+                        Range r, bool rows, int64_t full) {
+  if (q.weight_scale == Fp8WeightScale::Tensor) return t;
+  if (q.weight_scale == Fp8WeightScale::Channel) {
+    if (!rows) return t;
+    return slice_vector(t.reshape({t.numel()}), name, r.begin, r.count);
+  }
+  const int64_t block =
+      rows ? (q.block_n > 0 ? q.block_n : 128) : (q.block_k > 0 ? q.block_k : 128);
+  const int64_t end = r.begin + r.count;
+  if (r.begin % block != 0 || (end % block != 0 && end != full))
+    LOOM_THROW(
+        "tensor-parallel slice of '{}': {} [{}, {}) of the weight do not fall on its {}-value "
+        "scale blocks; use another --tensor-parallel-size",
+        name, rows ? "rows" : "columns", r.begin, end, block);
+  const int64_t first = r.begin / block, count = (end + block - 1) / block - first;
+  return rows ? slice_rows(t, name, first, count) : slice_cols(t, name, first, count);
+}
+
 class ShardedWeights final : public WeightSource {
  public:
   ShardedWeights(const WeightSource& full, const ModelConfig& c, const TensorParallelShard& s)
@@ -118,7 +148,6 @@ class ShardedWeights final : public WeightSource {
   std::optional<Tensor> find(const std::string& name) const override {
     std::optional<Tensor> t = full_.find(name);
     if (!t) return t;
-    const int64_t hd = c_.head_dim;
     if (name == "token_embd.weight") {
       if (!s_.vocab_parallel) return t;
       return slice_rows_with_zero_row(*t, name, s_.vocab_begin, s_.vocab_rows);
@@ -130,30 +159,70 @@ class ShardedWeights final : public WeightSource {
     if (name.rfind("blk.", 0) != 0) return t;
     const size_t dot = name.find('.', 4);
     if (dot == std::string::npos) return t;
+    // blk.N.<module>.<suffix>: weight, bias, weight_scale, input_scale; kv_cache.<which>.
     const std::string_view part = std::string_view(name).substr(dot + 1);
-    const bool bias = part.ends_with(".bias");
-    auto rows = [&](int64_t begin, int64_t count) {
-      return bias ? slice_vector(*t, name, begin, count) : slice_rows(*t, name, begin, count);
-    };
-    if (part.starts_with("attn_q.")) return rows(s_.heads_begin * hd, s_.num_heads * hd);
-    if (part.starts_with("attn_k.") || part.starts_with("attn_v."))
-      return rows(s_.kv_heads_begin * hd, s_.num_kv_heads * hd);
-    if (part == "attn_output.weight")
-      return slice_cols(*t, name, s_.heads_begin * hd, s_.num_heads * hd);
-    // Added once to the sum of the ranks' partial outputs.
-    if (part == "attn_output.bias") return s_.rank == 0 ? t : std::nullopt;
-    if (part == "ffn_gate.weight" || part == "ffn_up.weight")
-      return rows(s_.inter_begin, s_.inter_size);
-    if (part == "ffn_down.weight") return slice_cols(*t, name, s_.inter_begin, s_.inter_size);
-    if (part.starts_with("ffn_gate.") || part.starts_with("ffn_up.") ||
-        part.starts_with("ffn_down."))
-      LOOM_THROW("tensor parallelism: '{}' is not supported (MLP biases)", name);
+    const size_t dot2 = part.find('.');
+    if (dot2 == std::string_view::npos) return t;
+    const std::string_view module = part.substr(0, dot2), suffix = part.substr(dot2 + 1);
+    if (module == "kv_cache") {
+      // One scale for every KV head, or one per KV head: this rank's.
+      if (t->numel() == 1) return t;
+      if (t->numel() != c_.num_kv_heads)
+        LOOM_THROW(
+            "tensor '{}' has {} values; KV cache scales are one value or one per KV head ({})",
+            name, t->numel(), c_.num_kv_heads);
+      return slice_vector(t->reshape({t->numel()}), name, s_.kv_heads_begin, s_.num_kv_heads);
+    }
+    const bool mlp = module.starts_with("ffn_");
+    if (const std::optional<Range> r = column_parallel_rows(module)) {
+      if (suffix == "weight") return slice_rows(*t, name, r->begin, r->count);
+      if (suffix == "bias" && !mlp) return slice_vector(*t, name, r->begin, r->count);
+      if (suffix == "weight_scale")
+        return slice_fp8_scales(*t, name, c_.quantization, *r, true, full_rows(module));
+      if (suffix == "input_scale") return t;  // static: the same scale on every rank
+      LOOM_THROW("tensor parallelism: '{}' is not supported{}", name, mlp ? " (MLP biases)" : "");
+    }
+    if (const std::optional<Range> r = row_parallel_cols(module)) {
+      if (suffix == "weight") return slice_cols(*t, name, r->begin, r->count);
+      // Added once to the sum of the ranks' partial outputs.
+      if (suffix == "bias" && !mlp) return s_.rank == 0 ? t : std::nullopt;
+      if (suffix == "weight_scale")
+        return slice_fp8_scales(*t, name, c_.quantization, *r, false, full_cols(module));
+      if (suffix == "input_scale") return t;
+      LOOM_THROW("tensor parallelism: '{}' is not supported{}", name, mlp ? " (MLP biases)" : "");
+    }
     return t;  // norms: replicated
   }
 
   std::vector<std::string> names() const override { return full_.names(); }
 
  private:
+  // The rows of a column-parallel layer's [N, K] weight this rank holds.
+  std::optional<Range> column_parallel_rows(std::string_view module) const {
+    const int64_t hd = c_.head_dim;
+    if (module == "attn_q") return Range{s_.heads_begin * hd, s_.num_heads * hd};
+    if (module == "attn_k" || module == "attn_v")
+      return Range{s_.kv_heads_begin * hd, s_.num_kv_heads * hd};
+    if (module == "ffn_gate" || module == "ffn_up") return Range{s_.inter_begin, s_.inter_size};
+    return std::nullopt;
+  }
+  // The columns of a row-parallel layer's weight this rank holds.
+  std::optional<Range> row_parallel_cols(std::string_view module) const {
+    if (module == "attn_output")
+      return Range{s_.heads_begin * c_.head_dim, s_.num_heads * c_.head_dim};
+    if (module == "ffn_down") return Range{s_.inter_begin, s_.inter_size};
+    return std::nullopt;
+  }
+  // N of a column-parallel layer's unsliced weight; K of a row-parallel one.
+  int64_t full_rows(std::string_view module) const {
+    if (module == "attn_q") return c_.num_heads * c_.head_dim;
+    if (module == "attn_k" || module == "attn_v") return c_.num_kv_heads * c_.head_dim;
+    return c_.intermediate_size;
+  }
+  int64_t full_cols(std::string_view module) const {
+    return module == "attn_output" ? c_.num_heads * c_.head_dim : c_.intermediate_size;
+  }
+
   const WeightSource& full_;
   ModelConfig c_;
   TensorParallelShard s_;

@@ -305,10 +305,6 @@ Transformer::Transformer(ModelConfig config, const WeightSource& all_weights, Ba
                  name);
     return backend_.prepare_weight(t);
   };
-  if (c.quantization.fp8 && tp_ && !c.quantization.quantize_at_load)
-    LOOM_THROW(
-        "FP8 checkpoints with --tensor-parallel-size > 1 are not supported yet (their scales are "
-        "not sharded)");
   auto linear = [&](const std::string& name, int64_t rows, int64_t cols) {
     return backend_.prepare_linear(host_linear(weights, c.quantization, name, rows, cols));
   };

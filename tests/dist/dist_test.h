@@ -56,9 +56,19 @@ inline ProcessRun run_local(const std::string& cmd) {
 
 // The fixture architectures the suites compare: GQA with fewer KV heads than
 // ranks (mistral), biases and tied embeddings (qwen2), tied embeddings,
-// sandwich norms, softcaps and sliding layers (gemma3), qk-norm (qwen3), GGUF.
-inline const std::string kFixtureModels[] = {"llama3", "mistral",     "qwen2",      "gemma3",
-                                             "qwen3",  "llama3_gguf", "gemma3_gguf"};
+// sandwich norms, softcaps and sliding layers (gemma3), qk-norm (qwen3), GGUF,
+// FP8 checkpoints (per-channel weight scales and biases: qwen2_fp8_channel;
+// per-tensor scales, static input scales and KV cache scales:
+// llama3_fp8_static), whose scales are sliced with their weights.
+inline const std::string kFixtureModels[] = {"llama3",
+                                             "mistral",
+                                             "qwen2",
+                                             "gemma3",
+                                             "qwen3",
+                                             "llama3_gguf",
+                                             "gemma3_gguf",
+                                             "qwen2_fp8_channel",
+                                             "llama3_fp8_static"};
 
 // One mpirun of `dist_tp_check compare FLAGS` over every fixture (start-up
 // dominates): model -> its JSON line.

@@ -1,8 +1,9 @@
 // Tensor-parallel shard planning and weight slicing (model/sharding.h), on an
 // in-memory WeightSource: head / KV-head / MLP / vocabulary ranges per rank,
 // row and column slices byte for byte (quantised Q8_0 columns on block
-// boundaries), and the refusals (indivisible heads, a quantised column slice
-// that would cut a block).
+// boundaries), FP8 scales sliced with their weights, and the refusals
+// (indivisible heads, a quantised column slice that would cut a block, FP8
+// block scales cut mid-block).
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -47,6 +48,16 @@ ModelConfig config(int64_t heads, int64_t kv_heads) {
   c.num_kv_heads = kv_heads;
   c.head_dim = 16;
   return c;
+}
+
+// Asking `w` for `name` throws loom::Error whose message contains `reason`.
+void expect_refusal(const WeightSource& w, const std::string& name, const std::string& reason) {
+  try {
+    w.get(name);
+    ADD_FAILURE() << "expected a refusal of " << name;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(reason), std::string::npos) << e.what();
+  }
 }
 
 TEST(Sharding, PlansHeadsAndColumns) {
@@ -125,12 +136,81 @@ TEST(Sharding, RefusesColumnSlicesThatCutQuantisedBlocks) {
   MapWeights w;
   w.t["blk.0.ffn_down.weight"] = filled(DType::Q4_K, {256, 256});  // one 256-value block per row
   auto sw = shard_weights(w, c, plan_tensor_parallel(c, 0, 2));
-  try {
-    sw->get("blk.0.ffn_down.weight");
-    FAIL() << "expected a refusal";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("block boundaries"), std::string::npos) << e.what();
-  }
+  expect_refusal(*sw, "blk.0.ffn_down.weight", "block boundaries");
+}
+
+// FP8 scales follow their weight's slice: per-channel scales with the rows
+// of column-parallel layers (every rank's for row-parallel ones), per-tensor
+// and static input scales on every rank, 128x128-block scales by block rows
+// or columns, KV cache scales per KV head by the rank's heads.
+TEST(Sharding, SlicesFp8ScalesWithTheirWeights) {
+  ModelConfig c = config(4, 2);
+  c.quantization.fp8 = true;
+  c.quantization.weight_scale = Fp8WeightScale::Channel;
+  MapWeights w;
+  w.t["blk.0.attn_k.weight"] = filled(DType::F8_E4M3, {32, 64});
+  w.t["blk.0.attn_k.weight_scale"] = filled(DType::F32, {32, 1});
+  w.t["blk.0.ffn_up.weight_scale"] = filled(DType::F32, {128});
+  w.t["blk.0.ffn_down.weight_scale"] = filled(DType::F32, {64, 1});
+  w.t["blk.0.ffn_down.input_scale"] = filled(DType::F32, {1});
+  w.t["blk.0.kv_cache.k_scale"] = filled(DType::F32, {2});
+  w.t["blk.0.kv_cache.v_scale"] = filled(DType::F32, {1});
+  const TensorParallelShard s = plan_tensor_parallel(c, 1, 2);
+  auto sw = shard_weights(w, c, s);
+  auto f32 = [](const Tensor& t, int64_t i) { return t.data_as<float>()[i]; };
+
+  EXPECT_EQ(sw->get("blk.0.attn_k.weight", {16, 64}).data(),
+            w.t["blk.0.attn_k.weight"].slice_rows(16, 16).data());
+  const Tensor k_scale = sw->get("blk.0.attn_k.weight_scale");
+  ASSERT_EQ(k_scale.numel(), 16);
+  EXPECT_EQ(f32(k_scale, 0), f32(w.t["blk.0.attn_k.weight_scale"], 16));
+  const Tensor up_scale = sw->get("blk.0.ffn_up.weight_scale");
+  ASSERT_EQ(up_scale.numel(), 64);
+  EXPECT_EQ(f32(up_scale, 5), f32(w.t["blk.0.ffn_up.weight_scale"], 69));
+  // Row-parallel: every output row is on every rank, and so are its scales.
+  EXPECT_EQ(sw->get("blk.0.ffn_down.weight_scale").numel(), 64);
+  EXPECT_EQ(sw->get("blk.0.ffn_down.input_scale").numel(), 1);
+  const Tensor kv = sw->get("blk.0.kv_cache.k_scale");
+  ASSERT_EQ(kv.numel(), 1);  // KV head 1 of 2
+  EXPECT_EQ(f32(kv, 0), f32(w.t["blk.0.kv_cache.k_scale"], 1));
+  EXPECT_EQ(sw->get("blk.0.kv_cache.v_scale").numel(), 1);
+
+  // Per-tensor weight scales: every rank's.
+  c.quantization.weight_scale = Fp8WeightScale::Tensor;
+  MapWeights wt;
+  wt.t["blk.0.attn_q.weight_scale"] = filled(DType::F32, {1});
+  wt.t["blk.0.attn_output.weight_scale"] = filled(DType::F32, {1});
+  auto st = shard_weights(wt, c, s);
+  EXPECT_EQ(st->get("blk.0.attn_q.weight_scale").numel(), 1);
+  EXPECT_EQ(st->get("blk.0.attn_output.weight_scale").numel(), 1);
+}
+
+TEST(Sharding, SlicesFp8BlockScalesOnBlockBoundaries) {
+  // 8 heads of 64 (q: 512 rows), 4 KV heads, MLP 768 = 6 blocks of 128.
+  ModelConfig c = config(8, 4);
+  c.head_dim = 64;
+  c.hidden_size = 512;
+  c.intermediate_size = 768;
+  c.quantization.fp8 = true;
+  c.quantization.weight_scale = Fp8WeightScale::Block;
+  c.quantization.block_n = c.quantization.block_k = 128;
+  MapWeights w;
+  w.t["blk.0.attn_q.weight_scale"] = filled(DType::F32, {4, 4});    // [512 / 128, 512 / 128]
+  w.t["blk.0.ffn_down.weight_scale"] = filled(DType::F32, {4, 6});  // [512, 768] in blocks
+  auto sw = shard_weights(w, c, plan_tensor_parallel(c, 1, 2));
+  auto f32 = [](const Tensor& t, int64_t i) { return t.data_as<float>()[i]; };
+  const Tensor q = sw->get("blk.0.attn_q.weight_scale", {2, 4});  // block rows 2-3
+  EXPECT_EQ(f32(q, 0), f32(w.t["blk.0.attn_q.weight_scale"], 8));
+  const Tensor d = sw->get("blk.0.ffn_down.weight_scale", {4, 3});  // block columns 3-5
+  EXPECT_EQ(f32(d, 0), f32(w.t["blk.0.ffn_down.weight_scale"], 3));
+  EXPECT_EQ(f32(d, 4), f32(w.t["blk.0.ffn_down.weight_scale"], 6 + 4));
+
+  // 4 ranks: the MLP's 192-column slices cut its scale blocks.
+  auto s4 = shard_weights(w, c, plan_tensor_parallel(c, 1, 4));
+  expect_refusal(*s4, "blk.0.ffn_down.weight_scale", "scale blocks");
+  // An unknown tensor of a sliced layer is refused, not handed out whole.
+  w.t["blk.0.attn_q.output_zero_point"] = filled(DType::F32, {1});
+  EXPECT_THROW(sw->get("blk.0.attn_q.output_zero_point"), Error);
 }
 
 }  // namespace

@@ -3,7 +3,7 @@
 // 1e-4 (relative to the largest logit) and the same greedy tokens on every
 // fixture architecture (GQA with fewer KV heads than ranks: mistral; biases:
 // qwen2; tied embeddings, sandwich norms, softcaps: gemma3; qk-norm: qwen3;
-// GGUF files), and `loom generate --tensor-parallel-size 2` the same output as
+// GGUF files; FP8 checkpoints with per-channel and per-tensor scales), and `loom generate --tensor-parallel-size 2` the same output as
 // one process. A rank that dies or stops makes the job end non-zero within
 // seconds, never hang.
 #include <gtest/gtest.h>
