@@ -52,7 +52,8 @@
 #            cublaslt default split8 split16 cutlass)
 #   attnncu  decode attention at offline-run sizes (bench_cuda_ops --decode-attn: 128-512
 #            sequences x 1k-2k context, bf16 and FP8 KV, TB/s; blocks token first and
-#            LOOM_ATTN_HEADS_FIRST=1 alternated), then Nsight Compute on the
+#            LOOM_ATTN_HEADS_FIRST 1 and 0 alternated; the same bytes over one kv
+#            head, whose 16 slots per block are contiguous), then Nsight Compute on the
 #            FP8 kernel at 512 x 1536 (speed of light, memory, warp stalls, occupancy,
 #            instruction mix) -> attn_decode.txt, ncu_attn.txt
 #   fp8envab one FP8 environment setting against another, 8B shape, --quantization fp8
@@ -642,6 +643,12 @@ for l in open(sys.argv[1]):
           tail -1 | tee -a "$OUT/attn_decode.txt"
       done
     done; done; done
+    # The same bytes with one kv head (8x the sequences): a block's 16 slots of
+    # a head are then one contiguous run, as a head-major cache layout would be.
+    for kv in bf16 fp8; do
+      echo -n "one kv head: " | tee -a "$OUT/attn_decode.txt"
+      timeout 60 $T/bench_cuda_ops --decode-attn 4096 1536 $kv 20 1 2>&1 | tail -1 | tee -a "$OUT/attn_decode.txt"
+    done
     ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
     [ -n "$ncu" ] || { echo "no ncu"; continue; }
     # --decode-attn runs 3 warm-up calls, then records its calls in a graph.

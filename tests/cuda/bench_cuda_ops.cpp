@@ -13,8 +13,9 @@
 // 1-64, GQA 4 and 8, bf16 and FP8 KV); --attn-sweep instead sweeps the decode
 // split's LOOM_ATTN_* knobs over a few of those shapes and prints only that.
 // --matmul prints the bf16 and FP8 matmul tables (and the prefill GEMMs') only.
-// --decode-attn SEQS CTX bf16|fp8 [iterations] times one decode attention shape
-// (for profilers).
+// --decode-attn SEQS CTX bf16|fp8 [iterations] [kv heads] times one decode
+// attention shape (for profilers; 8 kv heads of 128 and 4 query heads each by
+// default).
 // Usage: bench_cuda_ops [iterations] | bench_cuda_ops --attn-sweep|--matmul [iterations]
 #include <cuda_runtime_api.h>
 
@@ -311,22 +312,24 @@ double bench_attention(Backend& be, Timer& timer, cudaStream_t stream, int seqs,
 struct DecodeCaches {
   int seqs, ctx;
   bool fp8;
+  int kv_heads;  // of kHeadDim each: a cache slot holds kv_heads * kHeadDim values
   std::vector<KvLayerCache> copies;
   AttentionMetadata meta;
   static constexpr int kKvHeads = 8, kHeadDim = 128, kBlock = 16;
 
-  DecodeCaches(Backend& be, cudaStream_t stream, int seqs_, int ctx_, bool fp8_)
-      : seqs(seqs_), ctx(ctx_), fp8(fp8_) {
+  DecodeCaches(Backend& be, cudaStream_t stream, int seqs_, int ctx_, bool fp8_,
+               int kv_heads_ = kKvHeads)
+      : seqs(seqs_), ctx(ctx_), fp8(fp8_), kv_heads(kv_heads_) {
     const int blocks_per_seq = (ctx + kBlock - 1) / kBlock;
     const int64_t num_blocks = int64_t{seqs} * blocks_per_seq;
     const DType kv_type = fp8 ? DType::F8_E4M3 : DType::BF16;
     const int n = static_cast<int>(std::min(8.0, std::max(1.0, std::ceil(256e6 / kv_bytes()))));
     for (int i = 0; i < n; ++i) {
-      KvLayerCache c{filled(be, kv_type, {num_blocks, kBlock, kKvHeads, kHeadDim}, stream),
-                     filled(be, kv_type, {num_blocks, kBlock, kKvHeads, kHeadDim}, stream)};
+      KvLayerCache c{filled(be, kv_type, {num_blocks, kBlock, kv_heads, kHeadDim}, stream),
+                     filled(be, kv_type, {num_blocks, kBlock, kv_heads, kHeadDim}, stream)};
       if (fp8) {
-        c.k_scale = filled(be, DType::F32, {kKvHeads}, stream);
-        c.v_scale = filled(be, DType::F32, {kKvHeads}, stream);
+        c.k_scale = filled(be, DType::F32, {kv_heads}, stream);
+        c.v_scale = filled(be, DType::F32, {kv_heads}, stream);
       }
       copies.push_back(std::move(c));
     }
@@ -344,7 +347,7 @@ struct DecodeCaches {
 
   // Bytes of K and V one call reads.
   double kv_bytes() const {
-    return 2.0 * (fp8 ? 1.0 : 2.0) * seqs * static_cast<double>(ctx) * kKvHeads * kHeadDim;
+    return 2.0 * (fp8 ? 1.0 : 2.0) * seqs * static_cast<double>(ctx) * kv_heads * kHeadDim;
   }
 
   // K and V read once, plus q and out (bf16), for `heads` query heads.
@@ -576,20 +579,24 @@ int main(int argc, char** argv) {
   }
   const bool sweep = argc > 1 && std::strcmp(argv[1], "--attn-sweep") == 0;
   if (argc > 4 && std::strcmp(argv[1], "--decode-attn") == 0) {
-    // One decode attention shape (for profilers): SEQS CTX bf16|fp8 [iterations].
+    // One decode attention shape (for profilers): SEQS CTX bf16|fp8
+    // [iterations] [kv heads, 8 by default; 4 query heads each]. One kv head
+    // puts a block's 16 slots of it in one contiguous run (what a cache laid
+    // out head-major per block would read).
     auto be = make_cuda_backend(0);
     auto stream = static_cast<cudaStream_t>(cuda_backend_stream(*be));
     const int seqs = std::atoi(argv[2]), ctx = std::atoi(argv[3]);
     const bool fp8 = std::strcmp(argv[4], "fp8") == 0;
     const int n = argc > 5 ? std::max(1, std::atoi(argv[5])) : 20;
-    if (seqs < 1 || ctx < 1) {
-      std::printf("--decode-attn SEQS CTX bf16|fp8 [iterations]\n");
+    const int kv = argc > 6 ? std::atoi(argv[6]) : DecodeCaches::kKvHeads;
+    if (seqs < 1 || ctx < 1 || kv < 1 || kv > 64) {
+      std::printf("--decode-attn SEQS CTX bf16|fp8 [iterations] [kv heads 1-64]\n");
       return 2;
     }
-    DecodeCaches c(*be, stream, seqs, ctx, fp8);
-    const double ms = c.ms(*be, stream, 32, n);
-    std::printf("decode attention %s 32/8 heads, %d seqs x %d ctx: %.1f us, %.2f TB/s\n",
-                fp8 ? "fp8" : "bf16", seqs, ctx, ms * 1e3, c.bytes(32) / ms / 1e9);
+    DecodeCaches c(*be, stream, seqs, ctx, fp8, kv);
+    const double ms = c.ms(*be, stream, 4 * kv, n);
+    std::printf("decode attention %s %d/%d heads, %d seqs x %d ctx: %.1f us, %.2f TB/s\n",
+                fp8 ? "fp8" : "bf16", 4 * kv, kv, seqs, ctx, ms * 1e3, c.bytes(4 * kv) / ms / 1e9);
     return 0;
   }
   const bool matmul_only = argc > 1 && std::strcmp(argv[1], "--matmul") == 0;
