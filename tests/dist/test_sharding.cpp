@@ -38,6 +38,13 @@ Tensor filled(DType dtype, std::vector<int64_t> shape) {
   return x;
 }
 
+// f32 values 0, 1, 2, ...: every element tells where it came from.
+Tensor counting(std::vector<int64_t> shape) {
+  Tensor x = Tensor::cpu(DType::F32, std::move(shape));
+  for (int64_t i = 0; i < x.numel(); ++i) x.data_as<float>()[i] = static_cast<float>(i);
+  return x;
+}
+
 ModelConfig config(int64_t heads, int64_t kv_heads) {
   ModelConfig c;
   c.vocab_size = 256;
@@ -149,12 +156,12 @@ TEST(Sharding, SlicesFp8ScalesWithTheirWeights) {
   c.quantization.weight_scale = Fp8WeightScale::Channel;
   MapWeights w;
   w.t["blk.0.attn_k.weight"] = filled(DType::F8_E4M3, {32, 64});
-  w.t["blk.0.attn_k.weight_scale"] = filled(DType::F32, {32, 1});
-  w.t["blk.0.ffn_up.weight_scale"] = filled(DType::F32, {128});
-  w.t["blk.0.ffn_down.weight_scale"] = filled(DType::F32, {64, 1});
-  w.t["blk.0.ffn_down.input_scale"] = filled(DType::F32, {1});
-  w.t["blk.0.kv_cache.k_scale"] = filled(DType::F32, {2});
-  w.t["blk.0.kv_cache.v_scale"] = filled(DType::F32, {1});
+  w.t["blk.0.attn_k.weight_scale"] = counting({32, 1});
+  w.t["blk.0.ffn_up.weight_scale"] = counting({128});
+  w.t["blk.0.ffn_down.weight_scale"] = counting({64, 1});
+  w.t["blk.0.ffn_down.input_scale"] = counting({1});
+  w.t["blk.0.kv_cache.k_scale"] = counting({2});
+  w.t["blk.0.kv_cache.v_scale"] = counting({1});
   const TensorParallelShard s = plan_tensor_parallel(c, 1, 2);
   auto sw = shard_weights(w, c, s);
   auto f32 = [](const Tensor& t, int64_t i) { return t.data_as<float>()[i]; };
@@ -175,11 +182,20 @@ TEST(Sharding, SlicesFp8ScalesWithTheirWeights) {
   EXPECT_EQ(f32(kv, 0), f32(w.t["blk.0.kv_cache.k_scale"], 1));
   EXPECT_EQ(sw->get("blk.0.kv_cache.v_scale").numel(), 1);
 
+  // Fewer KV heads than ranks: ranks 2-3 of 4 hold KV head 1, and its scales.
+  const TensorParallelShard r3 = plan_tensor_parallel(config(4, 2), 3, 4);
+  ASSERT_TRUE(r3.kv_replicated);
+  auto s3 = shard_weights(w, c, r3);
+  const Tensor k3 = s3->get("blk.0.attn_k.weight_scale");
+  ASSERT_EQ(k3.numel(), 16);
+  EXPECT_EQ(f32(k3, 0), 16.0f);
+  EXPECT_EQ(f32(s3->get("blk.0.kv_cache.k_scale"), 0), 1.0f);
+
   // Per-tensor weight scales: every rank's.
   c.quantization.weight_scale = Fp8WeightScale::Tensor;
   MapWeights wt;
-  wt.t["blk.0.attn_q.weight_scale"] = filled(DType::F32, {1});
-  wt.t["blk.0.attn_output.weight_scale"] = filled(DType::F32, {1});
+  wt.t["blk.0.attn_q.weight_scale"] = counting({1});
+  wt.t["blk.0.attn_output.weight_scale"] = counting({1});
   auto st = shard_weights(wt, c, s);
   EXPECT_EQ(st->get("blk.0.attn_q.weight_scale").numel(), 1);
   EXPECT_EQ(st->get("blk.0.attn_output.weight_scale").numel(), 1);
@@ -195,8 +211,8 @@ TEST(Sharding, SlicesFp8BlockScalesOnBlockBoundaries) {
   c.quantization.weight_scale = Fp8WeightScale::Block;
   c.quantization.block_n = c.quantization.block_k = 128;
   MapWeights w;
-  w.t["blk.0.attn_q.weight_scale"] = filled(DType::F32, {4, 4});    // [512 / 128, 512 / 128]
-  w.t["blk.0.ffn_down.weight_scale"] = filled(DType::F32, {4, 6});  // [512, 768] in blocks
+  w.t["blk.0.attn_q.weight_scale"] = counting({4, 4});    // [512 / 128, 512 / 128]
+  w.t["blk.0.ffn_down.weight_scale"] = counting({4, 6});  // [512, 768] in blocks
   auto sw = shard_weights(w, c, plan_tensor_parallel(c, 1, 2));
   auto f32 = [](const Tensor& t, int64_t i) { return t.data_as<float>()[i]; };
   const Tensor q = sw->get("blk.0.attn_q.weight_scale", {2, 4});  // block rows 2-3
@@ -209,7 +225,7 @@ TEST(Sharding, SlicesFp8BlockScalesOnBlockBoundaries) {
   auto s4 = shard_weights(w, c, plan_tensor_parallel(c, 1, 4));
   expect_refusal(*s4, "blk.0.ffn_down.weight_scale", "scale blocks");
   // An unknown tensor of a sliced layer is refused, not handed out whole.
-  w.t["blk.0.attn_q.output_zero_point"] = filled(DType::F32, {1});
+  w.t["blk.0.attn_q.output_zero_point"] = counting({1});
   EXPECT_THROW(sw->get("blk.0.attn_q.output_zero_point"), Error);
 }
 
