@@ -129,6 +129,21 @@ __device__ __forceinline__ void cp_async(uint32_t dst, const void* src, int src_
                  "r"(src_bytes)
                  : "memory");
 }
+// cp_async<16> whose L2 fetches l2_prefetch bytes (128 or 256: cp.async's
+// prefetch-size hint) around src from memory; any other value: no hint.
+__device__ __forceinline__ void cp_async16_prefetch(uint32_t dst, const void* src, int src_bytes,
+                                                    int l2_prefetch) {
+  if (l2_prefetch == 256)
+    asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+                 "r"(src_bytes)
+                 : "memory");
+  else if (l2_prefetch == 128)
+    asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+                 "r"(src_bytes)
+                 : "memory");
+  else
+    cp_async<16>(dst, src, src_bytes);
+}
 // Closes this thread's group of cp.async copies issued since the last.
 __device__ __forceinline__ void cp_async_commit() {
   asm volatile("cp.async.commit_group;\n" ::: "memory");

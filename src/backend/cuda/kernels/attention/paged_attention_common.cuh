@@ -33,23 +33,11 @@ inline dim3 paged_attention_grid(const PagedAttentionArgs& a) {
 template <class Vec>
 __device__ __forceinline__ void attn_copy_async(Vec* dst, const void* src, bool fill,
                                                 int l2_prefetch = 0) {
-  const uint32_t d = smem_addr(dst);
   const int n = fill ? static_cast<int>(sizeof(Vec)) : 0;
-  if constexpr (sizeof(Vec) == 16) {
-    if (l2_prefetch == 256) {
-      asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src),
-                   "r"(n)
-                   : "memory");
-      return;
-    }
-    if (l2_prefetch == 128) {
-      asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src),
-                   "r"(n)
-                   : "memory");
-      return;
-    }
-  }
-  cp_async<sizeof(Vec)>(d, src, n);
+  if constexpr (sizeof(Vec) == 16)
+    cp_async16_prefetch(smem_addr(dst), src, n, l2_prefetch);
+  else
+    cp_async<sizeof(Vec)>(smem_addr(dst), src, n);
 }
 
 // 2^x (ex2.approx: -inf and huge negatives give 0).
