@@ -110,34 +110,35 @@ Tensor slice_rows_with_zero_row(const Tensor& t, const std::string& name, int64_
   return out;
 }
 
-// A range of a weight's rows or columns.
-struct Range {
-  int64_t begin = 0, count = 0;
+// This rank's part of a linear layer's [N, K] weight: rows [begin, begin +
+// count) of N (column-parallel) or columns of K (row-parallel), of `full`.
+struct LayerSlice {
+  bool rows = true;
+  int64_t begin = 0, count = 0, full = 0;
 };
 
-// An FP8 weight's scales for the rows (column-parallel layers) or columns
-// (row-parallel) `r` of its [N, K] weight: per-tensor scales are every
-// rank's; per-channel ones (one per row, [N] or [N, 1]) follow a row slice
-// and are every rank's under a column slice; 128x128-block ones
+// An FP8 weight's scales for slice `s` of its weight: per-tensor scales are
+// every rank's; per-channel ones (one per row, [N] or [N, 1]) follow a row
+// slice and are every rank's under a column slice; 128x128-block ones
 // ([ceil(N / bn), ceil(K / bk)]) follow either, which must then start on a
 // block boundary and end on one or at the weight's edge.
 Tensor slice_fp8_scales(const Tensor& t, const std::string& name, const QuantizationConfig& q,
-                        Range r, bool rows, int64_t full) {
+                        const LayerSlice& s) {
   if (q.weight_scale == Fp8WeightScale::Tensor) return t;
   if (q.weight_scale == Fp8WeightScale::Channel) {
-    if (!rows) return t;
-    return slice_vector(t.reshape({t.numel()}), name, r.begin, r.count);
+    if (!s.rows) return t;
+    return slice_vector(t.reshape({t.numel()}), name, s.begin, s.count);
   }
   const int64_t block =
-      rows ? (q.block_n > 0 ? q.block_n : 128) : (q.block_k > 0 ? q.block_k : 128);
-  const int64_t end = r.begin + r.count;
-  if (r.begin % block != 0 || (end % block != 0 && end != full))
+      s.rows ? (q.block_n > 0 ? q.block_n : 128) : (q.block_k > 0 ? q.block_k : 128);
+  const int64_t end = s.begin + s.count;
+  if (s.begin % block != 0 || (end % block != 0 && end != s.full))
     LOOM_THROW(
         "tensor-parallel slice of '{}': {} [{}, {}) of the weight do not fall on its {}-value "
         "scale blocks; use another --tensor-parallel-size",
-        name, rows ? "rows" : "columns", r.begin, end, block);
-  const int64_t first = r.begin / block, count = (end + block - 1) / block - first;
-  return rows ? slice_rows(t, name, first, count) : slice_cols(t, name, first, count);
+        name, s.rows ? "rows" : "columns", s.begin, end, block);
+  const int64_t first = s.begin / block, count = (end + block - 1) / block - first;
+  return s.rows ? slice_rows(t, name, first, count) : slice_cols(t, name, first, count);
 }
 
 class ShardedWeights final : public WeightSource {
@@ -173,54 +174,37 @@ class ShardedWeights final : public WeightSource {
             name, t->numel(), c_.num_kv_heads);
       return slice_vector(t->reshape({t->numel()}), name, s_.kv_heads_begin, s_.num_kv_heads);
     }
+    const std::optional<LayerSlice> sl = layer_slice(module);
+    if (!sl) return t;  // norms: replicated
     const bool mlp = module.starts_with("ffn_");
-    if (const std::optional<Range> r = column_parallel_rows(module)) {
-      if (suffix == "weight") return slice_rows(*t, name, r->begin, r->count);
-      if (suffix == "bias" && !mlp) return slice_vector(*t, name, r->begin, r->count);
-      if (suffix == "weight_scale")
-        return slice_fp8_scales(*t, name, c_.quantization, *r, true, full_rows(module));
-      if (suffix == "input_scale") return t;  // static: the same scale on every rank
-      LOOM_THROW("tensor parallelism: '{}' is not supported{}", name, mlp ? " (MLP biases)" : "");
-    }
-    if (const std::optional<Range> r = row_parallel_cols(module)) {
-      if (suffix == "weight") return slice_cols(*t, name, r->begin, r->count);
-      // Added once to the sum of the ranks' partial outputs.
-      if (suffix == "bias" && !mlp) return s_.rank == 0 ? t : std::nullopt;
-      if (suffix == "weight_scale")
-        return slice_fp8_scales(*t, name, c_.quantization, *r, false, full_cols(module));
-      if (suffix == "input_scale") return t;
-      LOOM_THROW("tensor parallelism: '{}' is not supported{}", name, mlp ? " (MLP biases)" : "");
-    }
-    return t;  // norms: replicated
+    if (suffix == "weight")
+      return sl->rows ? slice_rows(*t, name, sl->begin, sl->count)
+                      : slice_cols(*t, name, sl->begin, sl->count);
+    // A row-parallel bias is added once to the sum of the ranks' partial outputs.
+    if (suffix == "bias" && !mlp)
+      return sl->rows ? slice_vector(*t, name, sl->begin, sl->count)
+                      : (s_.rank == 0 ? t : std::nullopt);
+    if (suffix == "weight_scale") return slice_fp8_scales(*t, name, c_.quantization, *sl);
+    if (suffix == "input_scale") return t;  // static: the same scale on every rank
+    LOOM_THROW("tensor parallelism: '{}' is not supported{}", name, mlp ? " (MLP biases)" : "");
   }
 
   std::vector<std::string> names() const override { return full_.names(); }
 
  private:
-  // The rows of a column-parallel layer's [N, K] weight this rank holds.
-  std::optional<Range> column_parallel_rows(std::string_view module) const {
-    const int64_t hd = c_.head_dim;
-    if (module == "attn_q") return Range{s_.heads_begin * hd, s_.num_heads * hd};
+  // This rank's slice of a linear layer's weight; none for other modules.
+  std::optional<LayerSlice> layer_slice(std::string_view module) const {
+    const int64_t hd = c_.head_dim, q_dim = c_.num_heads * hd;
+    if (module == "attn_q") return LayerSlice{true, s_.heads_begin * hd, s_.num_heads * hd, q_dim};
     if (module == "attn_k" || module == "attn_v")
-      return Range{s_.kv_heads_begin * hd, s_.num_kv_heads * hd};
-    if (module == "ffn_gate" || module == "ffn_up") return Range{s_.inter_begin, s_.inter_size};
-    return std::nullopt;
-  }
-  // The columns of a row-parallel layer's weight this rank holds.
-  std::optional<Range> row_parallel_cols(std::string_view module) const {
+      return LayerSlice{true, s_.kv_heads_begin * hd, s_.num_kv_heads * hd, c_.num_kv_heads * hd};
+    if (module == "ffn_gate" || module == "ffn_up")
+      return LayerSlice{true, s_.inter_begin, s_.inter_size, c_.intermediate_size};
     if (module == "attn_output")
-      return Range{s_.heads_begin * c_.head_dim, s_.num_heads * c_.head_dim};
-    if (module == "ffn_down") return Range{s_.inter_begin, s_.inter_size};
+      return LayerSlice{false, s_.heads_begin * hd, s_.num_heads * hd, q_dim};
+    if (module == "ffn_down")
+      return LayerSlice{false, s_.inter_begin, s_.inter_size, c_.intermediate_size};
     return std::nullopt;
-  }
-  // N of a column-parallel layer's unsliced weight; K of a row-parallel one.
-  int64_t full_rows(std::string_view module) const {
-    if (module == "attn_q") return c_.num_heads * c_.head_dim;
-    if (module == "attn_k" || module == "attn_v") return c_.num_kv_heads * c_.head_dim;
-    return c_.intermediate_size;
-  }
-  int64_t full_cols(std::string_view module) const {
-    return module == "attn_output" ? c_.num_heads * c_.head_dim : c_.intermediate_size;
   }
 
   const WeightSource& full_;
