@@ -30,9 +30,7 @@ AttentionSplit attention_split_from_env() {
   LOOM_CHECK(std::has_single_bit(static_cast<unsigned>(s.max_heads_per_block)),
              "LOOM_ATTN_HEADS_PER_BLOCK={} must be 1, 2, 4 or 8", s.max_heads_per_block);
   s.heads_first = env_int("LOOM_ATTN_HEADS_FIRST", 0, 1, s.heads_first ? 1 : 0) == 1;
-  s.l2_prefetch = static_cast<int>(env_int("LOOM_ATTN_L2_PREFETCH", 0, 256, s.l2_prefetch));
-  LOOM_CHECK(s.l2_prefetch == 0 || s.l2_prefetch == 128 || s.l2_prefetch == 256,
-             "LOOM_ATTN_L2_PREFETCH={} must be 0, 128 or 256", s.l2_prefetch);
+  s.l2_prefetch = env_l2_prefetch("LOOM_ATTN_L2_PREFETCH", s.l2_prefetch);
   return s;
 }
 

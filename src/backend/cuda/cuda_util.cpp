@@ -25,6 +25,12 @@ int64_t env_int(const char* name, int64_t lo, int64_t hi, int64_t fallback) {
   return v;
 }
 
+int env_l2_prefetch(const char* name, int fallback) {
+  const auto v = static_cast<int>(env_int(name, 0, 256, fallback));
+  LOOM_CHECK(v == 0 || v == 128 || v == 256, "{}={} must be 0, 128 or 256", name, v);
+  return v;
+}
+
 namespace {
 std::atomic<uint64_t> g_reallocations{0};
 }  // namespace

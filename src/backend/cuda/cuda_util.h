@@ -22,6 +22,10 @@ namespace loom::cuda {
 // when unset or empty; anything else throws loom::Error naming the variable
 // (the backend's tuning knobs for A/B runs).
 int64_t env_int(const char* name, int64_t lo, int64_t hi, int64_t fallback);
+// An L2 prefetch size in bytes for cp.async's hint (cp_async16_prefetch) from
+// environment variable `name`: 0 (no hint), 128 or 256; unset or empty:
+// fallback; anything else throws loom::Error naming the variable.
+int env_l2_prefetch(const char* name, int fallback);
 
 }  // namespace loom::cuda
 

@@ -48,9 +48,7 @@ Fp8Gemm::Fp8Gemm(cudaStream_t stream) : stream_(stream) {
   cutlass_rows_from_ =
       env_int("LOOM_FP8_CUTLASS_ROWS_FROM", 0, int64_t{1} << 40, cutlass_rows_from_);
   row_split_rows_ = env_int("LOOM_FP8_ROW_SPLIT_ROWS", 0, kFp8RowSplitMaxRows, row_split_rows_);
-  row_split_prefetch_ = static_cast<int>(env_int("LOOM_FP8_ROW_SPLIT_PREFETCH", 0, 256, 0));
-  LOOM_CHECK(row_split_prefetch_ == 0 || row_split_prefetch_ == 128 || row_split_prefetch_ == 256,
-             "LOOM_FP8_ROW_SPLIT_PREFETCH={} must be 0, 128 or 256", row_split_prefetch_);
+  row_split_prefetch_ = env_l2_prefetch("LOOM_FP8_ROW_SPLIT_PREFETCH", row_split_prefetch_);
   if (std::getenv("LOOM_FP8_CUTLASS_ROWS"))
     LOOM_LOG_WARN(
         "LOOM_FP8_CUTLASS_ROWS is no longer read: CUTLASS takes per-row FP8 products from "

@@ -32,7 +32,7 @@ inline dim3 paged_attention_grid(const PagedAttentionArgs& a) {
 // around src from memory.
 template <class Vec>
 __device__ __forceinline__ void attn_copy_async(Vec* dst, const void* src, bool fill,
-                                                int l2_prefetch = 0) {
+                                                int l2_prefetch) {
   const int n = fill ? static_cast<int>(sizeof(Vec)) : 0;
   if constexpr (sizeof(Vec) == 16)
     cp_async16_prefetch(smem_addr(dst), src, n, l2_prefetch);
