@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -107,6 +108,44 @@ inline void expect_close(const std::vector<float>& got, const std::vector<float>
     }
   }
   if (worst > 0) ADD_FAILURE() << what << " worst excess over tolerance " << worst << " at " << worst_i;
+}
+
+// A CUDA backend and the CPU one (the reference) for each test; skipped
+// where no GPU is visible (a derived SetUp checks IsSkipped()).
+class CudaAndCpuTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    LOOM_REQUIRE_GPU();
+    gpu_ = make_cuda_backend(0);
+    cpu_ = make_cpu_backend(0);
+  }
+  std::unique_ptr<Backend> gpu_, cpu_;
+};
+
+// t rows of a fused q | k | v projection (random bf16 values from `seed`)
+// and the three parts, row by row.
+struct QkvRows {
+  std::vector<float> qkv, q, k, v;
+};
+inline QkvRows random_qkv_rows(int64_t t, int64_t q_dim, int64_t kv_dim, uint32_t seed) {
+  QkvRows r;
+  r.qkv = random_bf16_values(static_cast<size_t>(t * (q_dim + 2 * kv_dim)), seed);
+  for (int64_t i = 0; i < t; ++i) {
+    const auto row = r.qkv.begin() + i * (q_dim + 2 * kv_dim);
+    r.q.insert(r.q.end(), row, row + q_dim);
+    r.k.insert(r.k.end(), row + q_dim, row + q_dim + kv_dim);
+    r.v.insert(r.v.end(), row + q_dim + kv_dim, row + q_dim + 2 * kv_dim);
+  }
+  return r;
+}
+
+// RoPE's inverse frequencies 10000^(-2j / rot), j < rot / 2.
+inline std::vector<float> rope_inv_freq(int rot) {
+  std::vector<float> freq(static_cast<size_t>(rot / 2));
+  for (int j = 0; j < rot / 2; ++j)
+    freq[static_cast<size_t>(j)] =
+        std::pow(10000.0f, -2.0f * static_cast<float>(j) / static_cast<float>(rot));
+  return freq;
 }
 
 }  // namespace loom::cudatest

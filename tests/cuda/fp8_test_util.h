@@ -17,15 +17,13 @@
 
 namespace loom::cudatest {
 
-class CudaFp8Test : public ::testing::Test {
+class CudaFp8Test : public CudaAndCpuTest {
  protected:
   void SetUp() override {
-    LOOM_REQUIRE_GPU();
-    gpu_ = make_cuda_backend(0);
-    cpu_ = make_cpu_backend(0);
+    CudaAndCpuTest::SetUp();
+    if (IsSkipped()) return;
     stream_ = static_cast<cudaStream_t>(cuda_backend_stream(*gpu_));
   }
-  std::unique_ptr<Backend> gpu_, cpu_;
   cudaStream_t stream_ = nullptr;
 };
 

@@ -19,14 +19,8 @@ namespace {
 
 using namespace cudatest;
 
-class CudaAttentionTest : public ::testing::Test {
+class CudaAttentionTest : public CudaAndCpuTest {
  protected:
-  void SetUp() override {
-    LOOM_REQUIRE_GPU();
-    gpu_ = make_cuda_backend(0);
-    cpu_ = make_cpu_backend(0);
-  }
-
   void run(const Scenario& sc) {
     SCOPED_TRACE(describe(sc));
     std::vector<float> again;
@@ -35,8 +29,6 @@ class CudaAttentionTest : public ::testing::Test {
     // The same metadata again (served from the metadata cache) gives the same result.
     EXPECT_EQ(again, got);
   }
-
-  std::unique_ptr<Backend> gpu_, cpu_;
 };
 
 const std::vector<Seq> kMixed = {{1, 1},  {1, 17}, {1, 300}, {13, 40}, {33, 33},

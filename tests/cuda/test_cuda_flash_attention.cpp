@@ -114,14 +114,8 @@ TEST(FlashPrefillTiles, MalformedMetadataIsBounded) {
 
 // --- the kernel (GPU) ---
 
-class CudaFlashAttentionTest : public ::testing::Test {
+class CudaFlashAttentionTest : public CudaAndCpuTest {
  protected:
-  void SetUp() override {
-    LOOM_REQUIRE_GPU();
-    gpu_ = make_cuda_backend(0);
-    cpu_ = make_cpu_backend(0);
-  }
-
   void check(Scenario sc) {
     if (sc.params.scale == 1.0f) sc.params.scale = 1.0f / std::sqrt(static_cast<float>(sc.head_dim));
     SCOPED_TRACE(describe(sc));
@@ -130,8 +124,6 @@ class CudaFlashAttentionTest : public ::testing::Test {
     check_and_report(got, run_scenario(*cpu_, sc), 1e-2, 3e-3, sc, "flash");
     EXPECT_EQ(again, got) << "the same step again differs";
   }
-
-  std::unique_ptr<Backend> gpu_, cpu_;
 };
 
 // Prompts (no cached prefix) around the tile sizes: BLOCK_N 64 keys (32 for

@@ -80,17 +80,8 @@ TEST_F(CudaFp8Test, SplitQkvIntoFp8CacheEqualsUnfused) {
         SCOPED_TRACE(::testing::Message()
                      << "hd " << hd << " heads " << heads << "/" << kvh << " rot " << rot);
         const int64_t q_dim = heads * hd, kv_dim = kvh * hd;
-        const auto qkv = random_bf16_values(static_cast<size_t>(t * (q_dim + 2 * kv_dim)), 81);
-        std::vector<float> qv, kv, vv;
-        for (int64_t i = 0; i < t; ++i) {
-          const auto row = qkv.begin() + i * (q_dim + 2 * kv_dim);
-          qv.insert(qv.end(), row, row + q_dim);
-          kv.insert(kv.end(), row + q_dim, row + q_dim + kv_dim);
-          vv.insert(vv.end(), row + q_dim + kv_dim, row + q_dim + 2 * kv_dim);
-        }
-        std::vector<float> freq(static_cast<size_t>(rot / 2));
-        for (int j = 0; j < rot / 2; ++j)
-          freq[static_cast<size_t>(j)] = std::pow(10000.0f, -2.0f * j / rot);
+        const QkvRows in = random_qkv_rows(t, q_dim, kv_dim, 81);
+        const std::vector<float> freq = rope_inv_freq(rot);
         Tensor pos = gpu_i32(*gpu_, {0, 1, 5, 17, 100, 1000, 4095});
         Tensor inv = gpu_->prepare_weight(cpu_f32(freq, {rot / 2}));
         AttentionMetadata meta;
@@ -104,12 +95,12 @@ TEST_F(CudaFp8Test, SplitQkvIntoFp8CacheEqualsUnfused) {
           return c;
         };
         KvLayerCache ref = fp8_cache(), got = fp8_cache();
-        Tensor k_ref = gpu_bf16(*gpu_, kv, {t, kvh, hd});
+        Tensor k_ref = gpu_bf16(*gpu_, in.k, {t, kvh, hd});
         gpu_->rope(k_ref, pos, inv, rot, false, 1.1f);
-        gpu_->write_kv(k_ref, gpu_bf16(*gpu_, vv, {t, kvh, hd}), ref, meta);
+        gpu_->write_kv(k_ref, gpu_bf16(*gpu_, in.v, {t, kvh, hd}), ref, meta);
         Tensor q = gpu_->alloc(DType::BF16, {t, heads, hd}), none;
         Backend::QkvRope r{&pos, &inv, rot, false, 1.1f};
-        gpu_->split_qkv(gpu_bf16(*gpu_, qkv, {t, q_dim + 2 * kv_dim}), &r, q, none, none, &got,
+        gpu_->split_qkv(gpu_bf16(*gpu_, in.qkv, {t, q_dim + 2 * kv_dim}), &r, q, none, none, &got,
                         &meta);
         auto bytes = [&](const Tensor& c) {
           std::vector<uint8_t> b(static_cast<size_t>(c.nbytes()));

@@ -9,15 +9,7 @@ namespace {
 
 using namespace cudatest;
 
-class CudaMatmulTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    LOOM_REQUIRE_GPU();
-    gpu_ = make_cuda_backend(0);
-    cpu_ = make_cpu_backend(0);
-  }
-  std::unique_ptr<Backend> gpu_, cpu_;
-};
+class CudaMatmulTest : public CudaAndCpuTest {};
 
 void check(Backend& gpu, Backend& cpu, int64_t m, int64_t n, int64_t k, int bias_mode) {
   SCOPED_TRACE(::testing::Message() << "m " << m << " n " << n << " k " << k << " bias " << bias_mode);

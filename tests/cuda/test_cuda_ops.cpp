@@ -17,15 +17,7 @@ namespace {
 
 using namespace cudatest;
 
-class CudaOpsTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    LOOM_REQUIRE_GPU();
-    gpu_ = make_cuda_backend(0);
-    cpu_ = make_cpu_backend(0);
-  }
-  std::unique_ptr<Backend> gpu_, cpu_;
-};
+class CudaOpsTest : public CudaAndCpuTest {};
 
 TEST_F(CudaOpsTest, NameAndDtype) {
   EXPECT_EQ(gpu_->device(), Device::Cuda);
@@ -286,30 +278,22 @@ TEST_F(CudaOpsTest, FusedProjectionOpsEqualUnfused) {
           SCOPED_TRACE(::testing::Message() << "hd " << hd << " heads " << heads << "/" << kvh
                                             << " rot " << rot << " interleaved " << interleaved);
           const int64_t q_dim = heads * hd, kv_dim = kvh * hd;
-          const auto qkv = random_bf16_values(t * (q_dim + 2 * kv_dim), 81);
-          std::vector<float> qv, kv, vv;
-          for (int64_t i = 0; i < t; ++i) {
-            const auto row = qkv.begin() + i * (q_dim + 2 * kv_dim);
-            qv.insert(qv.end(), row, row + q_dim);
-            kv.insert(kv.end(), row + q_dim, row + q_dim + kv_dim);
-            vv.insert(vv.end(), row + q_dim + kv_dim, row + q_dim + 2 * kv_dim);
-          }
-          std::vector<float> freq(rot / 2);
-          for (int j = 0; j < rot / 2; ++j) freq[j] = std::pow(10000.0f, -2.0f * j / rot);
+          const QkvRows in = random_qkv_rows(t, q_dim, kv_dim, 81);
+          const std::vector<float> freq = rope_inv_freq(rot);
           Tensor pos = gpu_i32(*gpu_, {0, 1, 5, 17, 100, 1000, 4095});
           Tensor inv = gpu_->prepare_weight(cpu_f32(freq, {rot / 2}));
           AttentionMetadata meta;
           meta.slot_mapping = {0, 15, 16, -1, 79, 33, 40};
           // Unfused reference.
-          Tensor q_ref = gpu_bf16(*gpu_, qv, {t, heads, hd}),
-                 k_ref = gpu_bf16(*gpu_, kv, {t, kvh, hd});
+          Tensor q_ref = gpu_bf16(*gpu_, in.q, {t, heads, hd}),
+                 k_ref = gpu_bf16(*gpu_, in.k, {t, kvh, hd});
           gpu_->rope(q_ref, pos, inv, rot, interleaved, 1.1f);
           gpu_->rope(k_ref, pos, inv, rot, interleaved, 1.1f);
           KvLayerCache ref{gpu_->alloc(DType::BF16, {blocks, bs, kvh, hd}),
                            gpu_->alloc(DType::BF16, {blocks, bs, kvh, hd})};
-          gpu_->write_kv(k_ref, gpu_bf16(*gpu_, vv, {t, kvh, hd}), ref, meta);
+          gpu_->write_kv(k_ref, gpu_bf16(*gpu_, in.v, {t, kvh, hd}), ref, meta);
           // Fused, into the cache.
-          Tensor fused = gpu_bf16(*gpu_, qkv, {t, q_dim + 2 * kv_dim});
+          Tensor fused = gpu_bf16(*gpu_, in.qkv, {t, q_dim + 2 * kv_dim});
           Tensor q = gpu_->alloc(DType::BF16, {t, heads, hd}), none;
           KvLayerCache got{gpu_->alloc(DType::BF16, {blocks, bs, kvh, hd}),
                            gpu_->alloc(DType::BF16, {blocks, bs, kvh, hd})};
@@ -324,9 +308,9 @@ TEST_F(CudaOpsTest, FusedProjectionOpsEqualUnfused) {
           Tensor k = gpu_->alloc(DType::BF16, {t, kvh, hd}),
                  v = gpu_->alloc(DType::BF16, {t, kvh, hd});
           gpu_->split_qkv(fused, nullptr, q, k, v, nullptr, nullptr);
-          EXPECT_EQ(from_gpu_bf16(*gpu_, q), qv);
-          EXPECT_EQ(from_gpu_bf16(*gpu_, k), kv);
-          EXPECT_EQ(from_gpu_bf16(*gpu_, v), vv);
+          EXPECT_EQ(from_gpu_bf16(*gpu_, q), in.q);
+          EXPECT_EQ(from_gpu_bf16(*gpu_, k), in.k);
+          EXPECT_EQ(from_gpu_bf16(*gpu_, v), in.v);
         }
   for (int64_t inter : {5, 64, 14336}) {
     const int64_t rows = 3;
