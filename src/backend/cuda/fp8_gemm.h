@@ -37,11 +37,12 @@
 //     8B shapes at 1-300 rows; LOOM_FP8_CUBLASLT_SPLIT_K=0 keeps cuBLASLt to
 //     such algorithms; with its own choice, split-K included, no output
 //     differed there on an H100), so rows come out the same whichever takes them;
-//   LOOM_FP8_ROW_SPLIT_ROWS=N (experimental, off): per-row products of up to
-//     N rows (kFp8RowSplitMaxRows at most) to the split-k kernel
-//     (fp8_row_split), the same bits as CUTLASS's GEMM, not yet faster
-//     (LOOM_FP8_ROW_SPLIT_PREFETCH=128|256: its weight copies carry
-//     cp.async's L2 prefetch hint; not yet measured);
+//   per-row products of one row (decode at batch 1) go to the split-k
+//     kernel (fp8_row_split), the same bits as CUTLASS's GEMM and faster
+//     there than cuBLASLt's product and pass; LOOM_FP8_ROW_SPLIT_ROWS=N
+//     moves the limit (kFp8RowSplitMaxRows at most; 0: never; slower than
+//     cuBLASLt from two rows); LOOM_FP8_ROW_SPLIT_PREFETCH=128|256 gives
+//     its weight copies cp.async's L2 prefetch hint (no faster on an H100);
 //   shapes cuBLASLt has no FP8 algorithm for: our kernel over tiles of 8 rows.
 // Both quantise x the same way, bit for bit. Plans are cached per shape.
 // x may arrive quantised already (prequantize: the RMSNorm or gated
@@ -173,8 +174,10 @@ class Fp8Gemm {
   // (LOOM_FP8_CUTLASS_ROWS_FROM; 0: none).
   int64_t cutlass_rows_from_ = 65;
   // Per-row products of at most this many rows go to the split-k kernel
-  // (LOOM_FP8_ROW_SPLIT_ROWS, up to kFp8RowSplitMaxRows; 0: none).
-  int64_t row_split_rows_ = 0;
+  // (LOOM_FP8_ROW_SPLIT_ROWS, up to kFp8RowSplitMaxRows; 0: none). One row
+  // by default: there it beats cuBLASLt's GEMM with its scaling pass inside
+  // a decode step; at two rows and more it does not.
+  int64_t row_split_rows_ = 1;
   int row_split_prefetch_ = 0;    // LOOM_FP8_ROW_SPLIT_PREFETCH: its weight copies' L2 hint
   int64_t row_split_splits_ = 0;  // force_row_splits
   int64_t small_tile_rows_ = 64;  // LOOM_FP8_ROW_SMALL_TILE_ROWS: CUTLASS's 64-row tiles up to it
