@@ -51,8 +51,7 @@
 #            their tests, GEMM tables, alone vs batched, then A B A B decode, offline and
 #            512 x 1000/1000 with --quantization fp8 --kv-cache-dtype fp8 (fp8rowstest: the
 #            tests and tables only; fp8rowsbench: the A B A B only, over FP8ROWS_VARIANTS of
-#            cublaslt default split8 split16 cutlass split8pf128 split8pf256; pf: the split-k
-#            kernel's weight copies with an L2 prefetch hint of 128 / 256 bytes)
+#            cublaslt default split8 split16 cutlass)
 #   attnncu  decode attention at offline-run sizes (bench_cuda_ops --decode-attn: 128-512
 #            sequences x 1k-2k context, bf16 and FP8 KV, TB/s; blocks token first and
 #            LOOM_ATTN_HEADS_FIRST 1 and 0 alternated; the same bytes over one kv
@@ -607,9 +606,7 @@ for r in runs:
     : > /tmp/fr_all.jsonl
     for round in ${FP8ROWS_ROUNDS:-1 2}; do
       for v in "cublaslt LOOM_FP8_CUTLASS_ROWS_FROM=0" "default" "split8 LOOM_FP8_ROW_SPLIT_ROWS=8" \
-               "split16 LOOM_FP8_ROW_SPLIT_ROWS=16" "cutlass LOOM_FP8_CUTLASS_ROWS_FROM=1" \
-               "split8pf128 LOOM_FP8_ROW_SPLIT_ROWS=8 LOOM_FP8_ROW_SPLIT_PREFETCH=128" \
-               "split8pf256 LOOM_FP8_ROW_SPLIT_ROWS=8 LOOM_FP8_ROW_SPLIT_PREFETCH=256"; do
+               "split16 LOOM_FP8_ROW_SPLIT_ROWS=16" "cutlass LOOM_FP8_CUTLASS_ROWS_FROM=1"; do
         set -- $v; name=$1; shift
         case " ${FP8ROWS_VARIANTS:-cublaslt default split8 cutlass} " in *" $name "*) ;; *) continue ;; esac
         f="--quantization fp8 --kv-cache-dtype fp8"

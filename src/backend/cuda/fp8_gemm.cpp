@@ -48,7 +48,6 @@ Fp8Gemm::Fp8Gemm(cudaStream_t stream) : stream_(stream) {
   cutlass_rows_from_ =
       env_int("LOOM_FP8_CUTLASS_ROWS_FROM", 0, int64_t{1} << 40, cutlass_rows_from_);
   row_split_rows_ = env_int("LOOM_FP8_ROW_SPLIT_ROWS", 0, kFp8RowSplitMaxRows, row_split_rows_);
-  row_split_prefetch_ = env_l2_prefetch("LOOM_FP8_ROW_SPLIT_PREFETCH", row_split_prefetch_);
   if (std::getenv("LOOM_FP8_CUTLASS_ROWS"))
     LOOM_LOG_WARN(
         "LOOM_FP8_CUTLASS_ROWS is no longer read: CUTLASS takes per-row FP8 products from "
@@ -404,7 +403,6 @@ bool Fp8Gemm::run_row_split(const void* x, int64_t m, const Fp8WeightView& w, co
                             void* out) {
   Fp8BlockGemmArgs a = sm90_args(m, w, bias, out);
   a.row_split_splits = row_split_splits_;
-  a.row_split_l2_prefetch = row_split_prefetch_;
   Fp8RowSplitPlan plan;
   if (!fp8_row_split_plan(a, plan)) return false;
   auto* partials =

@@ -41,8 +41,7 @@
 //     kernel (fp8_row_split), the same bits as CUTLASS's GEMM and faster
 //     there than cuBLASLt's product and pass; LOOM_FP8_ROW_SPLIT_ROWS=N
 //     moves the limit (kFp8RowSplitMaxRows at most; 0: never; slower than
-//     cuBLASLt from two rows); LOOM_FP8_ROW_SPLIT_PREFETCH=128|256 gives
-//     its weight copies cp.async's L2 prefetch hint (no faster on an H100);
+//     cuBLASLt from two rows);
 //   shapes cuBLASLt has no FP8 algorithm for: our kernel over tiles of 8 rows.
 // Both quantise x the same way, bit for bit. Plans are cached per shape.
 // x may arrive quantised already (prequantize: the RMSNorm or gated
@@ -178,7 +177,6 @@ class Fp8Gemm {
   // by default: there it beats cuBLASLt's GEMM with its scaling pass inside
   // a decode step; at two rows and more it does not.
   int64_t row_split_rows_ = 1;
-  int row_split_prefetch_ = 0;    // LOOM_FP8_ROW_SPLIT_PREFETCH: its weight copies' L2 hint
   int64_t row_split_splits_ = 0;  // force_row_splits
   int64_t small_tile_rows_ = 64;  // LOOM_FP8_ROW_SMALL_TILE_ROWS: CUTLASS's 64-row tiles up to it
   bool cublaslt_split_k_ =

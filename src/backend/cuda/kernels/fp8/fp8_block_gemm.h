@@ -39,8 +39,7 @@ struct Fp8BlockGemmArgs {
   // row_scales: all of k summed in the tensor core's accumulator, no f32
   // promotion every 128 columns (faster, fewer bits; fp8_row_gemm_sm90.cuh).
   bool fast_accum = false;
-  int64_t row_split_splits = 0;   // fp8_row_split: blocks per tile along k (0: its choice)
-  int row_split_l2_prefetch = 0;  // fp8_row_split: the L2 prefetch hint of its weight copies
+  int64_t row_split_splits = 0;  // fp8_row_split: blocks per tile along k (0: its choice)
 };
 
 // Whether this build has the kernel (CUTLASS headers and sm_90a at build time).

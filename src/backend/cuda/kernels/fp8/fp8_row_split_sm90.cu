@@ -76,7 +76,6 @@ struct Params {
   int64_t m, n, k;
   int64_t n_tiles, groups;
   int splits, groups_per_split, cols;
-  int l2_prefetch;  // cp.async's L2 prefetch hint on the weights: 0, 128 or 256 bytes
 };
 
 __device__ __forceinline__ bf16 epilogue(const Params& p, float acc, int64_t row_m, int64_t row_n) {
@@ -149,8 +148,7 @@ __global__ void __launch_bounds__(kThreads) fp8_row_split_kernel(const Params p)
       const int piece = tid + i * kThreads, r = piece / 8, c = piece % 8 * 16;
       const int64_t row = n0 + r;
       const bool ok = row < p.n;
-      cp_async16_prefetch(smem_addr(&sW(r, c, s)), p.w + (ok ? row : 0) * p.k + col + c,
-                          ok ? 16 : 0, p.l2_prefetch);
+      cp_async<16>(smem_addr(&sW(r, c, s)), p.w + (ok ? row : 0) * p.k + col + c, ok ? 16 : 0);
     }
   };
   auto load_x = [&](int s, int64_t g) {
@@ -357,8 +355,7 @@ const char* fp8_row_split(const Fp8BlockGemmArgs& a, const Fp8RowSplitPlan& plan
                  g.groups,
                  g.splits,
                  g.groups_per_split,
-                 static_cast<int>(g.cols),
-                 a.row_split_l2_prefetch};
+                 static_cast<int>(g.cols)};
   const dim3 grid(static_cast<unsigned>(g.n_tiles * g.splits), static_cast<unsigned>(g.m_tiles));
   const cudaError_t st = g.tile_m == 16
                              ? launch_dependent(fp8_row_split_kernel<16>, grid, dim3(kThreads),
