@@ -26,9 +26,9 @@
 //   dims D0..D3 = 16 (c + 4 (ks / 4)) + 4 (ks % 4) + 0..3 (one 32-bit word
 //   of FP8): cols 2c, 2c+1 are D0, D1 and cols 2c+8, 2c+9 are D2, D3. A =
 //   that word of keys g and g+8 (low/high 16 bits), B = q of head g at the
-//   same dims. So a lane copies, per key, kKChunks 16-byte chunks c + 4i.
+//   same dims. So a lane reads, per key, kKChunks 16-byte chunks c + 4i.
 // - O^T: the k index (keys) runs over keys c, c+8, c+4, c+12 for cols 2c,
-//   2c+1, 2c+8, 2c+9; lane (g, c) copies V of keys c + 4j (slot j = 0..3),
+//   2c+1, 2c+8, 2c+9; lane (g, c) reads V of keys c + 4j (slot j = 0..3),
 //   HD / 8 bytes of each ("local" dims e; 8- or 16-byte vectors v at dims
 //   size (g + 8v)), and m-tile mt's rows g, g+8 are its local dims 2mt,
 //   2mt+1: A regs = the bytes of (slot 0, slot 2) and (slot 1, slot 3) at
@@ -40,10 +40,17 @@
 //   rescaling O^T needs no exchange.
 //
 // Copies: a warp's 16 keys per tile go through a ring of kStages tiles in
-// dynamic shared memory, each lane copying exactly the bytes it reads back
-// (laid out [slot][lane], conflict-free), so its own cp.async.wait_group is
-// all the ordering it needs; keys past the partition are zero-filled and
-// masked. Block-table entries are loaded a tile ahead of their copies.
+// dynamic shared memory; keys past the partition are zero-filled and masked.
+// K and V are copied by whole rows, 16-byte chunk q = 32 i + lane being
+// chunk q % (HD / 16) of key q / (HD / 16), so 8 lanes fetch 128 contiguous
+// bytes of a cache. (Copied as the reads want them, 2-4 keys x 16 or 32
+// bytes per 8 lanes, they reach the L2 as one- or two-sector requests, and
+// its tag lookups become the kernel's limit.) Both are stored [key][chunk] with the
+// chunk index XORed by mma_k_swizzle / mma_v_swizzle(key), so the row copies
+// and the reads hit distinct banks; lanes read what other lanes copied, so a
+// warp barrier follows each cp.async wait (it also orders the refill of a
+// stage after the reads of it). A lane's K and V copies are of the same keys,
+// so they share its block-table entries, loaded a tile ahead of the copies.
 #pragma once
 
 #include <atomic>
@@ -68,7 +75,10 @@ struct MmaAttnShape {
   static constexpr int kKSteps = HD / 16;               // k-steps of S^T (over dims)
   static constexpr int kMTiles = HD / 16;               // 16-dim row tiles of O^T
   static constexpr int kKChunks = HD / 64;              // 16-byte K chunks per lane and key
-  static constexpr int kVBytes = HD / 8;                // V bytes per lane and key
+  static constexpr int kRowChunks = HD / 16;            // 16-byte chunks of a key's row
+  // Chunks of each cache a lane copies per tile (of as many keys: block-table entries).
+  static constexpr int kEntries = kWarpKeys * kRowChunks / 32;
+  static constexpr int kVBytes = HD / 8;  // V bytes per lane and key read
   using VVec = std::conditional_t<(kVBytes >= 16), uint4, uint2>;
   static constexpr int kVVecs = kVBytes / static_cast<int>(sizeof(VVec));
   static constexpr int kVWords = kVBytes / 4;
@@ -82,13 +92,38 @@ struct MmaAttnShape {
   static_assert(kWarps * 8 * HD * 4 <= kSmemBytes, "the warps' accumulators fit in the ring");
 };
 
-// A warp's share of one tile: K of keys g and g+8, V of keys c + 4j, per lane.
+// A warp's share of one tile: K and V of its 16 keys by rows, chunk e of key
+// r at k[r][e ^ mma_k_swizzle<HD>(r)] and v[r][e ^ mma_v_swizzle<HD>(r)].
 template <int HD>
 struct MmaAttnStage {
   using Shape = MmaAttnShape<HD>;
-  uint4 k[2][Shape::kKChunks][32];
-  typename Shape::VVec v[4][Shape::kVVecs][32];
+  uint4 k[Shape::kWarpKeys][Shape::kRowChunks];
+  uint4 v[Shape::kWarpKeys][Shape::kRowChunks];
 };
+
+// The XOR on K's chunk index for key r of a tile. Reads: 8 lanes take keys
+// r, r + 1 (r even) at the same chunks c + 4i, c = 0..3; at head size >= 128
+// a row spans all banks, so odd keys move by 4 chunks (the other half of the
+// banks); at 64 the two 64-byte rows lie in different halves already. Row
+// copies: 8 lanes take 8 consecutive chunks, which an XOR below 8 keeps apart.
+template <int HD>
+__device__ __forceinline__ int mma_k_swizzle(int r) {
+  return HD >= 128 ? 4 * (r % 2) : 0;
+}
+
+// The XOR on V's chunk index for key r of a tile. Reads: 8 lanes (16-byte
+// vectors; 16 lanes for 8-byte ones at head size 64) take keys c + 4j, c =
+// 0..3, at chunks g, g + 1 (head size 64: half chunks of chunks 0, 1), so
+// keys of different c must land on different banks; row copies: 8 lanes take
+// 8 consecutive chunks of one key (two keys at head size 64, whose 64-byte
+// rows lie in the two halves of the banks), which any XOR below 8 keeps
+// apart. Head size >= 128: a key's row spans all banks, so chunks shift by
+// 2 (r % 4); 64: keys r, r + 1 share the banks' halves by parity, so the
+// pairs shift by 2 ((r / 2) % 2).
+template <int HD>
+__device__ __forceinline__ int mma_v_swizzle(int r) {
+  return HD >= 128 ? 2 * (r % 4) : 2 * ((r / 2) % 2);
+}
 
 namespace mma_attn {
 
@@ -131,7 +166,8 @@ __global__ void __launch_bounds__(MmaAttnShape<HD>::kThreads, MmaAttnShape<HD>::
   using mma_attn::fp8_lo;
   constexpr int kWarps = Shape::kWarps, kStages = Shape::kStages, kTileKeys = Shape::kTileKeys;
   constexpr int kKChunks = Shape::kKChunks, kVVecs = Shape::kVVecs, kMTiles = Shape::kMTiles;
-  constexpr int kVWords = Shape::kVWords;
+  constexpr int kVWords = Shape::kVWords, kRowChunks = Shape::kRowChunks;
+  constexpr int kEntries = Shape::kEntries;
   constexpr int kVecBytes = static_cast<int>(sizeof(VVec));
   static_assert(G >= 1 && G <= 8, "the heads of a block are the mma's 8 columns");
   static_assert(sizeof(Stage) == Shape::kWarpStageBytes, "stage layout");
@@ -204,6 +240,8 @@ __global__ void __launch_bounds__(MmaAttnShape<HD>::kThreads, MmaAttnShape<HD>::
   float l[2] = {0.0f, 0.0f};            // their sums over this lane's keys
   const int src0 = 4 * c + (g >> 1), src1 = src0 + 16;  // lanes holding this lane's P^T
   const bool odd_head = (g & 1) != 0;
+  const int v_sw = mma_v_swizzle<HD>(c);  // = that of the keys c + 4j this lane reads V of
+  const int k_sw = mma_k_swizzle<HD>(g);  // = that of keys g, g + 8 (this lane's K)
 
   const int32_t* table = a.block_tables + static_cast<int64_t>(seq) * a.max_blocks_per_seq;
   const int64_t slot_stride = static_cast<int64_t>(a.num_kv_heads) * HD;  // bytes per cache slot
@@ -212,45 +250,43 @@ __global__ void __launch_bounds__(MmaAttnShape<HD>::kThreads, MmaAttnShape<HD>::
   const int bs = a.block_size, shift = a.block_shift;
 
   // Tile u holds keys part_lo + u * kTileKeys + [0, kTileKeys), the warp's
-  // 16 from warp * 16; this lane copies (and reads) keys g, g+8 of K and
-  // c + 4j of V: key_of(u, i) for i = 0..5.
+  // 16 from warp * 16; this lane copies chunks 32 i + lane of the K and V
+  // rows: chunk copy_chunk of the warp's key row0 + i * kRowsPerCopy, key_of(u, i).
   const int n_tiles = (part_hi - part_lo + kTileKeys - 1) / kTileKeys;
-  const int key_offset[6] = {g, g + 8, c, c + 4, c + 8, c + 12};
-  auto key_of = [&](int u, int i) { return part_lo + u * kTileKeys + warp * 16 + key_offset[i]; };
-  auto load_table = [&](int u, int32_t(&entries)[6]) {
+  constexpr int kRowsPerCopy = 32 / kRowChunks;
+  const int row0 = lane / kRowChunks, copy_chunk = lane % kRowChunks;
+  auto key_of = [&](int u, int i) {
+    return part_lo + u * kTileKeys + warp * 16 + row0 + i * kRowsPerCopy;
+  };
+  auto load_table = [&](int u, int32_t(&entries)[kEntries]) {
 #pragma unroll
-    for (int i = 0; i < 6; ++i) {
+    for (int i = 0; i < kEntries; ++i) {
       const int key = key_of(u, i);
       entries[i] = key < part_hi ? __ldg(table + (shift >= 0 ? key >> shift : key / bs)) : 0;
     }
   };
-  auto copy_tile = [&](int u, const int32_t(&entries)[6]) {
+  auto copy_tile = [&](int u, const int32_t(&entries)[kEntries]) {
     Stage& st = ring[u % kStages][warp];
 #pragma unroll
-    for (int i = 0; i < 6; ++i) {
+    for (int i = 0; i < kEntries; ++i) {
       const int key = key_of(u, i);
       const bool fill = key < part_hi;
       const int in_block = shift >= 0 ? key & (bs - 1) : key % bs;
       const int64_t off =
           fill ? (static_cast<int64_t>(entries[i]) * bs + in_block) * slot_stride : 0;
-      if (i < 2) {
-#pragma unroll
-        for (int q = 0; q < kKChunks; ++q)
-          attn_copy_async(&st.k[i][q][lane], kbase + off + 16 * (c + 4 * q), fill, a.l2_prefetch);
-      } else {
-#pragma unroll
-        for (int v = 0; v < kVVecs; ++v)
-          attn_copy_async(&st.v[i - 2][v][lane], vbase + off + kVecBytes * (g + 8 * v), fill,
-                          a.l2_prefetch);
-      }
+      const int r = row0 + i * kRowsPerCopy;
+      attn_copy_async(&st.k[r][copy_chunk ^ mma_k_swizzle<HD>(r)], kbase + off + 16 * copy_chunk,
+                      fill, a.l2_prefetch);
+      attn_copy_async(&st.v[r][copy_chunk ^ mma_v_swizzle<HD>(r)], vbase + off + 16 * copy_chunk,
+                      fill, a.l2_prefetch);
     }
   };
 
   // Prologue: tiles 0 .. kStages - 2 in flight, one commit group each (empty
   // past the last tile, so the wait count below holds).
-  int32_t blk[6];
+  int32_t blk[kEntries];
   {
-    int32_t first[kStages][6];
+    int32_t first[kStages][kEntries];
 #pragma unroll
     for (int u = 0; u < kStages; ++u)
       if (u < n_tiles) load_table(u, first[u]);
@@ -260,12 +296,13 @@ __global__ void __launch_bounds__(MmaAttnShape<HD>::kThreads, MmaAttnShape<HD>::
       cp_async_commit();
     }
 #pragma unroll
-    for (int i = 0; i < 6; ++i) blk[i] = first[kStages - 1][i];
+    for (int i = 0; i < kEntries; ++i) blk[i] = first[kStages - 1][i];
   }
 
   for (int t = 0; t < n_tiles; ++t) {
     cp_async_wait<kStages - 2>();  // this thread's copies of tile t landed
-    // Refill the stage tile t - 1 used (read by this thread only).
+    __syncwarp();                  // ... and the warp's; its reads of tile t - 1 are done
+    // Refill the stage tile t - 1 used.
     const int u = t + kStages - 1;
     if (u < n_tiles) {
       copy_tile(u, blk);
@@ -281,7 +318,7 @@ __global__ void __launch_bounds__(MmaAttnShape<HD>::kThreads, MmaAttnShape<HD>::
     float sa[4] = {0.0f, 0.0f, 0.0f, 0.0f}, sb[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
     for (int i = 0; i < kKChunks; ++i) {
-      const uint4 k0 = st.k[0][i][lane], k1 = st.k[1][i][lane];
+      const uint4 k0 = st.k[g][(c + 4 * i) ^ k_sw], k1 = st.k[g + 8][(c + 4 * i) ^ k_sw];
       const uint32_t w0[4] = {k0.x, k0.y, k0.z, k0.w}, w1[4] = {k1.x, k1.y, k1.z, k1.w};
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
@@ -348,13 +385,17 @@ __global__ void __launch_bounds__(MmaAttnShape<HD>::kThreads, MmaAttnShape<HD>::
     const uint32_t pb0 = odd_head ? o0 : e0, pb1 = odd_head ? o1 : e1;
 
     // O^T += V^T P^T: m-tile mt takes local dims 2mt, 2mt+1 (bytes 2 (mt % 2)
-    // and + 1 of word mt / 2) of slots (0, 2) and (1, 3), interleaved.
+    // and + 1 of word mt / 2) of slots (0, 2) and (1, 3), interleaved. Slot
+    // j's vector v is bytes kVecBytes (g + 8v) of key c + 4j's row (its
+    // swizzle, v_sw, the same for every j).
     uint32_t vw[4][kVWords];
 #pragma unroll
     for (int j = 0; j < 4; ++j)
 #pragma unroll
       for (int v = 0; v < kVVecs; ++v) {
-        const VVec x = st.v[j][v][lane];
+        const int b = kVecBytes * (g + 8 * v);
+        const VVec x = *reinterpret_cast<const VVec*>(
+            reinterpret_cast<const unsigned char*>(&st.v[c + 4 * j][(b / 16) ^ v_sw]) + b % 16);
         if constexpr (sizeof(VVec) == 16) {
           vw[j][4 * v] = x.x;
           vw[j][4 * v + 1] = x.y;
