@@ -151,8 +151,7 @@ void StepExecutor::Impl::score_prompts(const Tensor& logits, const Scheduler& se
   if (rows.empty()) return;
   Backend& be = model.backend();
   const int64_t vocab = logits.dim(1);
-  Tensor dst = be.alloc(logits.dtype(), {int64_t(rows.size()), vocab});
-  be.gather_rows(logits, rows, dst);
+  const Tensor dst = gather_rows_kept(be, logits, rows, prompt_rows);
   copy_to_host_f32(be, dst, prompt_host);
   size_t at = 0;
   for (const RowLayout& r : layout) {

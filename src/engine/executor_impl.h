@@ -98,6 +98,7 @@ struct StepExecutor::Impl {
   std::vector<RowLayout> layout;
   bool extra_rows = false;  // rows other than sample rows (prompt logprobs)
   Tensor compact_logits;    // sample rows gathered when extra_rows (grown on demand)
+  Tensor prompt_rows;       // the prompt-logprob rows of a step's logits, kept across steps
   std::vector<float> prompt_host;
   std::vector<float> pool_host;
   std::vector<int32_t> mask_rows;
