@@ -1,4 +1,7 @@
 // IEEE half and bfloat16 <-> float conversion (scalar, exact round-to-nearest-even).
+// Always inlined: the CPU backend's files built for different instruction
+// sets call them, and an out-of-line copy (a debug build's) would be one weak
+// symbol shared by all of them (tests/backend/check_isa_symbols.py).
 #pragma once
 
 #include <cstdint>
@@ -6,14 +9,14 @@
 
 namespace loom {
 
-inline float bf16_to_f32(uint16_t h) {
+[[gnu::always_inline]] inline float bf16_to_f32(uint16_t h) {
   uint32_t u = static_cast<uint32_t>(h) << 16;
   float f;
   std::memcpy(&f, &u, 4);
   return f;
 }
 
-inline uint16_t f32_to_bf16(float f) {
+[[gnu::always_inline]] inline uint16_t f32_to_bf16(float f) {
   uint32_t u;
   std::memcpy(&u, &f, 4);
   if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40);  // NaN
@@ -21,7 +24,7 @@ inline uint16_t f32_to_bf16(float f) {
   return static_cast<uint16_t>(u >> 16);
 }
 
-inline float f16_to_f32(uint16_t h) {
+[[gnu::always_inline]] inline float f16_to_f32(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   uint32_t exp = (h >> 10) & 0x1fu;
   uint32_t mant = h & 0x3ffu;
@@ -48,7 +51,7 @@ inline float f16_to_f32(uint16_t h) {
   return f;
 }
 
-inline uint16_t f32_to_f16(float f) {
+[[gnu::always_inline]] inline uint16_t f32_to_f16(float f) {
   uint32_t u;
   std::memcpy(&u, &f, 4);
   const uint32_t sign = (u >> 16) & 0x8000u;

@@ -11,6 +11,10 @@
 #include "core/half.h"
 
 namespace loom::cpu::gemm {
+// Internal linkage: files built for different instruction sets include this,
+// and a shared (weak) out-of-line copy would let the linker hand one ISA's
+// code to another's callers.
+namespace {
 
 inline uint32_t load_u32(const uint8_t* p) {
   uint32_t v;
@@ -190,4 +194,5 @@ void pack_scales(const uint8_t* w, int64_t row_bytes, int rows, int64_t k0, int6
   }
 }
 
+}  // namespace
 }  // namespace loom::cpu::gemm

@@ -11,6 +11,10 @@
 #include "backend/cpu/simd_x86.h"
 
 namespace loom::cpu::simd {
+// Internal linkage: files built for different instruction sets include this,
+// and a shared (weak) out-of-line copy would let the linker hand one ISA's
+// code to another's callers.
+namespace {
 
 struct V256 {
   using I = __m256i;
@@ -202,4 +206,5 @@ using V512Vnni = V512<true>;
 
 #endif
 
+}  // namespace
 }  // namespace loom::cpu::simd

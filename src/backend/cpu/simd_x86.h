@@ -9,6 +9,10 @@
 #include <cstdint>
 
 namespace loom::cpu::simd {
+// Internal linkage: files built for different instruction sets include this,
+// and a shared (weak) out-of-line copy would let the linker hand one ISA's
+// code to another's callers.
+namespace {
 
 inline float hsum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -131,4 +135,5 @@ inline void transpose_f32(const float* src, int64_t rows, int64_t cols, int64_t 
     for (int64_t c = (r < r8 ? c8 : 0); c < cols; ++c) dst[c * ldd + r] = src[r * lds + c];
 }
 
+}  // namespace
 }  // namespace loom::cpu::simd

@@ -63,7 +63,7 @@ static_assert(sizeof(BlockQ4_1) == 20 && sizeof(BlockQ5_0) == 22 && sizeof(Block
 static_assert(sizeof(BlockQ4_K) == 144 && sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210);
 
 // The 6-bit scale and min of sub-block j (0..7) of a Q4_K / Q5_K super-block.
-inline void k_scale_min(const uint8_t* s, int j, int& sc, int& m) {
+[[gnu::always_inline]] inline void k_scale_min(const uint8_t* s, int j, int& sc, int& m) {
   if (j < 4) {
     sc = s[j] & 63;
     m = s[j + 4] & 63;
