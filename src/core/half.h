@@ -1,7 +1,6 @@
 // IEEE half and bfloat16 <-> float conversion (scalar, exact round-to-nearest-even).
-// Always inlined: the CPU backend's files built for different instruction
-// sets call them, and an out-of-line copy (a debug build's) would be one weak
-// symbol shared by all of them (tests/backend/check_isa_symbols.py).
+// Always inlined: the CPU backend's per-ISA files call them and must share no
+// out-of-line code (src/backend/cpu/README.md).
 #pragma once
 
 #include <cstdint>

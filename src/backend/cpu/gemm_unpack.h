@@ -11,9 +11,7 @@
 #include "core/half.h"
 
 namespace loom::cpu::gemm {
-// Internal linkage: files built for different instruction sets include this,
-// and a shared (weak) out-of-line copy would let the linker hand one ISA's
-// code to another's callers.
+// Internal linkage, as for every header of the per-ISA files (README.md).
 namespace {
 
 inline uint32_t load_u32(const uint8_t* p) {

@@ -11,9 +11,7 @@
 #include "backend/cpu/simd_x86.h"
 
 namespace loom::cpu::simd {
-// Internal linkage: files built for different instruction sets include this,
-// and a shared (weak) out-of-line copy would let the linker hand one ISA's
-// code to another's callers.
+// Internal linkage, as for every header of the per-ISA files (README.md).
 namespace {
 
 struct V256 {

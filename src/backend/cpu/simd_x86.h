@@ -9,9 +9,7 @@
 #include <cstdint>
 
 namespace loom::cpu::simd {
-// Internal linkage: files built for different instruction sets include this,
-// and a shared (weak) out-of-line copy would let the linker hand one ISA's
-// code to another's callers.
+// Internal linkage, as for every header of the per-ISA files (README.md).
 namespace {
 
 inline float hsum(__m256 v) {

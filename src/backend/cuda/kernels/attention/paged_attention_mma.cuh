@@ -45,12 +45,13 @@
 // chunk q % (HD / 16) of key q / (HD / 16), so 8 lanes fetch 128 contiguous
 // bytes of a cache. (Copied as the reads want them, 2-4 keys x 16 or 32
 // bytes per 8 lanes, they reach the L2 as one- or two-sector requests, and
-// its tag lookups become the kernel's limit.) Both are stored [key][chunk] with the
-// chunk index XORed by mma_k_swizzle / mma_v_swizzle(key), so the row copies
-// and the reads hit distinct banks; lanes read what other lanes copied, so a
-// warp barrier follows each cp.async wait (it also orders the refill of a
-// stage after the reads of it). A lane's K and V copies are of the same keys,
-// so they share its block-table entries, loaded a tile ahead of the copies.
+// its tag lookups become the kernel's limit.) Both are stored [key][chunk]
+// with the chunk index XORed by mma_k_swizzle / mma_v_swizzle(key), so the
+// row copies and the reads hit distinct banks; lanes read what other lanes
+// copied, so a warp barrier follows each cp.async wait (it also orders the
+// refill of a stage after the reads of it). A lane's K and V copies are of
+// the same keys, so they share its block-table entries, loaded a tile ahead
+// of the copies.
 #pragma once
 
 #include <atomic>
