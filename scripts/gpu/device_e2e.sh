@@ -36,7 +36,7 @@
 #            kernel profiles, in one call
 #   fp8ncu   Nsight Compute on the one-row products: the FP8 small-m kernel at each
 #            8B shape (per-row scales), the streaming kernel and the bf16 GEMV on gate_up,
-#            one launch each
+#            one launch each (FP8NCU_SPECS: other kernels, "kernel skip name|...")
 #            (speed of light, memory, warp stalls, occupancy), as ncu_fp8.txt
 #   fp8block the CUTLASS block-scaled FP8 GEMM: its test_cuda_fp8 cases, then
 #            bench_cuda_ops' prefill table (bf16 vs FP8 per-row vs FP8 blocks)
@@ -58,11 +58,12 @@
 #            head, whose 16 slots per block are contiguous), then Nsight Compute on the
 #            FP8 kernel at 512 x 1536 (speed of light, memory, warp stalls, occupancy,
 #            instruction mix) -> attn_decode.txt, ncu_attn.txt
-#   fp8envab one FP8 environment setting against another, 8B shape, --quantization fp8
-#            --kv-cache-dtype fp8: FP8AB_ENV (a variable, e.g. LOOM_FP8_FAST_ACCUM or
-#            LOOM_FP8_PREQUANTIZE) at each of FP8AB_VALUES (default "0 1"), FP8AB_ROUNDS
-#            rounds (1): bench latency 128/256 batch 1,64, then (FP8AB_OFFLINE=1) the 1,000
-#            ShareGPT-like requests and 512 x 1000/1000 at 512:16384 -> fp8_envab.json
+#   fp8envab one environment setting against another, 8B shape, FP8AB_FLAGS (default
+#            "--quantization fp8 --kv-cache-dtype fp8"; "" for bf16): FP8AB_ENV (a variable,
+#            e.g. LOOM_FP8_FAST_ACCUM or LOOM_WEIGHT_PREFETCH_MB) at each of FP8AB_VALUES
+#            (default "0 1"), FP8AB_ROUNDS rounds (1): bench latency 128/256 at batch
+#            FP8AB_BATCHES (1,64), then (FP8AB_OFFLINE=1) the 1,000 ShareGPT-like requests
+#            and 512 x 1000/1000 at 512:16384 -> FP8AB_NAME.json (fp8_envab.json)
 #   fp8fasttest  fast accumulation (LOOM_FP8_FAST_ACCUM): its test_cuda_fp8 case, the GEMM
 #            tables (bench_cuda_ops --matmul) and alone vs batched with it on
 #   offsweep 8B 1,000 ShareGPT-like requests, bf16 and FP8 (weights + KV), at each
@@ -511,8 +512,10 @@ for r in runs:
     # FP8 per-row table at one row is qkv, o, gate_up, down in that order, as is
     # the bf16 table's (its one-row products run gemv_kernel).
     : > "$OUT/ncu_fp8.txt"
-    for spec in "fp8_matmul_kernel 10 qkv" "fp8_matmul_kernel 33 o" "fp8_matmul_kernel 56 gate_up" \
-                "fp8_matmul_kernel 79 down" "fp8_stream_kernel 56 gate_up_stream" "gemv_kernel 56 gate_up_bf16"; do
+    # FP8NCU_SPECS: "kernel launch-skip name" entries separated by |.
+    specs=${FP8NCU_SPECS:-"fp8_matmul_kernel 10 qkv|fp8_matmul_kernel 33 o|fp8_matmul_kernel 56 gate_up|fp8_matmul_kernel 79 down|fp8_stream_kernel 56 gate_up_stream|gemv_kernel 56 gate_up_bf16"}
+    IFS='|' read -ra speclist <<< "$specs"
+    for spec in "${speclist[@]}"; do
       set -- $spec
       echo "== $3 ($1, launch $2)" >> "$OUT/ncu_fp8.txt"
       timeout 150 "$ncu" --clock-control none -k "regex:$1" --launch-skip "$2" --launch-count 1 \
@@ -664,13 +667,13 @@ for l in open(sys.argv[1]):
   fp8envab)
     model8b
     $L bench workload --model /tmp/llama8b --dataset sharegpt --num-requests 1000 --seed 0 --output /tmp/w.jsonl
-    f="--quantization fp8 --kv-cache-dtype fp8"
+    f=${FP8AB_FLAGS-"--quantization fp8 --kv-cache-dtype fp8"}
     : > /tmp/envab.jsonl
     for round in $(seq 1 "${FP8AB_ROUNDS:-1}"); do
       for val in ${FP8AB_VALUES:-0 1}; do
         : > /tmp/ea.jsonl
         env "${FP8AB_ENV:?set FP8AB_ENV}=$val" timeout 120 $L bench latency --device cuda --model /tmp/llama8b \
-          --input-len 128 --output-len 256 --batch-sizes 1,64 $f --json > /tmp/ea.jsonl 2> /tmp/ea.err || tail -3 /tmp/ea.err
+          --input-len 128 --output-len 256 --batch-sizes ${FP8AB_BATCHES:-1,64} $f --json > /tmp/ea.jsonl 2> /tmp/ea.err || tail -3 /tmp/ea.err
         if [ "${FP8AB_OFFLINE:-1}" = 1 ]; then
           env "$FP8AB_ENV=$val" timeout 150 $L bench offline --device cuda --model /tmp/llama8b --workload /tmp/w.jsonl \
             --max-num-seqs 512 --max-num-batched-tokens 16384 $f --json >> /tmp/ea.jsonl 2>> /tmp/ea.err || tail -3 /tmp/ea.err
@@ -688,7 +691,7 @@ for l in open('/tmp/ea.jsonl'):
 " "$FP8AB_ENV=$val" "$round" >> /tmp/envab.jsonl
       done
     done
-    meta /tmp/envab.jsonl "Llama-3-8B shape, --quantization fp8 --kv-cache-dtype fp8, $FP8AB_ENV at ${FP8AB_VALUES:-0 1} alternated: bench latency 128/256 batch 1,64; bench offline 1,000 ShareGPT-like and 512 x 1000/1000 at 512:16384" > "$OUT/fp8_envab.json"
+    meta /tmp/envab.jsonl "Llama-3-8B shape, flags '$f', $FP8AB_ENV at ${FP8AB_VALUES:-0 1} alternated: bench latency 128/256 batch ${FP8AB_BATCHES:-1,64}; bench offline 1,000 ShareGPT-like and 512 x 1000/1000 at 512:16384" > "$OUT/${FP8AB_NAME:-fp8_envab}.json"
     ;;
   fp8fasttest)
     timeout 120 $T/test_cuda_fp8 --gtest_filter='*FastAccumulation*' > /tmp/ff.log 2>&1
