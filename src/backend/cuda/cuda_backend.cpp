@@ -50,6 +50,15 @@ CudaBackend::CudaBackend(int device)
   const char* flash = std::getenv("LOOM_FLASH_PREFILL");
   flash_prefill_ = !(flash && std::strcmp(flash, "0") == 0);
   attn_split_ = attention_split_from_env();
+  // Weights prefetched into L2 while the ops before them run (few-row steps,
+  // sm_90+; README.md): opt-in, LOOM_WEIGHT_PREFETCH_MB MiB a layer.
+  if (props_.major >= 9) {
+    constexpr int64_t kMiB = 1 << 20;
+    weight_prefetch_bytes_ = env_int("LOOM_WEIGHT_PREFETCH_MB", 0, 1 << 20, 0) * kMiB;
+    weight_prefetch_rows_ =
+        env_int("LOOM_WEIGHT_PREFETCH_ROWS", 1, int64_t{1} << 30, weight_prefetch_rows_);
+    weight_prefetch_side_ = env_int("LOOM_WEIGHT_PREFETCH_STREAM", 0, 1, 1) == 1;
+  }
   // GEMVs start loading weights while the kernel before them runs (sm_90+;
   // LOOM_PDL=0: off, for A/B comparisons).
   const char* pdl = std::getenv("LOOM_PDL");
@@ -57,6 +66,9 @@ CudaBackend::CudaBackend(int device)
 }
 
 CudaBackend::~CudaBackend() {
+  if (prefetch_stream_) cudaStreamSynchronize(prefetch_stream_->get());
+  if (prefetch_fork_) cudaEventDestroy(prefetch_fork_);
+  if (prefetch_join_) cudaEventDestroy(prefetch_join_);
   cudaStreamSynchronize(stream_);
   for (DownloadSlot& d : download_slots_) {
     if (d.done) cudaEventDestroy(d.done);
@@ -130,8 +142,15 @@ void CudaBackend::prepare_attention(const AttentionMetadata& meta, int64_t num_t
   metadata_.prepare(meta, num_tokens, block_size, num_blocks, stream_);
 }
 
+void CudaBackend::join_prefetch() {
+  if (!prefetch_pending_) return;
+  prefetch_pending_ = false;
+  LOOM_CUDA_CHECK(cudaStreamWaitEvent(stream_, prefetch_join_, 0));
+}
+
 void CudaBackend::begin_capture() {
   check_not_capturing("begin_capture");
+  join_prefetch();  // a recording's fork and join are its own
   LOOM_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
   capturing_ = true;
   metadata_.set_frozen(true);
@@ -143,6 +162,7 @@ std::unique_ptr<StepGraph> CudaBackend::end_capture() {
   capturing_ = false;
   metadata_.set_frozen(false);
   cudaGraph_t graph = nullptr;
+  join_prefetch();  // a recording ends with every forked stream joined
   LOOM_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
   auto g = std::make_unique<CudaStepGraph>();
   const cudaError_t err = cudaGraphInstantiate(&g->exec, graph, 0);
@@ -159,6 +179,10 @@ void CudaBackend::abort_capture() {
   capturing_ = false;
   metadata_.set_frozen(false);
   cudaGraph_t graph = nullptr;
+  if (prefetch_pending_) {
+    prefetch_pending_ = false;
+    cudaStreamWaitEvent(stream_, prefetch_join_, 0);
+  }
   cudaStreamEndCapture(stream_, &graph);
   if (graph) cudaGraphDestroy(graph);
   cudaGetLastError();  // clear the capture's error state
