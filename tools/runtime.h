@@ -27,7 +27,7 @@ struct RuntimeOptions {
   int threads = 0;               // CPU threads; 0: all cores
   std::string kv_cache_memory = "1GiB";  // CPU KV pool budget
   double gpu_memory_utilization = 0.9;   // GPU: fraction of device memory loom may use
-  std::string kv_cache_dtype = "auto";   // auto (f32 on CPU, bf16 on GPU) | f32 | f16 | bf16 | fp8
+  std::string kv_cache_dtype = "auto";   // auto (f16 on CPU, bf16 on GPU) | f32 | f16 | bf16 | fp8
   std::string quantization = "none";     // none | fp8 (quantise bf16/fp16 weights to FP8 at load)
   int32_t block_size = 16;
   int32_t max_num_seqs = 256;
