@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -182,7 +183,7 @@ class Backend {
   // moving them toward its compute units (the CUDA backend: into L2, up to
   // its share of the cache, at few rows). Changes no result; the default
   // does nothing.
-  virtual void prefetch_weights(const std::vector<const LinearWeight*>& /*weights*/,
+  virtual void prefetch_weights(std::span<const LinearWeight* const> /*weights*/,
                                 int64_t /*rows*/) {}
 
   // --- ops (outputs are preallocated by the caller; shapes are checked) ---

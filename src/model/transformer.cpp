@@ -8,6 +8,7 @@
 #include "model/transformer.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -920,10 +921,9 @@ void Transformer::run_piece(size_t piece, const StepInput& step, KvCache& cache)
   // From the q, k, v projection to the o projection the ops read little
   // memory: the weights read next may start their way in meanwhile.
   const auto prefetch_next = [&] {
-    if (l.fused)
-      be.prefetch_weights({&l.wo, &l.w_gate_up}, v.h.dim(0));
-    else
-      be.prefetch_weights({&l.wo, &l.w_gate, &l.w_up}, v.h.dim(0));
+    const std::array<const LinearWeight*, 3> next = {&l.wo, l.fused ? &l.w_gate_up : &l.w_gate,
+                                                     l.fused ? nullptr : &l.w_up};
+    be.prefetch_weights(next, v.h.dim(0));
   };
   if (l.fused && !c.qk_norm) {
     // One GEMM, then q and k rotated on the way out and k, v written

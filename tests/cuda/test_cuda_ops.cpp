@@ -193,11 +193,12 @@ TEST_F(CudaOpsTest, PrefetchWeightsChangesNothing) {
     be->begin_capture();
     be->prefetch_weights(ws, 1);
     be->add(gb, gb);
-    be->prefetch_weights({&odd}, 2);
+    const std::vector<const LinearWeight*> one = {&odd}, five = {&whole, &odd, &odd, &odd, &odd};
+    be->prefetch_weights(one, 2);
     auto graph = be->end_capture();
     ASSERT_TRUE(graph);
     ASSERT_TRUE(be->replay(*graph));
-    be->prefetch_weights({&whole, &odd, &odd, &odd, &odd}, 1);
+    be->prefetch_weights(five, 1);
     be->synchronize();
     EXPECT_EQ(from_gpu_bf16(*be, ga), a);
     auto got = from_gpu_bf16(*be, gb);

@@ -142,15 +142,15 @@ void CudaBackend::prepare_attention(const AttentionMetadata& meta, int64_t num_t
   metadata_.prepare(meta, num_tokens, block_size, num_blocks, stream_);
 }
 
-void CudaBackend::join_prefetch() {
-  if (!prefetch_pending_) return;
+cudaError_t CudaBackend::join_prefetch() {
+  if (!prefetch_pending_) return cudaSuccess;
   prefetch_pending_ = false;
-  LOOM_CUDA_CHECK(cudaStreamWaitEvent(stream_, prefetch_join_, 0));
+  return cudaStreamWaitEvent(stream_, prefetch_join_, 0);
 }
 
 void CudaBackend::begin_capture() {
   check_not_capturing("begin_capture");
-  join_prefetch();  // a recording's fork and join are its own
+  LOOM_CUDA_CHECK(join_prefetch());  // a recording's fork and join are its own
   LOOM_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
   capturing_ = true;
   metadata_.set_frozen(true);
@@ -162,7 +162,7 @@ std::unique_ptr<StepGraph> CudaBackend::end_capture() {
   capturing_ = false;
   metadata_.set_frozen(false);
   cudaGraph_t graph = nullptr;
-  join_prefetch();  // a recording ends with every forked stream joined
+  LOOM_CUDA_CHECK(join_prefetch());  // a recording ends with every forked stream joined
   LOOM_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
   auto g = std::make_unique<CudaStepGraph>();
   const cudaError_t err = cudaGraphInstantiate(&g->exec, graph, 0);
@@ -179,10 +179,7 @@ void CudaBackend::abort_capture() {
   capturing_ = false;
   metadata_.set_frozen(false);
   cudaGraph_t graph = nullptr;
-  if (prefetch_pending_) {
-    prefetch_pending_ = false;
-    cudaStreamWaitEvent(stream_, prefetch_join_, 0);
-  }
+  (void)join_prefetch();  // its error, if any, is the capture's
   cudaStreamEndCapture(stream_, &graph);
   if (graph) cudaGraphDestroy(graph);
   cudaGetLastError();  // clear the capture's error state

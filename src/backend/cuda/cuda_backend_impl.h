@@ -105,7 +105,7 @@ class CudaBackend final : public Backend {
   void copy_from_host(Tensor& dst, const void* src, size_t bytes) override;
   void copy_to_host(void* dst, const Tensor& src, size_t bytes) override;
   void synchronize() override {
-    join_prefetch();
+    LOOM_CUDA_CHECK(join_prefetch());
     LOOM_CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
   void copy(Tensor& dst, const Tensor& src) override;
@@ -129,7 +129,7 @@ class CudaBackend final : public Backend {
   std::optional<LinearWeight> stack_linear(const std::vector<const LinearWeight*>& parts) override;
   // Bulk L2 prefetches of the weights' bytes, in order, up to
   // weight_prefetch_bytes_, for steps of at most weight_prefetch_rows_ rows.
-  void prefetch_weights(const std::vector<const LinearWeight*>& weights, int64_t rows) override;
+  void prefetch_weights(std::span<const LinearWeight* const> weights, int64_t rows) override;
 
   // --- ops ---
   // cuda_backend_matmul.cpp
@@ -259,7 +259,7 @@ class CudaBackend final : public Backend {
   std::unique_ptr<OwnedStream> prefetch_stream_;
   cudaEvent_t prefetch_fork_ = nullptr, prefetch_join_ = nullptr;
   bool prefetch_pending_ = false;  // prefetch_stream_ has work the backend's stream has not joined
-  void join_prefetch();
+  cudaError_t join_prefetch();
   // Split-KV sizing of the decode attention kernel (cuda_backend_attention.cpp),
   // read once by the constructor from the LOOM_ATTN_* variables
   // (src/backend/cuda/README.md).

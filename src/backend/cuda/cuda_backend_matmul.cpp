@@ -64,7 +64,7 @@ const void* CudaBackend::bias_as_bf16(const Tensor& bias) {
   return d;
 }
 
-void CudaBackend::prefetch_weights(const std::vector<const LinearWeight*>& weights, int64_t rows) {
+void CudaBackend::prefetch_weights(std::span<const LinearWeight* const> weights, int64_t rows) {
   if (weight_prefetch_bytes_ <= 0 || rows > weight_prefetch_rows_) return;
   L2PrefetchRange ranges[kMaxL2PrefetchRanges];
   int count = 0;
@@ -78,10 +78,7 @@ void CudaBackend::prefetch_weights(const std::vector<const LinearWeight*>& weigh
     left -= bytes;
   }
   if (count == 0) return;
-  // 16 KiB pieces over up to one block per SM.
-  const int64_t pieces = (weight_prefetch_bytes_ - left + (16 << 10) - 1) / (16 << 10);
-  const int blocks =
-      static_cast<int>(std::clamp<int64_t>(pieces, 1, std::max(props_.multiProcessorCount, 1)));
+  const int blocks = props_.multiProcessorCount;  // at most one a SM
   if (!weight_prefetch_side_) {
     l2_prefetch(ranges, count, blocks, /*programmatic=*/true, stream_);
     check_launch();

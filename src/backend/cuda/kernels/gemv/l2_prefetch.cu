@@ -54,9 +54,10 @@ __global__ void __launch_bounds__(kThreads) l2_prefetch_kernel(const Ranges r) {
 
 }  // namespace
 
-void l2_prefetch(const L2PrefetchRange* ranges, int count, int blocks, bool programmatic,
+void l2_prefetch(const L2PrefetchRange* ranges, int count, int max_blocks, bool programmatic,
                  cudaStream_t stream) {
   Ranges r{};
+  int64_t pieces = 0;
   for (int i = 0; i < count && r.count < kMaxL2PrefetchRanges; ++i) {
     // 16-byte aligned starts and sizes (the instruction's rule), inside the range.
     const auto p = reinterpret_cast<uintptr_t>(ranges[i].ptr);
@@ -68,9 +69,11 @@ void l2_prefetch(const L2PrefetchRange* ranges, int count, int blocks, bool prog
     r.ptr[r.count] = reinterpret_cast<const unsigned char*>(start);
     r.bytes[r.count] = bytes;
     r.chunks[r.count] = static_cast<int>((bytes + kChunk - 1) / kChunk);
+    pieces += r.chunks[r.count];
     ++r.count;
   }
-  if (r.count == 0 || blocks < 1) return;
+  if (r.count == 0 || max_blocks < 1) return;
+  const int blocks = static_cast<int>(std::min<int64_t>(pieces, max_blocks));
   if (programmatic)
     launch_dependent(l2_prefetch_kernel, dim3(static_cast<unsigned>(blocks)), dim3(kThreads), 0,
                      stream, r);
