@@ -10,6 +10,8 @@
 #   offline  8B: 1,000 ShareGPT-like requests at once (the first run with the step
 #            profile), loom then HF's continuous batching on the first $HF_REQUESTS
 #   fixed    8B: 512 requests of 1,000 prompt / 1,000 output tokens
+#   goals    8B, bf16 then FP8 weights + KV in one call: batch 1 / 64 decode, 1,000
+#            ShareGPT-like requests, 512 x 1000/1000 (GOALS_SEQS, GOALS_TOKENS)
 #   profile  8B: CUPTI kernel profile of decode at batch 1 and 64 (PROFILE_BATCHES)
 #   ops      bench_cuda_ops: per-op timings (GEMMs, attention decode/prefill, the
 #            long-context decode table 8k-128k x batch 1-64, ...)
@@ -60,7 +62,7 @@
 #            instruction mix) -> attn_decode.txt, ncu_attn.txt
 #   fp8envab one environment setting against another, 8B shape, FP8AB_FLAGS (default
 #            "--quantization fp8 --kv-cache-dtype fp8"; "" for bf16): FP8AB_ENV (a variable,
-#            e.g. LOOM_FP8_FAST_ACCUM or LOOM_WEIGHT_PREFETCH_MB) at each of FP8AB_VALUES
+#            e.g. LOOM_FP8_FAST_ACCUM) at each of FP8AB_VALUES
 #            (default "0 1"), FP8AB_ROUNDS rounds (1): bench latency 128/256 at batch
 #            FP8AB_BATCHES (1,64), then (FP8AB_OFFLINE=1) the 1,000 ShareGPT-like requests
 #            and 512 x 1000/1000 at 512:16384 -> FP8AB_NAME.json (fp8_envab.json)
@@ -573,6 +575,35 @@ for r in runs:
       echo "-- $name"; cut -c1-700 /tmp/lat_$name.jsonl; cat /tmp/lat_$name.jsonl >> /tmp/fp8lat.jsonl
     done
     meta /tmp/fp8lat.jsonl "bench latency, Llama-3-8B shape: bf16; --quantization fp8 (per-channel W8A8) with bf16 and FP8 KV; the HF fp8 128x128-block checkpoint with FP8 KV" > "$OUT/bench_latency_8b_fp8.json"
+    ;;
+  goals)
+    # The 8B figures the performance claims rest on, bf16 and FP8 (weights and
+    # KV) side by side in one call: bench latency 128/256 at batch 1 and 64,
+    # 1,000 ShareGPT-like requests, 512 x 1000/1000; GOALS_SEQS (512) and
+    # GOALS_TOKENS (16384) for the offline runs.
+    model8b
+    $L bench workload --model /tmp/llama8b --dataset sharegpt --num-requests 1000 --seed 0 --output /tmp/w.jsonl
+    : > /tmp/goals.jsonl
+    sched="--max-num-seqs ${GOALS_SEQS:-512} --max-num-batched-tokens ${GOALS_TOKENS:-16384}"
+    for v in "bf16" "fp8 --quantization fp8 --kv-cache-dtype fp8"; do
+      set -- $v; name=$1; shift
+      : > /tmp/g.jsonl
+      timeout 120 $L bench latency --device cuda --model /tmp/llama8b --input-len 128 --output-len 256 \
+        --batch-sizes 1,64 "$@" --json > /tmp/g.jsonl 2> /tmp/g.err || tail -3 /tmp/g.err
+      timeout 150 $L bench offline --device cuda --model /tmp/llama8b --workload /tmp/w.jsonl $sched "$@" \
+        --json >> /tmp/g.jsonl 2>> /tmp/g.err || tail -3 /tmp/g.err
+      timeout 200 $L bench offline --device cuda --model /tmp/llama8b --dataset fixed --input-len 1000 \
+        --output-len 1000 --num-requests 512 $sched "$@" --json >> /tmp/g.jsonl 2>> /tmp/g.err || tail -3 /tmp/g.err
+      python3 -c "
+import json, sys
+for l in open('/tmp/g.jsonl'):
+    if not l.startswith('{'): continue
+    d = json.loads(l); d['variant'] = sys.argv[1]; print(json.dumps(d))
+    if 'decode' in d: print(sys.argv[1], 'latency', [(e['batch'], e['itl_ms']['p50'], e['decode_tokens_per_s']) for e in d['decode']], 'kv_blocks', d.get('kv_blocks'), file=sys.stderr)
+    else: print(sys.argv[1], 'offline', {k: d.get(k) for k in ('requests_per_s', 'output_tokens_per_s', 'duration_s')}, file=sys.stderr)
+" "$name" >> /tmp/goals.jsonl
+    done
+    meta /tmp/goals.jsonl "Llama-3-8B shape, random weights: bf16, then --quantization fp8 --kv-cache-dtype fp8; bench latency 128/256 batch 1,64; bench offline 1,000 ShareGPT-like and 512 x 1000/1000 at $sched" > "$OUT/bench_goals_8b.json"
     ;;
   fp8fixed)
     model8b

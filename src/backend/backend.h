@@ -10,7 +10,6 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
-#include <span>
 #include <string>
 #include <vector>
 
@@ -178,13 +177,6 @@ class Backend {
   // dtypes or FP8 scales that do not stack). The default stacks plain
   // weights of one dtype.
   virtual std::optional<LinearWeight> stack_linear(const std::vector<const LinearWeight*>& parts);
-  // A hint, issued while the ops before them run: these prepared weights are
-  // read next, in this order, by a step of `rows` tokens. A backend may start
-  // moving them toward its compute units (the CUDA backend: into L2, up to
-  // its share of the cache, at few rows). Changes no result; the default
-  // does nothing.
-  virtual void prefetch_weights(std::span<const LinearWeight* const> /*weights*/,
-                                int64_t /*rows*/) {}
 
   // --- ops (outputs are preallocated by the caller; shapes are checked) ---
   // out[T, H] = table[ids[t], :] * scale. ids: i32 [T] on this device.

@@ -89,9 +89,6 @@ class FaultInjectingBackend final : public Backend {
                               const LinearWeight* next_linear = nullptr) override {
     be_.gated_activation_fused(gate_up, act, out, next_linear);
   }
-  void prefetch_weights(std::span<const LinearWeight* const> weights, int64_t rows) override {
-    be_.prefetch_weights(weights, rows);
-  }
   void gather_rows(const Tensor& x, const std::vector<int32_t>& rows, Tensor& out) override {
     be_.gather_rows(x, rows, out);
   }

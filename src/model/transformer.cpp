@@ -8,7 +8,6 @@
 #include "model/transformer.h"
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -918,18 +917,10 @@ void Transformer::run_piece(size_t piece, const StepInput& step, KvCache& cache)
   const LayerWeights& l = layers_[piece];
   KvLayerCache& kv = cache.layers[piece];
   const float mscale = l.rope->attention_scale();
-  // From the q, k, v projection to the o projection the ops read little
-  // memory: the weights read next may start their way in meanwhile.
-  const auto prefetch_next = [&] {
-    const std::array<const LinearWeight*, 3> next = {&l.wo, l.fused ? &l.w_gate_up : &l.w_gate,
-                                                     l.fused ? nullptr : &l.w_up};
-    be.prefetch_weights(next, v.h.dim(0));
-  };
   if (l.fused && !c.qk_norm) {
     // One GEMM, then q and k rotated on the way out and k, v written
     // straight into the cache.
     be.linear(v.h, l.wqkv, l.bqkv ? &*l.bqkv : nullptr, v.qkv);
-    prefetch_next();
     Backend::QkvRope r{&v.positions, l.inv_freq, l.rope->rotary_dim, l.rope->interleaved, mscale};
     be.split_qkv(v.qkv, &r, v.q3, v.k3, v.v3, &kv, &meta);
     return;
@@ -944,7 +935,6 @@ void Transformer::run_piece(size_t piece, const StepInput& step, KvCache& cache)
                          {&l.wk, l.bk ? &*l.bk : nullptr, &k_out},
                          {&l.wv, l.bv ? &*l.bv : nullptr, &v.v}});
   }
-  prefetch_next();
   if (c.qk_norm) {
     be.rms_norm(v.q_raw_rows, l.q_norm, eps_, norm_offset_, v.q_rows);
     be.rms_norm(v.k_raw_rows, l.k_norm, eps_, norm_offset_, v.k_rows);

@@ -50,15 +50,6 @@ CudaBackend::CudaBackend(int device)
   const char* flash = std::getenv("LOOM_FLASH_PREFILL");
   flash_prefill_ = !(flash && std::strcmp(flash, "0") == 0);
   attn_split_ = attention_split_from_env();
-  // Weights prefetched into L2 while the ops before them run (few-row steps,
-  // sm_90+; README.md): opt-in, LOOM_WEIGHT_PREFETCH_MB MiB a layer.
-  if (props_.major >= 9) {
-    constexpr int64_t kMiB = 1 << 20;
-    weight_prefetch_bytes_ = env_int("LOOM_WEIGHT_PREFETCH_MB", 0, 1 << 20, 0) * kMiB;
-    weight_prefetch_rows_ =
-        env_int("LOOM_WEIGHT_PREFETCH_ROWS", 1, int64_t{1} << 30, weight_prefetch_rows_);
-    weight_prefetch_side_ = env_int("LOOM_WEIGHT_PREFETCH_STREAM", 0, 1, 1) == 1;
-  }
   // GEMVs start loading weights while the kernel before them runs (sm_90+;
   // LOOM_PDL=0: off, for A/B comparisons).
   const char* pdl = std::getenv("LOOM_PDL");
@@ -66,9 +57,6 @@ CudaBackend::CudaBackend(int device)
 }
 
 CudaBackend::~CudaBackend() {
-  if (prefetch_stream_) cudaStreamSynchronize(prefetch_stream_->get());
-  if (prefetch_fork_) cudaEventDestroy(prefetch_fork_);
-  if (prefetch_join_) cudaEventDestroy(prefetch_join_);
   cudaStreamSynchronize(stream_);
   for (DownloadSlot& d : download_slots_) {
     if (d.done) cudaEventDestroy(d.done);
@@ -142,15 +130,8 @@ void CudaBackend::prepare_attention(const AttentionMetadata& meta, int64_t num_t
   metadata_.prepare(meta, num_tokens, block_size, num_blocks, stream_);
 }
 
-cudaError_t CudaBackend::join_prefetch() {
-  if (!prefetch_pending_) return cudaSuccess;
-  prefetch_pending_ = false;
-  return cudaStreamWaitEvent(stream_, prefetch_join_, 0);
-}
-
 void CudaBackend::begin_capture() {
   check_not_capturing("begin_capture");
-  LOOM_CUDA_CHECK(join_prefetch());  // a recording's fork and join are its own
   LOOM_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
   capturing_ = true;
   metadata_.set_frozen(true);
@@ -162,7 +143,6 @@ std::unique_ptr<StepGraph> CudaBackend::end_capture() {
   capturing_ = false;
   metadata_.set_frozen(false);
   cudaGraph_t graph = nullptr;
-  LOOM_CUDA_CHECK(join_prefetch());  // a recording ends with every forked stream joined
   LOOM_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
   auto g = std::make_unique<CudaStepGraph>();
   const cudaError_t err = cudaGraphInstantiate(&g->exec, graph, 0);
@@ -179,7 +159,6 @@ void CudaBackend::abort_capture() {
   capturing_ = false;
   metadata_.set_frozen(false);
   cudaGraph_t graph = nullptr;
-  (void)join_prefetch();  // its error, if any, is the capture's
   cudaStreamEndCapture(stream_, &graph);
   if (graph) cudaGraphDestroy(graph);
   cudaGetLastError();  // clear the capture's error state

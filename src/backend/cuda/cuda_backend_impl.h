@@ -104,10 +104,7 @@ class CudaBackend final : public Backend {
   Tensor prepare_weight(const Tensor& host_weight) override;
   void copy_from_host(Tensor& dst, const void* src, size_t bytes) override;
   void copy_to_host(void* dst, const Tensor& src, size_t bytes) override;
-  void synchronize() override {
-    LOOM_CUDA_CHECK(join_prefetch());
-    LOOM_CUDA_CHECK(cudaStreamSynchronize(stream_));
-  }
+  void synchronize() override { LOOM_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
   void copy(Tensor& dst, const Tensor& src) override;
   std::optional<DeviceMemory> device_memory() const override;
 
@@ -127,9 +124,6 @@ class CudaBackend final : public Backend {
   void linear(const Tensor& x, const LinearWeight& w, const Tensor* bias, Tensor& out) override;
   void linear_many(const Tensor& x, const std::vector<LinearJob>& jobs) override;
   std::optional<LinearWeight> stack_linear(const std::vector<const LinearWeight*>& parts) override;
-  // Bulk L2 prefetches of the weights' bytes, in order, up to
-  // weight_prefetch_bytes_, for steps of at most weight_prefetch_rows_ rows.
-  void prefetch_weights(std::span<const LinearWeight* const> weights, int64_t rows) override;
 
   // --- ops ---
   // cuda_backend_matmul.cpp
@@ -245,21 +239,6 @@ class CudaBackend final : public Backend {
   bool capturing_ = false;
   uint64_t capture_reallocations_ = 0;
   bool flash_prefill_ = true;  // prefill sequences go to the flash kernel (head sizes it has)
-  // prefetch_weights: at most this many bytes a call (0, the default: off;
-  // sm_90 and later only; LOOM_WEIGHT_PREFETCH_MB), for steps of at most this many rows
-  // (LOOM_WEIGHT_PREFETCH_ROWS).
-  int64_t weight_prefetch_bytes_ = 0;
-  int64_t weight_prefetch_rows_ = 16;
-  // Where the prefetch kernel runs: on a second stream forked from the
-  // backend's after the ops before it (a branch of a recorded step, off the
-  // path of the ops after it), joined back only by begin_capture,
-  // end_capture, abort_capture and synchronize (join_prefetch); or
-  // (LOOM_WEIGHT_PREFETCH_STREAM=0) in line, launched with PDL.
-  bool weight_prefetch_side_ = true;
-  std::unique_ptr<OwnedStream> prefetch_stream_;
-  cudaEvent_t prefetch_fork_ = nullptr, prefetch_join_ = nullptr;
-  bool prefetch_pending_ = false;  // prefetch_stream_ has work the backend's stream has not joined
-  cudaError_t join_prefetch();
   // Split-KV sizing of the decode attention kernel (cuda_backend_attention.cpp),
   // read once by the constructor from the LOOM_ATTN_* variables
   // (src/backend/cuda/README.md).

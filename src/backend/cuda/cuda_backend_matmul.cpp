@@ -1,7 +1,6 @@
 // CudaBackend::matmul: bf16 GEMMs through cuda::Gemm (cuBLASLt, or the GEMV
 // kernel of kernels/gemv/ for a few rows), with the bias converted to bf16 for
 // the GEMM epilogue.
-#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -62,40 +61,6 @@ const void* CudaBackend::bias_as_bf16(const Tensor& bias) {
     uploader_.upload(d, b.data(), b.size() * 2, stream_);
   }
   return d;
-}
-
-void CudaBackend::prefetch_weights(std::span<const LinearWeight* const> weights, int64_t rows) {
-  if (weight_prefetch_bytes_ <= 0 || rows > weight_prefetch_rows_) return;
-  L2PrefetchRange ranges[kMaxL2PrefetchRanges];
-  int count = 0;
-  int64_t left = weight_prefetch_bytes_;
-  for (const LinearWeight* w : weights) {
-    if (count == kMaxL2PrefetchRanges || left <= 0) break;
-    if (w == nullptr || w->weight.device() != Device::Cuda || w->weight.data() == nullptr) continue;
-    const int64_t bytes = std::min(w->weight.nbytes(), left);
-    if (bytes <= 0) continue;
-    ranges[count++] = {w->weight.data(), bytes};
-    left -= bytes;
-  }
-  if (count == 0) return;
-  const int blocks = props_.multiProcessorCount;  // at most one a SM
-  if (!weight_prefetch_side_) {
-    l2_prefetch(ranges, count, blocks, /*programmatic=*/true, stream_);
-    check_launch();
-    return;
-  }
-  if (!prefetch_stream_) {
-    prefetch_stream_ = std::make_unique<OwnedStream>(device_);
-    LOOM_CUDA_CHECK(cudaEventCreateWithFlags(&prefetch_fork_, cudaEventDisableTiming));
-    LOOM_CUDA_CHECK(cudaEventCreateWithFlags(&prefetch_join_, cudaEventDisableTiming));
-  }
-  cudaStream_t side = prefetch_stream_->get();
-  LOOM_CUDA_CHECK(cudaEventRecord(prefetch_fork_, stream_));
-  LOOM_CUDA_CHECK(cudaStreamWaitEvent(side, prefetch_fork_, 0));
-  l2_prefetch(ranges, count, blocks, /*programmatic=*/false, side);
-  check_launch();
-  LOOM_CUDA_CHECK(cudaEventRecord(prefetch_join_, side));
-  prefetch_pending_ = true;
 }
 
 }  // namespace loom::cuda

@@ -39,19 +39,6 @@ bool gemv_supported(int64_t m, int64_t k, const void* x, const void* w);
 void gemv_bf16(const void* x, const void* w, const void* bias, void* out, int64_t m, int64_t n, int64_t k,
                cudaStream_t stream);
 
-// Bulk L2 prefetches of up to kMaxL2PrefetchRanges byte ranges (l2_prefetch.cu;
-// sm_90 and later, elsewhere the kernel only keeps the stream's order), spread
-// over at most `max_blocks` CUDA blocks; a range's start is rounded up and its size down
-// to 16 bytes. programmatic: launched with PDL (in line on the compute
-// stream). A hint only: nothing is written.
-struct L2PrefetchRange {
-  const void* ptr;
-  int64_t bytes;
-};
-constexpr int kMaxL2PrefetchRanges = 4;
-void l2_prefetch(const L2PrefetchRange* ranges, int count, int max_blocks, bool programmatic,
-                 cudaStream_t stream);
-
 // a += b, bf16, n values.
 void add_bf16(void* a, const void* b, int64_t n, cudaStream_t stream);
 
