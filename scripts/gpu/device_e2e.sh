@@ -22,6 +22,8 @@
 #            server's step profile and request stages (--profile-steps / --profile);
 #            SMALL_RATES, SMALL_REQUESTS (3000 per rate), SMALL_SERVE_ARGS (extra
 #            `loom serve` flags, e.g. "--quantization fp8")
+#   smallprof  0.5B shape: CUPTI kernel profile of an offline run of the small stage's
+#            requests, bf16 then SMALLPROF_VARIANTS (e.g. "fp8,--quantization,fp8")
 #   cpu      the host CPU as a second CPU data point: the 0.5B-shaped model (bf16
 #            weights: the GGUF cannot be carried) on --device cpu, prefill at
 #            32/128/512 prompt tokens and decode at 1/4/16/64 streams, at
@@ -440,6 +442,24 @@ for r in runs:
         $L bench latency --device cuda --model /tmp/llama8b --input-len 128 --output-len 512 --batch-sizes $b \
         --max-num-seqs 256 --json ${PROFILE_ARGS:-} > /tmp/prof_$b.jsonl 2> /tmp/prof_$b.err || tail -5 /tmp/prof_$b.err
       grep -A45 "kernels by" /tmp/prof_$b.err | head -60; grep -iE "step|busy|idle" /tmp/prof_$b.err | head -20
+    done
+    ;;
+  smallprof)
+    # Kernel profile (CUPTI) of the 0.5B shape's offline run of the `small`
+    # stage's requests (128 in / 32 out, SMALLPROF_REQUESTS (4000) at once,
+    # 512:16384): where prefill+decode steps spend the GPU's time, bf16 then
+    # each of SMALLPROF_VARIANTS' flags ("fp8 --quantization fp8").
+    python3 scripts/gpu/make_random_model.py --shape 0.5b --out /tmp/qwen05 > /dev/null || exit 1
+    for v in "bf16" ${SMALLPROF_VARIANTS:-}; do
+      set -- ${v//,/ }; name=$1; shift
+      timeout 150 scripts/gpu/kernel_profile.sh --step-kernel embedding_kernel --top 25 \
+        --out "$OUT/profile_small_$name" -- $L bench offline --device cuda --model /tmp/qwen05 --dataset fixed \
+        --input-len 128 --output-len 32 --num-requests ${SMALLPROF_REQUESTS:-4000} --max-num-seqs 512 \
+        --max-num-batched-tokens 16384 --profile --json "$@" > /tmp/sp_$name.jsonl 2> /tmp/sp_$name.err ||
+        tail -5 /tmp/sp_$name.err
+      echo "-- $name"; grep -A32 "kernels by\|total_ms" /tmp/sp_$name.err | head -34; grep -iE "busy|idle" /tmp/sp_$name.err | head -6
+      head -1 /tmp/sp_$name.jsonl > /tmp/sp_$name.json && python3 scripts/gpu/print_step_profile.py /tmp/sp_$name.json | head -12
+      cp /tmp/sp_$name.jsonl "$OUT/bench_offline_small_$name.jsonl"
     done
     ;;
   faults)

@@ -13,9 +13,9 @@
 // 1-64, GQA 4 and 8, bf16 and FP8 KV); --attn-sweep instead sweeps the decode
 // split's LOOM_ATTN_* knobs over a few of those shapes and prints only that.
 // --matmul prints the bf16 and FP8 matmul tables (and the prefill GEMMs') only.
-// --decode-attn SEQS CTX bf16|fp8 [iterations] [kv heads] times one decode
-// attention shape (for profilers; 8 kv heads of 128 and 4 query heads each by
-// default).
+// --decode-attn SEQS CTX bf16|fp8 [iterations] [kv heads] [head_dim] [group]
+// times one decode attention shape (for profilers; 8 kv heads of 128 and 4
+// query heads each by default).
 // Usage: bench_cuda_ops [iterations] | bench_cuda_ops --attn-sweep|--matmul [iterations]
 #include <cuda_runtime_api.h>
 
@@ -312,21 +312,22 @@ double bench_attention(Backend& be, Timer& timer, cudaStream_t stream, int seqs,
 struct DecodeCaches {
   int seqs, ctx;
   bool fp8;
-  int kv_heads;  // of kHeadDim each: a cache slot holds kv_heads * kHeadDim values
+  int kv_heads;  // of head_dim each: a cache slot holds kv_heads * head_dim values
+  int head_dim;
   std::vector<KvLayerCache> copies;
   AttentionMetadata meta;
   static constexpr int kKvHeads = 8, kHeadDim = 128, kBlock = 16;
 
   DecodeCaches(Backend& be, cudaStream_t stream, int seqs_, int ctx_, bool fp8_,
-               int kv_heads_ = kKvHeads)
-      : seqs(seqs_), ctx(ctx_), fp8(fp8_), kv_heads(kv_heads_) {
+               int kv_heads_ = kKvHeads, int head_dim_ = kHeadDim)
+      : seqs(seqs_), ctx(ctx_), fp8(fp8_), kv_heads(kv_heads_), head_dim(head_dim_) {
     const int blocks_per_seq = (ctx + kBlock - 1) / kBlock;
     const int64_t num_blocks = int64_t{seqs} * blocks_per_seq;
     const DType kv_type = fp8 ? DType::F8_E4M3 : DType::BF16;
     const int n = static_cast<int>(std::min(8.0, std::max(1.0, std::ceil(256e6 / kv_bytes()))));
     for (int i = 0; i < n; ++i) {
-      KvLayerCache c{filled(be, kv_type, {num_blocks, kBlock, kv_heads, kHeadDim}, stream),
-                     filled(be, kv_type, {num_blocks, kBlock, kv_heads, kHeadDim}, stream)};
+      KvLayerCache c{filled(be, kv_type, {num_blocks, kBlock, kv_heads, head_dim}, stream),
+                     filled(be, kv_type, {num_blocks, kBlock, kv_heads, head_dim}, stream)};
       if (fp8) {
         c.k_scale = filled(be, DType::F32, {kv_heads}, stream);
         c.v_scale = filled(be, DType::F32, {kv_heads}, stream);
@@ -347,21 +348,21 @@ struct DecodeCaches {
 
   // Bytes of K and V one call reads.
   double kv_bytes() const {
-    return 2.0 * (fp8 ? 1.0 : 2.0) * seqs * static_cast<double>(ctx) * kv_heads * kHeadDim;
+    return 2.0 * (fp8 ? 1.0 : 2.0) * seqs * static_cast<double>(ctx) * kv_heads * head_dim;
   }
 
   // K and V read once, plus q and out (bf16), for `heads` query heads.
-  double bytes(int heads) const { return kv_bytes() + 4.0 * seqs * heads * kHeadDim; }
+  double bytes(int heads) const { return kv_bytes() + 4.0 * seqs * heads * head_dim; }
 
   // Mean milliseconds of `be`'s attention for `heads` query heads, as decode
   // steps run it: `iters` calls recorded in a CUDA graph (launch gaps of a
   // few microseconds would otherwise hide the short kernels' speed), the
   // graph replayed 3 times after a warm-up.
   double ms(Backend& be, cudaStream_t stream, int heads, int iters) {
-    Tensor q = filled(be, DType::BF16, {seqs, heads, kHeadDim}, stream);
-    Tensor out = be.alloc(DType::BF16, {seqs, heads, kHeadDim});
+    Tensor q = filled(be, DType::BF16, {seqs, heads, head_dim}, stream);
+    Tensor out = be.alloc(DType::BF16, {seqs, heads, head_dim});
     AttentionParams p;
-    p.scale = 0.0883883f;
+    p.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
     const size_t n = copies.size();
     for (size_t i = 0; i < 3; ++i) be.paged_attention(q, copies[i % n], meta, p, out);
     be.begin_capture();
@@ -589,14 +590,21 @@ int main(int argc, char** argv) {
     const bool fp8 = std::strcmp(argv[4], "fp8") == 0;
     const int n = argc > 5 ? std::max(1, std::atoi(argv[5])) : 20;
     const int kv = argc > 6 ? std::atoi(argv[6]) : DecodeCaches::kKvHeads;
-    if (seqs < 1 || ctx < 1 || kv < 1 || kv > 64) {
-      std::printf("--decode-attn SEQS CTX bf16|fp8 [iterations] [kv heads 1-64]\n");
+    const int hd = argc > 7 ? std::atoi(argv[7]) : DecodeCaches::kHeadDim;
+    const int group = argc > 8 ? std::atoi(argv[8]) : 4;
+    if (seqs < 1 || ctx < 1 || kv < 1 || kv > 64 || hd < 8 || hd > 256 || hd % 8 != 0 ||
+        group < 1 || group > 16) {
+      std::printf(
+          "--decode-attn SEQS CTX bf16|fp8 [iterations] [kv heads 1-64] [head_dim 8-256, a "
+          "multiple "
+          "of 8] [query heads per kv head 1-16]\n");
       return 2;
     }
-    DecodeCaches c(*be, stream, seqs, ctx, fp8, kv);
-    const double ms = c.ms(*be, stream, 4 * kv, n);
-    std::printf("decode attention %s %d/%d heads, %d seqs x %d ctx: %.1f us, %.2f TB/s\n",
-                fp8 ? "fp8" : "bf16", 4 * kv, kv, seqs, ctx, ms * 1e3, c.bytes(4 * kv) / ms / 1e9);
+    DecodeCaches c(*be, stream, seqs, ctx, fp8, kv, hd);
+    const double ms = c.ms(*be, stream, group * kv, n);
+    std::printf("decode attention %s %d/%d heads of %d, %d seqs x %d ctx: %.1f us, %.2f TB/s\n",
+                fp8 ? "fp8" : "bf16", group * kv, kv, hd, seqs, ctx, ms * 1e3,
+                c.bytes(group * kv) / ms / 1e9);
     return 0;
   }
   const bool matmul_only = argc > 1 && std::strcmp(argv[1], "--matmul") == 0;

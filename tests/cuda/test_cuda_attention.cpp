@@ -2,13 +2,16 @@
 // on the mixed steps of attention_scenario.h: decodes, prefill chunks over
 // cached prefixes and whole prefills in one step (with head sizes 64, 128 and
 // 256 the prefill sequences go to the flash kernel and the decodes to the
-// CUDA-core kernel; other head sizes use the CUDA-core kernel for all).
+// tensor-core decode kernel at groups of more than 4 query heads per KV head,
+// else the CUDA-core one; other head sizes use the CUDA-core kernel for all).
 // Tolerance: rel 1e-2 + abs 3e-3 (output rounded to bf16, fp32 softmax with
 // fast exp). The flash kernel's own cases: test_cuda_flash_attention.cpp.
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <utility>
+#include <vector>
 
 #include "attention_scenario.h"
 #include "backend/cuda/cuda_backend_impl.h"
@@ -41,6 +44,39 @@ TEST_F(CudaAttentionTest, MixedBatchHeadSizesAndGqa) {
       sc.params.scale = 1.0f / std::sqrt(static_cast<float>(hd));
       run(sc);
     }
+}
+
+// Both decode kernels over bf16 caches at head sizes 64, 128 and 256: the
+// tensor-core one (LOOM_ATTN_BF16_MMA=2: every group; by default groups of
+// more than 4) and the CUDA-core one (=0), on the same steps: GQA groups of
+// 1 to 12 (7: a partial head chunk), block sizes 1 to 32, split keys,
+// sliding window and softcap. Each must match the reference.
+TEST_F(CudaAttentionTest, DecodeKernelChoicesAtTensorCoreHeadSizes) {
+  std::vector<std::pair<std::string, std::unique_ptr<Backend>>> kernels;
+  for (const char* v : {"0", "2"}) {
+    ::setenv("LOOM_ATTN_BF16_MMA", v, 1);
+    kernels.emplace_back(std::string(v[0] == '0' ? "CUDA core" : "tensor core"),
+                         make_cuda_backend(0));
+    ::unsetenv("LOOM_ATTN_BF16_MMA");
+  }
+  auto check = [&](const Scenario& sc) {
+    SCOPED_TRACE(describe(sc));
+    const std::vector<float> want = run_scenario(*cpu_, sc);
+    check_and_report(run_scenario(*gpu_, sc), want, 1e-2, 3e-3, sc, "default");
+    for (auto& [name, be] : kernels)
+      check_and_report(run_scenario(*be, sc), want, 1e-2, 3e-3, sc, name);
+  };
+  for (int hd : {64, 128, 256})
+    for (auto [heads, kvh, bs] : {std::tuple{2, 2, 16}, {14, 2, 16}, {12, 1, 1}, {32, 8, 32}}) {
+      Scenario sc{heads, kvh, hd, bs, kMixed, {}, static_cast<uint32_t>(hd + heads + bs)};
+      sc.params.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+      check(sc);
+    }
+  Scenario sc{14, 2, 64, 16, {{1, 3000}, {3, 1025}, {1, 700}}, {}, 3};
+  sc.params.scale = 0.125f;
+  sc.params.sliding_window = 500;
+  sc.params.logit_softcap = 30.0f;
+  check(sc);
 }
 
 // Every instantiated head size plus the runtime-sized path (144, 200, 240, 8,

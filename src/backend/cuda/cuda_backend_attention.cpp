@@ -1,6 +1,6 @@
 // CudaBackend::paged_attention: checks the step's shapes and metadata, then
 // launches the flash prefill kernel for sequences with several new tokens and
-// the split-KV CUDA-core kernel for the rest (kernels/attention/).
+// the split-KV decode kernel for the rest (kernels/attention/).
 #include <algorithm>
 #include <bit>
 
@@ -31,6 +31,7 @@ AttentionSplit attention_split_from_env() {
              "LOOM_ATTN_HEADS_PER_BLOCK={} must be 1, 2, 4 or 8", s.max_heads_per_block);
   s.heads_first = env_int("LOOM_ATTN_HEADS_FIRST", 0, 1, s.heads_first ? 1 : 0) == 1;
   s.l2_prefetch = env_l2_prefetch("LOOM_ATTN_L2_PREFETCH", s.l2_prefetch);
+  s.bf16_mma = static_cast<int>(env_int("LOOM_ATTN_BF16_MMA", 0, 2, s.bf16_mma));
   return s;
 }
 
@@ -60,15 +61,16 @@ DecodePartitions decode_partitions(int64_t max_keys, int64_t items, int64_t conc
   return {keys, count};
 }
 
-int CudaBackend::attention_blocks_per_sm(int64_t head_dim, bool fp8, int heads_per_block) {
-  const int64_t key = head_dim * 64 + (fp8 ? 32 : 0) + heads_per_block;
+int CudaBackend::attention_blocks_per_sm(int64_t head_dim, bool fp8, int heads_per_block,
+                                         bool bf16_mma) {
+  const int64_t key = (head_dim * 64 + (fp8 ? 32 : 0) + heads_per_block) * 2 + (bf16_mma ? 1 : 0);
   for (const auto& [k, blocks] : attn_occupancy_)
     if (k == key) return blocks;
   // The occupancy query is no stream work, but a recording thread may only
   // make it in relaxed capture mode.
   cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
   if (capturing_) LOOM_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
-  int blocks = cuda::paged_attention_blocks_per_sm(head_dim, fp8, heads_per_block);
+  int blocks = cuda::paged_attention_blocks_per_sm(head_dim, fp8, heads_per_block, bf16_mma);
   if (capturing_) LOOM_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
   cudaGetLastError();           // a failed query leaves no error behind for the next launch check
   if (blocks <= 0) blocks = 4;  // the query failed: the usual figure for these kernels
@@ -160,6 +162,10 @@ void CudaBackend::paged_attention(const Tensor& q, const KvLayerCache& cache,
   int g = 1;
   while (g < attn_split_.max_heads_per_block && g < group) g *= 2;
   const int64_t chunks = ceil_div(group, g);
+  // bf16 caches: the tensor-core decode kernel (head sizes 64, 128, 256; see
+  // AttentionSplit::bf16_mma) or the CUDA-core one. FP8 caches choose by
+  // head size alone (cuda::paged_attention_bf16).
+  const bool mma = !fp8 && (attn_split_.bf16_mma == 2 || (attn_split_.bf16_mma == 1 && group > 4));
   // Longest key range of any token (or the step's stated bound): sizes the partitions.
   int64_t max_keys = 1;
   if (meta.max_context_bound > 0) {
@@ -178,7 +184,7 @@ void CudaBackend::paged_attention(const Tensor& q, const KvLayerCache& cache,
   // values: a recorded step (max_context_bound) keeps its launch shape.
   const int64_t items = num_old * kvh * chunks;
   const int64_t per_sm = attn_split_.blocks_per_sm > 0 ? attn_split_.blocks_per_sm
-                                                       : attention_blocks_per_sm(hd, fp8, g);
+                                                       : attention_blocks_per_sm(hd, fp8, g, mma);
   const cuda::DecodePartitions parts = cuda::decode_partitions(
       max_keys, items, per_sm * static_cast<int64_t>(props_.multiProcessorCount), attn_split_);
 
@@ -191,6 +197,7 @@ void CudaBackend::paged_attention(const Tensor& q, const KvLayerCache& cache,
   a.head_chunks = static_cast<int32_t>(chunks);
   a.heads_first = attn_split_.heads_first && num_old <= 65535;  // tokens along grid y
   a.l2_prefetch = attn_split_.l2_prefetch;
+  a.bf16_mma = mma;
   a.partition_keys = static_cast<int32_t>(std::min<int64_t>(parts.keys, int64_t{1} << 30));
   a.num_partitions = static_cast<int32_t>(parts.count);
   if (a.num_partitions > 1) {

@@ -45,6 +45,12 @@ struct AttentionSplit {
   // cache slot holds a kv head's keys in 128 bytes (head size 128), which
   // one hint of 128 bytes fetches whole.
   int l2_prefetch = 128;
+  // bf16 caches at head sizes 64, 128, 256: the decode kernel on tensor
+  // cores (paged_attention_mma.cuh) for groups of more than 4 query heads
+  // per KV head, where the CUDA-core kernel's FMAs, not the memory, set its
+  // pace (1, the default); never (0) or at every group (2), from
+  // LOOM_ATTN_BF16_MMA.
+  int bf16_mma = 1;
 };
 
 // Keys per partition and partition count for tokens of up to max_keys keys,
@@ -245,7 +251,7 @@ class CudaBackend final : public Backend {
   AttentionSplit attn_split_;
   std::vector<std::pair<int64_t, int>> attn_occupancy_;  // (kernel key, blocks per SM) seen so far
   // Blocks of the decode attention kernel one SM runs at once (cached per kernel).
-  int attention_blocks_per_sm(int64_t head_dim, bool fp8, int heads_per_block);
+  int attention_blocks_per_sm(int64_t head_dim, bool fp8, int heads_per_block, bool bf16_mma);
   struct DownloadSlot {
     int32_t* host = nullptr;
     size_t capacity = 0;  // ids

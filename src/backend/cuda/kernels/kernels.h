@@ -228,6 +228,9 @@ struct PagedAttentionArgs : PagedKvArgs {
   // not the other way round: blocks launched together then read neighbouring
   // head slices of the same cache slots.
   bool heads_first = false;
+  // bf16 caches at head sizes 64, 128 and 256: the tensor-core kernel (else
+  // the CUDA-core one, as for other sizes). The host's choice.
+  bool bf16_mma = false;
   int32_t l2_prefetch = 0;  // 0, 128 or 256: the L2 prefetch hint of the cache reads
   int32_t partition_keys = 0;
   int32_t num_partitions = 1;  // at most kMaxAttnPartitions
@@ -245,8 +248,10 @@ struct PagedAttentionArgs : PagedKvArgs {
 bool paged_attention_supports_head_dim(int64_t head_dim);
 bool paged_attention_bf16(const PagedAttentionArgs& args, cudaStream_t stream);
 // Blocks of the paged attention kernel for (head_dim, cache type, heads per
-// block) that one SM of the current device runs at once (0: unknown).
-int paged_attention_blocks_per_sm(int64_t head_dim, bool fp8_kv, int heads_per_block);
+// block, bf16_mma as in PagedAttentionArgs) that one SM of the current device
+// runs at once (0: unknown).
+int paged_attention_blocks_per_sm(int64_t head_dim, bool fp8_kv, int heads_per_block,
+                                  bool bf16_mma);
 
 // FlashAttention-2-style paged attention for the new tokens of prefill
 // sequences (more than one new token), on tensor cores. Same semantics as

@@ -3,6 +3,7 @@
 #include "backend/cuda/kernels/attention/paged_attention_mma.cuh"
 
 namespace loom::cuda {
-template void launch_paged_attention_mma_fp8<256>(const PagedAttentionArgs& a, cudaStream_t stream);
-template int paged_attention_blocks_per_sm_mma_fp8<256>(int heads_per_block);
+template void launch_paged_attention_mma<256, uint8_t>(const PagedAttentionArgs& a,
+                                                       cudaStream_t stream);
+template int paged_attention_blocks_per_sm_mma<256, uint8_t>(int heads_per_block);
 }  // namespace loom::cuda

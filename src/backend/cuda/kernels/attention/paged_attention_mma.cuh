@@ -1,21 +1,25 @@
-// Decode attention over FP8 E4M3 caches on tensor cores, head sizes 64, 128
-// and 256 (instantiated in paged_attention_fp8_hd*.cu): the same grid, key
-// partitions, block tables, sliding window, softcap and merge as the
-// CUDA-core kernel (paged_attention.cuh, which serves the other head sizes
-// and bf16 caches). That kernel spends 2 x head_dim FMAs per key and query
-// head besides the dequantisation, which at GQA 4-8 over one-byte keys, not
-// the memory, sets its pace. Here the block's G <= 8 query heads are the N = 8
-// columns of mma.m16n8k16 (f16 in, f32 accumulate) and each warp takes 16
-// keys at a time with its own online softmax (the 4 warps are merged at the
-// end, as the virtual warps are there):
+// Decode attention on tensor cores over FP8 E4M3 caches (KV = uint8_t) and
+// bf16 ones (KV = bf16), head sizes 64, 128 and 256 (instantiated in
+// paged_attention_fp8_hd*.cu and paged_attention_mma_hd*.cu): the same grid,
+// key partitions, block tables, sliding window, softcap and merge as the
+// CUDA-core kernel (paged_attention.cuh, which serves the other head sizes).
+// That kernel spends 2 x head_dim FMAs per key and query head (besides any
+// dequantisation), which at GQA 4-8, not the memory, sets its pace. Here the
+// block's G <= 8 query heads are the N = 8 columns of mma.m16n8k16 (f32
+// accumulate) and each warp takes 16 keys at a time with its own online
+// softmax (the 4 warps are merged at the end, as the virtual warps are there):
 //   S^T (16 keys x 8 heads)    = K (16 keys x head_dim) . Q^T      head_dim/16 mmas
 //   O^T (head_dim x 8 heads)  += V^T (head_dim x 16 keys) . P^T    head_dim/16 mmas
-// The cache bytes go from shared memory into fragments with
+// FP8: the cache bytes go from shared memory into f16 fragments with
 // cvt.rn.f16x2.e4m3x2 (two exact values per instruction); the KV head's K
 // scale multiplies the f32 scores, its V scale the output. q is converted to
-// f16 unscaled (bf16 -> f16 is exact for |q| in [2^-14, 65504]).
+// f16 unscaled (bf16 -> f16 is exact for |q| in [2^-14, 65504]). bf16: K, V
+// and q enter bf16 mmas as they are (products exact in f32), and P^T as two
+// bf16 terms, hi = bf16(p) and lo = bf16(p - hi), each through the mma
+// (O^T += V^T hi + V^T lo), so the weights keep ~16 significant bits, near
+// the CUDA-core kernel's f32.
 //
-// Fragments (PTX ISA, m16n8k16 .f16; g = lane / 4, c = lane % 4): A 16x16:
+// Fragments (PTX ISA, m16n8k16 .f16 / .bf16; g = lane / 4, c = lane % 4): A 16x16:
 // reg0 = (row g, cols 2c, 2c+1), reg1 = (row g+8, cols 2c, 2c+1), reg2 = (row
 // g, cols 2c+8, 2c+9), reg3 = (row g+8, cols 2c+8, 2c+9); B 16x8: reg0 = (rows
 // 2c, 2c+1, col g), reg1 = (rows 2c+8, 2c+9, col g); C 16x8: c0, c1 = (row g,
@@ -23,19 +27,22 @@
 // A dot product may sum its terms in any order and the output rows may be
 // any dims, so each lane's fragments are made of contiguous cache bytes:
 // - S^T: row r = key r of the warp's 16; k-step ks covers, in lane (g, c),
-//   dims D0..D3 = 16 (c + 4 (ks / 4)) + 4 (ks % 4) + 0..3 (one 32-bit word
-//   of FP8): cols 2c, 2c+1 are D0, D1 and cols 2c+8, 2c+9 are D2, D3. A =
-//   that word of keys g and g+8 (low/high 16 bits), B = q of head g at the
-//   same dims. So a lane reads, per key, kKChunks 16-byte chunks c + 4i.
+//   4 dims D0..D3 of 16-byte chunk c + 4 (ks / S) of the key's row, S = 4
+//   k-steps per chunk (FP8: dims 4 (ks % 4) + 0..3 of the chunk's 16, one
+//   32-bit word) or 2 (bf16: dims 4 (ks % 2) + 0..3 of its 8, two words):
+//   cols 2c, 2c+1 are D0, D1 and cols 2c+8, 2c+9 are D2, D3. A = those
+//   dims of keys g and g+8, B = q of head g at the same dims. So a lane
+//   reads, per key, kKChunks 16-byte chunks c + 4i.
 // - O^T: the k index (keys) runs over keys c, c+8, c+4, c+12 for cols 2c,
 //   2c+1, 2c+8, 2c+9; lane (g, c) reads V of keys c + 4j (slot j = 0..3),
-//   HD / 8 bytes of each ("local" dims e; 8- or 16-byte vectors v at dims
-//   size (g + 8v)), and m-tile mt's rows g, g+8 are its local dims 2mt,
-//   2mt+1: A regs = the bytes of (slot 0, slot 2) and (slot 1, slot 3) at
-//   those dims, interleaved by prmt before the cvt.
+//   HD / 8 dims of each ("local" dims e; 8- or 16-byte vectors v at bytes
+//   size (g + 8v) of the row), and m-tile mt's rows g, g+8 are its local
+//   dims 2mt, 2mt+1: A regs = the values of (slot 0, slot 2) and (slot 1,
+//   slot 3) at those dims, interleaved by prmt (before the cvt, FP8).
 // - P^T (B of O^T): S^T's accumulators hold key g / g+8 x heads 2c, 2c+1;
 //   lane (g, c) needs head g of keys c, c+8 (lane 4c + g/2 holds them,
-//   packed) and c+4, c+12 (lane 4c + 16 + g/2): 4 shuffles a tile. The
+//   packed) and c+4, c+12 (lane 4c + 16 + g/2): 4 shuffles a tile (8 for
+//   bf16's two terms). The
 //   running max and sum of a head live in the lanes holding its columns, so
 //   rescaling O^T needs no exchange.
 //
@@ -66,50 +73,58 @@
 
 namespace loom::cuda {
 
-template <int HD>
+template <int HD, class KV>
 struct MmaAttnShape {
   static_assert(HD == 64 || HD == 128 || HD == 256, "tensor-core decode attention head size");
+  static_assert(sizeof(KV) == 1 || sizeof(KV) == 2, "FP8 or bf16 cache");
+  static constexpr bool kFp8 = sizeof(KV) == 1;
+  static constexpr int kElem = static_cast<int>(sizeof(KV));  // bytes per cached value
   static constexpr int kWarps = 4;
   static constexpr int kThreads = kWarps * 32;
   static constexpr int kWarpKeys = 16;                  // keys per warp and tile
   static constexpr int kTileKeys = kWarps * kWarpKeys;  // keys per block and tile
   static constexpr int kKSteps = HD / 16;               // k-steps of S^T (over dims)
   static constexpr int kMTiles = HD / 16;               // 16-dim row tiles of O^T
-  static constexpr int kKChunks = HD / 64;              // 16-byte K chunks per lane and key
-  static constexpr int kRowChunks = HD / 16;            // 16-byte chunks of a key's row
+  static constexpr int kRowBytes = HD * kElem;          // a key's row of one cache
+  static constexpr int kRowChunks = kRowBytes / 16;     // 16-byte chunks of a key's row
+  static constexpr int kStepsPerChunk = 16 / (4 * kElem);    // k-steps a K chunk feeds
+  static constexpr int kKChunks = kKSteps / kStepsPerChunk;  // K chunks per lane and key
   // Chunks of each cache a lane copies per tile (of as many keys: block-table entries).
   static constexpr int kEntries = kWarpKeys * kRowChunks / 32;
-  static constexpr int kVBytes = HD / 8;  // V bytes per lane and key read
+  static constexpr int kVBytes = HD / 8 * kElem;  // V bytes per lane and key read
   using VVec = std::conditional_t<(kVBytes >= 16), uint4, uint2>;
   static constexpr int kVVecs = kVBytes / static_cast<int>(sizeof(VVec));
+  static constexpr int kVVecElems = static_cast<int>(sizeof(VVec)) / kElem;  // dims per vector
   static constexpr int kVWords = kVBytes / 4;
   // Tiles in the ring: two in flight while one is used (64 KB of loads per
   // SM at head size 128 with 4 blocks, more than the bandwidth-delay product).
   static constexpr int kStages = 3;
-  static constexpr int kWarpStageBytes = kWarpKeys * HD * 2;  // K and V
+  static constexpr int kWarpStageBytes = kWarpKeys * kRowBytes * 2;  // K and V
   static constexpr int kSmemBytes = kStages * kWarps * kWarpStageBytes;
-  // 4 blocks per SM up to head size 128 (48 KB of ring each), 2 at 256.
-  static constexpr int kMinBlocks = HD <= 128 ? 4 : 2;
+  // Blocks per SM the rings allow: 4 of 48 KB (FP8 up to head size 128,
+  // bf16 at 64), 2 of 96 KB, 1 of 192 KB (bf16 at 256).
+  static constexpr int kMinBlocks = kSmemBytes <= 49152 ? 4 : kSmemBytes <= 98304 ? 2 : 1;
   static_assert(kWarps * 8 * HD * 4 <= kSmemBytes, "the warps' accumulators fit in the ring");
 };
 
 // A warp's share of one tile: K and V of its 16 keys by rows, chunk e of key
-// r at k[r][e ^ mma_k_swizzle<HD>(r)] and v[r][e ^ mma_v_swizzle<HD>(r)].
-template <int HD>
+// r at k[r][e ^ mma_k_swizzle<HD, KV>(r)] and v[r][e ^ mma_v_swizzle<HD, KV>(r)].
+template <int HD, class KV>
 struct MmaAttnStage {
-  using Shape = MmaAttnShape<HD>;
+  using Shape = MmaAttnShape<HD, KV>;
   uint4 k[Shape::kWarpKeys][Shape::kRowChunks];
   uint4 v[Shape::kWarpKeys][Shape::kRowChunks];
 };
 
 // The XOR on K's chunk index for key r of a tile. Reads: 8 lanes take keys
-// r, r + 1 (r even) at the same chunks c + 4i, c = 0..3; at head size >= 128
-// a row spans all banks, so odd keys move by 4 chunks (the other half of the
-// banks); at 64 the two 64-byte rows lie in different halves already. Row
-// copies: 8 lanes take 8 consecutive chunks, which an XOR below 8 keeps apart.
-template <int HD>
+// r, r + 1 (r even) at the same chunks c + 4i, c = 0..3; where a row spans
+// all banks (128 bytes or more: FP8 at head size >= 128, bf16), odd keys
+// move by 4 chunks (the other half of the banks); FP8's 64-byte rows at 64
+// lie in different halves already. Row copies: 8 lanes take 8 consecutive
+// chunks, which an XOR below 8 keeps apart.
+template <int HD, class KV>
 __device__ __forceinline__ int mma_k_swizzle(int r) {
-  return HD >= 128 ? 4 * (r % 2) : 0;
+  return MmaAttnShape<HD, KV>::kRowBytes >= 128 ? 4 * (r % 2) : 0;
 }
 
 // The XOR on V's chunk index for key r of a tile. Reads: 8 lanes (16-byte
@@ -118,12 +133,12 @@ __device__ __forceinline__ int mma_k_swizzle(int r) {
 // keys of different c must land on different banks; row copies: 8 lanes take
 // 8 consecutive chunks of one key (two keys at head size 64, whose 64-byte
 // rows lie in the two halves of the banks), which any XOR below 8 keeps
-// apart. Head size >= 128: a key's row spans all banks, so chunks shift by
-// 2 (r % 4); 64: keys r, r + 1 share the banks' halves by parity, so the
-// pairs shift by 2 ((r / 2) % 2).
-template <int HD>
+// apart. Rows of 128 bytes or more (FP8 at head size >= 128, bf16): a key's
+// row spans all banks, so chunks shift by 2 (r % 4); FP8 at 64: keys r, r +
+// 1 share the banks' halves by parity, so the pairs shift by 2 ((r / 2) % 2).
+template <int HD, class KV>
 __device__ __forceinline__ int mma_v_swizzle(int r) {
-  return HD >= 128 ? 2 * (r % 4) : 2 * ((r / 2) % 2);
+  return MmaAttnShape<HD, KV>::kRowBytes >= 128 ? 2 * (r % 4) : 2 * ((r / 2) % 2);
 }
 
 namespace mma_attn {
@@ -135,6 +150,29 @@ __device__ __forceinline__ void mma_f16(float (&c)[4], const uint32_t (&a)[4], u
       "{%8, %9}, {%0, %1, %2, %3};\n"
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// c += A (16x16 bf16) * B (16x8 bf16), f32 accumulators.
+__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                         uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// The cache's mma: f16 for FP8 (converted), bf16 for bf16.
+template <class KV>
+__device__ __forceinline__ void mma_kv(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                       uint32_t b1) {
+  if constexpr (sizeof(KV) == 1)
+    mma_f16(c, a, b0, b1);
+  else
+    mma_bf16(c, a, b0, b1);
+}
+
+__device__ __forceinline__ uint32_t bf162_bits(__nv_bfloat162 h) {
+  return *reinterpret_cast<const uint32_t*>(&h);
 }
 
 __device__ __forceinline__ uint32_t half2_bits(__half2 h) {
@@ -156,20 +194,21 @@ __device__ __forceinline__ uint32_t fp8_hi(uint32_t w) {
 
 }  // namespace mma_attn
 
-template <int HD, int G>
-__global__ void __launch_bounds__(MmaAttnShape<HD>::kThreads, MmaAttnShape<HD>::kMinBlocks)
+template <int HD, int G, class KV>
+__global__ void __launch_bounds__(MmaAttnShape<HD, KV>::kThreads, MmaAttnShape<HD, KV>::kMinBlocks)
     paged_attention_mma_kernel(const PagedAttentionArgs a) {
   pdl_trigger();  // the GEMV after this one may start loading its weights
-  using Shape = MmaAttnShape<HD>;
-  using Stage = MmaAttnStage<HD>;
+  using Shape = MmaAttnShape<HD, KV>;
+  using Stage = MmaAttnStage<HD, KV>;
   using VVec = typename Shape::VVec;
   using mma_attn::fp8_hi;
   using mma_attn::fp8_lo;
+  constexpr bool kFp8 = Shape::kFp8;
   constexpr int kWarps = Shape::kWarps, kStages = Shape::kStages, kTileKeys = Shape::kTileKeys;
   constexpr int kKChunks = Shape::kKChunks, kVVecs = Shape::kVVecs, kMTiles = Shape::kMTiles;
   constexpr int kVWords = Shape::kVWords, kRowChunks = Shape::kRowChunks;
-  constexpr int kEntries = Shape::kEntries;
-  constexpr int kVecBytes = static_cast<int>(sizeof(VVec));
+  constexpr int kEntries = Shape::kEntries, kSteps = Shape::kStepsPerChunk;
+  constexpr int kVecBytes = static_cast<int>(sizeof(VVec)), kVecElems = Shape::kVVecElems;
   static_assert(G >= 1 && G <= 8, "the heads of a block are the mma's 8 columns");
   static_assert(sizeof(Stage) == Shape::kWarpStageBytes, "stage layout");
 
@@ -207,28 +246,36 @@ __global__ void __launch_bounds__(MmaAttnShape<HD>::kThreads, MmaAttnShape<HD>::
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, c = lane % 4;
 
-  // Q^T B fragments: head g (zero past the block's heads), k-step ks = 4i + j
-  // at dims 16 (c + 4i) + 4j + 0..3.
+  // Q^T B fragments: head g (zero past the block's heads), k-step ks = S i +
+  // j at dims 4j + 0..3 of K chunk c + 4i (FP8: 16 dims a chunk, q as f16;
+  // bf16: 8 dims, q as it is).
   uint32_t qf[Shape::kKSteps][2];
   {
+    constexpr int kChunkDims = 16 / Shape::kElem;
     const bf16* qs = static_cast<const bf16*>(a.q) + (row_base + head0 + g) * HD;
 #pragma unroll
     for (int i = 0; i < kKChunks; ++i) {
       uint4 v0 = make_uint4(0, 0, 0, 0), v1 = v0;
       if (g < ng) {
-        const uint4* src = reinterpret_cast<const uint4*>(qs + 16 * (c + 4 * i));
+        const uint4* src = reinterpret_cast<const uint4*>(qs + kChunkDims * (c + 4 * i));
         v0 = src[0];
-        v1 = src[1];
+        if constexpr (kFp8) v1 = src[1];
       }
       const uint32_t w[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        qf[4 * i + j][0] = mma_attn::bf16x2_to_half2(w[2 * j]);
-        qf[4 * i + j][1] = mma_attn::bf16x2_to_half2(w[2 * j + 1]);
+      for (int j = 0; j < kSteps; ++j) {
+        if constexpr (kFp8) {
+          qf[kSteps * i + j][0] = mma_attn::bf16x2_to_half2(w[2 * j]);
+          qf[kSteps * i + j][1] = mma_attn::bf16x2_to_half2(w[2 * j + 1]);
+        } else {
+          qf[kSteps * i + j][0] = w[2 * j];
+          qf[kSteps * i + j][1] = w[2 * j + 1];
+        }
       }
     }
   }
-  const float k_scale = a.k_scale[kv_head], v_scale = a.v_scale[kv_head];
+  const float k_scale = kFp8 ? a.k_scale[kv_head] : 1.0f;
+  const float v_scale = kFp8 ? a.v_scale[kv_head] : 1.0f;
   const bool capped = a.softcap > 0.0f;
   const float scale_log2 = a.scale * k_scale * kLog2e;  // logits of the stored K, log2 units
   const float cap_log2 = a.softcap * kLog2e;
@@ -241,13 +288,14 @@ __global__ void __launch_bounds__(MmaAttnShape<HD>::kThreads, MmaAttnShape<HD>::
   float l[2] = {0.0f, 0.0f};            // their sums over this lane's keys
   const int src0 = 4 * c + (g >> 1), src1 = src0 + 16;  // lanes holding this lane's P^T
   const bool odd_head = (g & 1) != 0;
-  const int v_sw = mma_v_swizzle<HD>(c);  // = that of the keys c + 4j this lane reads V of
-  const int k_sw = mma_k_swizzle<HD>(g);  // = that of keys g, g + 8 (this lane's K)
+  const int v_sw = mma_v_swizzle<HD, KV>(c);  // = that of the keys c + 4j this lane reads V of
+  const int k_sw = mma_k_swizzle<HD, KV>(g);  // = that of keys g, g + 8 (this lane's K)
 
   const int32_t* table = a.block_tables + static_cast<int64_t>(seq) * a.max_blocks_per_seq;
-  const int64_t slot_stride = static_cast<int64_t>(a.num_kv_heads) * HD;  // bytes per cache slot
-  const uint8_t* kbase = static_cast<const uint8_t*>(a.k_cache) + kv_head * HD;
-  const uint8_t* vbase = static_cast<const uint8_t*>(a.v_cache) + kv_head * HD;
+  constexpr int kRowBytes = Shape::kRowBytes;
+  const int64_t slot_stride = static_cast<int64_t>(a.num_kv_heads) * kRowBytes;  // bytes per slot
+  const uint8_t* kbase = static_cast<const uint8_t*>(a.k_cache) + kv_head * kRowBytes;
+  const uint8_t* vbase = static_cast<const uint8_t*>(a.v_cache) + kv_head * kRowBytes;
   const int bs = a.block_size, shift = a.block_shift;
 
   // Tile u holds keys part_lo + u * kTileKeys + [0, kTileKeys), the warp's
@@ -276,10 +324,10 @@ __global__ void __launch_bounds__(MmaAttnShape<HD>::kThreads, MmaAttnShape<HD>::
       const int64_t off =
           fill ? (static_cast<int64_t>(entries[i]) * bs + in_block) * slot_stride : 0;
       const int r = row0 + i * kRowsPerCopy;
-      attn_copy_async(&st.k[r][copy_chunk ^ mma_k_swizzle<HD>(r)], kbase + off + 16 * copy_chunk,
-                      fill, a.l2_prefetch);
-      attn_copy_async(&st.v[r][copy_chunk ^ mma_v_swizzle<HD>(r)], vbase + off + 16 * copy_chunk,
-                      fill, a.l2_prefetch);
+      attn_copy_async(&st.k[r][copy_chunk ^ mma_k_swizzle<HD, KV>(r)],
+                      kbase + off + 16 * copy_chunk, fill, a.l2_prefetch);
+      attn_copy_async(&st.v[r][copy_chunk ^ mma_v_swizzle<HD, KV>(r)],
+                      vbase + off + 16 * copy_chunk, fill, a.l2_prefetch);
     }
   };
 
@@ -322,12 +370,23 @@ __global__ void __launch_bounds__(MmaAttnShape<HD>::kThreads, MmaAttnShape<HD>::
       const uint4 k0 = st.k[g][(c + 4 * i) ^ k_sw], k1 = st.k[g + 8][(c + 4 * i) ^ k_sw];
       const uint32_t w0[4] = {k0.x, k0.y, k0.z, k0.w}, w1[4] = {k1.x, k1.y, k1.z, k1.w};
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const uint32_t af[4] = {fp8_lo(w0[j]), fp8_lo(w1[j]), fp8_hi(w0[j]), fp8_hi(w1[j])};
+      for (int j = 0; j < kSteps; ++j) {
+        uint32_t af[4];
+        if constexpr (kFp8) {
+          af[0] = fp8_lo(w0[j]);
+          af[1] = fp8_lo(w1[j]);
+          af[2] = fp8_hi(w0[j]);
+          af[3] = fp8_hi(w1[j]);
+        } else {
+          af[0] = w0[2 * j];
+          af[1] = w1[2 * j];
+          af[2] = w0[2 * j + 1];
+          af[3] = w1[2 * j + 1];
+        }
         if (j % 2 == 0)
-          mma_attn::mma_f16(sa, af, qf[4 * i + j][0], qf[4 * i + j][1]);
+          mma_attn::mma_kv<KV>(sa, af, qf[kSteps * i + j][0], qf[kSteps * i + j][1]);
         else
-          mma_attn::mma_f16(sb, af, qf[4 * i + j][0], qf[4 * i + j][1]);
+          mma_attn::mma_kv<KV>(sb, af, qf[kSteps * i + j][0], qf[kSteps * i + j][1]);
       }
     }
     // Logits in log2 units (scale, softcap); keys past the partition masked.
@@ -376,19 +435,40 @@ __global__ void __launch_bounds__(MmaAttnShape<HD>::kThreads, MmaAttnShape<HD>::
     l[0] += p0 + p2;
     l[1] += p1 + p3;
 
-    // P^T B fragment: head g of keys c, c+8 (reg 0) and c+4, c+12 (reg 1).
-    const uint32_t p_even = mma_attn::half2_bits(__floats2half2_rn(p0, p2));  // head 2c
-    const uint32_t p_odd = mma_attn::half2_bits(__floats2half2_rn(p1, p3));   // head 2c+1
+    // P^T B fragment: head g of keys c, c+8 (reg 0) and c+4, c+12 (reg 1);
+    // bf16: its hi terms (pb) and lo terms (pl).
+    uint32_t p_even, p_odd, l_even = 0, l_odd = 0;  // heads 2c, 2c+1
+    if constexpr (kFp8) {
+      p_even = mma_attn::half2_bits(__floats2half2_rn(p0, p2));
+      p_odd = mma_attn::half2_bits(__floats2half2_rn(p1, p3));
+    } else {
+      const __nv_bfloat162 he = __floats2bfloat162_rn(p0, p2), ho = __floats2bfloat162_rn(p1, p3);
+      p_even = mma_attn::bf162_bits(he);
+      p_odd = mma_attn::bf162_bits(ho);
+      l_even =
+          mma_attn::bf162_bits(__floats2bfloat162_rn(p0 - __low2float(he), p2 - __high2float(he)));
+      l_odd =
+          mma_attn::bf162_bits(__floats2bfloat162_rn(p1 - __low2float(ho), p3 - __high2float(ho)));
+    }
     const uint32_t e0 = __shfl_sync(0xffffffffu, p_even, src0);
     const uint32_t o0 = __shfl_sync(0xffffffffu, p_odd, src0);
     const uint32_t e1 = __shfl_sync(0xffffffffu, p_even, src1);
     const uint32_t o1 = __shfl_sync(0xffffffffu, p_odd, src1);
     const uint32_t pb0 = odd_head ? o0 : e0, pb1 = odd_head ? o1 : e1;
+    uint32_t pl0 = 0, pl1 = 0;
+    if constexpr (!kFp8) {
+      const uint32_t le0 = __shfl_sync(0xffffffffu, l_even, src0);
+      const uint32_t lo0 = __shfl_sync(0xffffffffu, l_odd, src0);
+      const uint32_t le1 = __shfl_sync(0xffffffffu, l_even, src1);
+      const uint32_t lo1 = __shfl_sync(0xffffffffu, l_odd, src1);
+      pl0 = odd_head ? lo0 : le0;
+      pl1 = odd_head ? lo1 : le1;
+    }
 
-    // O^T += V^T P^T: m-tile mt takes local dims 2mt, 2mt+1 (bytes 2 (mt % 2)
-    // and + 1 of word mt / 2) of slots (0, 2) and (1, 3), interleaved. Slot
-    // j's vector v is bytes kVecBytes (g + 8v) of key c + 4j's row (its
-    // swizzle, v_sw, the same for every j).
+    // O^T += V^T P^T: m-tile mt takes local dims 2mt, 2mt+1 (FP8: bytes 2
+    // (mt % 2) and + 1 of word mt / 2; bf16: the halves of word mt) of slots
+    // (0, 2) and (1, 3), interleaved. Slot j's vector v is bytes kVecBytes (g
+    // + 8v) of key c + 4j's row (its swizzle, v_sw, the same for every j).
     uint32_t vw[4][kVWords];
 #pragma unroll
     for (int j = 0; j < 4; ++j)
@@ -409,11 +489,19 @@ __global__ void __launch_bounds__(MmaAttnShape<HD>::kThreads, MmaAttnShape<HD>::
       }
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt) {
-      const uint32_t sel = mt % 2 == 0 ? 0x5140u : 0x7362u;
-      const uint32_t p02 = __byte_perm(vw[0][mt / 2], vw[2][mt / 2], sel);
-      const uint32_t p13 = __byte_perm(vw[1][mt / 2], vw[3][mt / 2], sel);
-      const uint32_t af[4] = {fp8_lo(p02), fp8_hi(p02), fp8_lo(p13), fp8_hi(p13)};
-      mma_attn::mma_f16(o[mt], af, pb0, pb1);
+      if constexpr (kFp8) {
+        const uint32_t sel = mt % 2 == 0 ? 0x5140u : 0x7362u;
+        const uint32_t p02 = __byte_perm(vw[0][mt / 2], vw[2][mt / 2], sel);
+        const uint32_t p13 = __byte_perm(vw[1][mt / 2], vw[3][mt / 2], sel);
+        const uint32_t af[4] = {fp8_lo(p02), fp8_hi(p02), fp8_lo(p13), fp8_hi(p13)};
+        mma_attn::mma_f16(o[mt], af, pb0, pb1);
+      } else {
+        const uint32_t af[4] = {
+            __byte_perm(vw[0][mt], vw[2][mt], 0x5410u), __byte_perm(vw[0][mt], vw[2][mt], 0x7632u),
+            __byte_perm(vw[1][mt], vw[3][mt], 0x5410u), __byte_perm(vw[1][mt], vw[3][mt], 0x7632u)};
+        mma_attn::mma_bf16(o[mt], af, pb0, pb1);
+        mma_attn::mma_bf16(o[mt], af, pl0, pl1);
+      }
     }
   }
   cp_async_wait<0>();  // only empty groups are left; the ring becomes s_acc
@@ -435,12 +523,12 @@ __global__ void __launch_bounds__(MmaAttnShape<HD>::kThreads, MmaAttnShape<HD>::
       }
 #pragma unroll
       for (int mt = 0; mt < kMTiles; ++mt) {
-        // Local dim e is byte e % size of the lane's vector e / size, at dims size (g + 8 (e /
-        // size)).
+        // Local dim e is value e % n of the lane's vector e / n (n values a
+        // vector), at dims n (g + 8 (e / n)).
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
           const int e = 2 * mt + r;
-          const int d = kVecBytes * (g + 8 * (e / kVecBytes)) + e % kVecBytes;
+          const int d = kVecElems * (g + 8 * (e / kVecElems)) + e % kVecElems;
           s_acc[warp][head][d] = o[mt][2 * r + h];
         }
       }
@@ -452,63 +540,63 @@ __global__ void __launch_bounds__(MmaAttnShape<HD>::kThreads, MmaAttnShape<HD>::
 }
 
 // The kernel for G heads per block (1, 2, 4, else 8).
-template <int HD>
+template <int HD, class KV>
 auto paged_attention_mma_kernel_for(int g) {
   switch (g) {
     case 1:
-      return paged_attention_mma_kernel<HD, 1>;
+      return paged_attention_mma_kernel<HD, 1, KV>;
     case 2:
-      return paged_attention_mma_kernel<HD, 2>;
+      return paged_attention_mma_kernel<HD, 2, KV>;
     case 4:
-      return paged_attention_mma_kernel<HD, 4>;
+      return paged_attention_mma_kernel<HD, 4, KV>;
     default:
-      return paged_attention_mma_kernel<HD, 8>;
+      return paged_attention_mma_kernel<HD, 8, KV>;
   }
 }
 
 // Raises the kernel's dynamic shared memory limit to its ring (over the
-// 48 KB default at head size 256) and prefers shared memory over L1, once
-// per device (bit d of `configured`; devices >= 64 every time). False if the
+// 48 KB default past 48 KB) and prefers shared memory over L1, once per
+// device (bit d of `configured`; devices >= 64 every time). False if the
 // runtime refused (the error is left for cudaGetLastError).
-template <int HD, int G>
+template <int HD, int G, class KV>
 bool configure_paged_attention_mma() {
   static std::atomic<uint64_t> configured{0};
-  return configure_shared_memory(paged_attention_mma_kernel<HD, G>, MmaAttnShape<HD>::kSmemBytes,
-                                 configured);
+  return configure_shared_memory(paged_attention_mma_kernel<HD, G, KV>,
+                                 MmaAttnShape<HD, KV>::kSmemBytes, configured);
 }
 
-template <int HD>
+template <int HD, class KV>
 bool configure_paged_attention_mma_for(int g) {
   switch (g) {
     case 1:
-      return configure_paged_attention_mma<HD, 1>();
+      return configure_paged_attention_mma<HD, 1, KV>();
     case 2:
-      return configure_paged_attention_mma<HD, 2>();
+      return configure_paged_attention_mma<HD, 2, KV>();
     case 4:
-      return configure_paged_attention_mma<HD, 4>();
+      return configure_paged_attention_mma<HD, 4, KV>();
     default:
-      return configure_paged_attention_mma<HD, 8>();
+      return configure_paged_attention_mma<HD, 8, KV>();
   }
 }
 
-template <int HD>
-void launch_paged_attention_mma_fp8(const PagedAttentionArgs& a, cudaStream_t stream) {
-  if (!configure_paged_attention_mma_for<HD>(a.heads_per_block)) return;
+template <int HD, class KV>
+void launch_paged_attention_mma(const PagedAttentionArgs& a, cudaStream_t stream) {
+  if (!configure_paged_attention_mma_for<HD, KV>(a.heads_per_block)) return;
   const dim3 grid = paged_attention_grid(a);
-  paged_attention_mma_kernel_for<HD>(a.heads_per_block)<<<grid, MmaAttnShape<HD>::kThreads,
-                                                          MmaAttnShape<HD>::kSmemBytes, stream>>>(
-      a);
+  paged_attention_mma_kernel_for<HD, KV>(
+      a.heads_per_block)<<<grid, MmaAttnShape<HD, KV>::kThreads, MmaAttnShape<HD, KV>::kSmemBytes,
+                           stream>>>(a);
 }
 
 // Blocks of the kernel for `heads_per_block` that one SM holds at once (0 if
 // the query fails).
-template <int HD>
-int paged_attention_blocks_per_sm_mma_fp8(int heads_per_block) {
-  if (!configure_paged_attention_mma_for<HD>(heads_per_block)) return 0;
+template <int HD, class KV>
+int paged_attention_blocks_per_sm_mma(int heads_per_block) {
+  if (!configure_paged_attention_mma_for<HD, KV>(heads_per_block)) return 0;
   int blocks = 0;
   if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-          &blocks, paged_attention_mma_kernel_for<HD>(heads_per_block), MmaAttnShape<HD>::kThreads,
-          MmaAttnShape<HD>::kSmemBytes) != cudaSuccess)
+          &blocks, paged_attention_mma_kernel_for<HD, KV>(heads_per_block),
+          MmaAttnShape<HD, KV>::kThreads, MmaAttnShape<HD, KV>::kSmemBytes) != cudaSuccess)
     return 0;
   return blocks;
 }
