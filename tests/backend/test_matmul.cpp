@@ -9,6 +9,8 @@
 //    above. The test computes this bound per output and allows 1% slack on it.
 #include <cmath>
 
+#include "backend/cpu/gemm.h"
+#include "core/error.h"
 #include "reference.h"
 
 namespace loom {
@@ -183,6 +185,31 @@ TEST_F(MatmulTest, RejectsBadShapes) {
   EXPECT_THROW(be_->matmul(x, w2, &bias, out), Error);
   Tensor wi = Tensor::cpu(DType::I32, {8, 64});
   EXPECT_THROW(be_->matmul(x, wi, nullptr, out), Error);
+}
+
+// LOOM_CPU_ROW_PREFETCH: BYTES, BYTES,l1 or BYTES,l2 over the vendor's
+// default; anything else is refused with the variable's name. (Prefetching
+// changes no result: every test above runs under this machine's setting.)
+TEST(RowPrefetch, ParsesTheOverrideAndRefusesTheRest) {
+  const cpu::RowPrefetch base{24576, true};
+  const cpu::RowPrefetch same = cpu::parse_row_prefetch(nullptr, base);
+  EXPECT_EQ(same.bytes, 24576);
+  EXPECT_TRUE(same.l2);
+  EXPECT_EQ(cpu::parse_row_prefetch("", base).bytes, 24576);
+  const cpu::RowPrefetch bytes_only = cpu::parse_row_prefetch("6144", base);
+  EXPECT_EQ(bytes_only.bytes, 6144);
+  EXPECT_TRUE(bytes_only.l2);
+  const cpu::RowPrefetch l1 = cpu::parse_row_prefetch("8192,l1", base);
+  EXPECT_EQ(l1.bytes, 8192);
+  EXPECT_FALSE(l1.l2);
+  EXPECT_TRUE(cpu::parse_row_prefetch("0,l2", cpu::RowPrefetch{}).l2);
+  EXPECT_EQ(cpu::parse_row_prefetch("1048576", base).bytes, 1048576);
+  for (const char* bad :
+       {"-1", "1048577", "abc", "12k", "6144,", "6144,l3", ",l2", "6144 ", "99999999999999999999"})
+    EXPECT_THROW(cpu::parse_row_prefetch(bad, base), Error) << bad;
+  const cpu::RowPrefetch& active = cpu::row_prefetch();
+  EXPECT_GE(active.bytes, 0);
+  EXPECT_LE(active.bytes, 1 << 20);
 }
 
 }  // namespace

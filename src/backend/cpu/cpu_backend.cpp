@@ -9,6 +9,7 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/gemm.h"
 #include "backend/cpu/isa.h"
 #include "backend/cpu/op_profile.h"
 #include "core/error.h"
@@ -19,6 +20,10 @@ namespace {
 class CpuBackend final : public Backend {
  public:
   explicit CpuBackend(int num_threads) {
+    // The process-wide settings from the environment, read here on the
+    // caller's thread so that a malformed value throws now, not in a worker.
+    (void)cpu::active_isa();
+    (void)cpu::row_prefetch();
     if (num_threads > 0) ThreadPool::set_global_threads(num_threads);
     pool_ = &ThreadPool::global();
     if (num_threads > 0 && pool_->num_threads() != num_threads) {

@@ -7,6 +7,8 @@
 #include "backend/cpu/gemm.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "backend/quant/interleave.h"
@@ -247,6 +249,37 @@ void gemm_matmul(ThreadPool& pool, const Tensor& x, const Tensor& w, const float
           for (int j = 0; j < cols; ++j) c[r * n + j] += bias[c0 + j];
     }
   });
+}
+
+RowPrefetch parse_row_prefetch(const char* value, RowPrefetch base) {
+  if (!value || !*value) return base;
+  const std::string v(value);
+  const size_t comma = v.find(',');
+  const std::string num = v.substr(0, comma);
+  char* end = nullptr;
+  const long long bytes = std::strtoll(num.c_str(), &end, 10);
+  LOOM_CHECK(!num.empty() && end && *end == '\0' && bytes >= 0 && bytes <= (1 << 20),
+             "LOOM_CPU_ROW_PREFETCH={} must be BYTES (0 to 1048576), optionally ,l1 or ,l2", v);
+  base.bytes = bytes;
+  if (comma != std::string::npos) {
+    const std::string where = v.substr(comma + 1);
+    LOOM_CHECK(where == "l1" || where == "l2",
+               "LOOM_CPU_ROW_PREFETCH={} must be BYTES (0 to 1048576), optionally ,l1 or ,l2", v);
+    base.l2 = where == "l2";
+  }
+  return base;
+}
+
+const RowPrefetch& row_prefetch() {
+  static const RowPrefetch p = [] {
+    RowPrefetch r;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_is("intel")) r = RowPrefetch{24576, true};
+#endif
+    return parse_row_prefetch(std::getenv("LOOM_CPU_ROW_PREFETCH"), r);
+  }();
+  return p;
 }
 
 }  // namespace loom::cpu

@@ -119,16 +119,34 @@ struct GemmKernels {
   // 1..4, rows_float 1..3) and j < rows (<= 8; for an interleaved type <= its
   // row group, one group), straight from the weight as
   // stored (rows row_bytes apart, all k values), every output computed with
-  // the same operations in the same order as gemm_quant / gemm_float give it. Null where the GEMM serves every
-  // M (portable). Unless next (the rows after w's) is null, rows_quant
-  // prefetches ahead as it goes: the next rows, or for an interleaved weight
-  // its one stream of bytes a fixed distance ahead.
+  // the same operations in the same order as gemm_quant / gemm_float give it. Null where the GEMM
+  // serves every M (portable). Unless next (the rows after w's) is null, rows_quant prefetches
+  // ahead as it goes: the next rows, or for an interleaved weight its one stream of bytes
+  // row_prefetch() ahead.
   void (*rows_quant)(DType type, const uint8_t* w, int64_t row_bytes, int rows, int64_t k,
                      const ActQ8_G* x, int64_t xs, int m, float* c, int64_t ldc,
                      const uint8_t* next);
   void (*rows_float)(DType type, const uint8_t* w, int64_t row_bytes, int rows, int64_t k,
                      const float* x, int64_t ldx, int m, float* c, int64_t ldc);
 };
+
+// How far ahead of its reads the row path prefetches an interleaved weight's
+// stream of bytes, and into which cache: about what DRAM latency times one
+// core's share of the bandwidth needs in flight. Chosen once per process by
+// CPU vendor, measured on 2-core VMs: AMD (and others) 6 KB into L1 (4-8 KB
+// best on an EPYC; a whole next group, 64 KB for a Q6_K row of 4,864 values,
+// overran L1); Intel 24 KB into L2 (prefetcht1: a Xeon's core keeps more
+// misses in flight through its L2 than its L1 allows; single-stream decode
+// of the default GGUF +9-12% there, bench/README.md).
+// LOOM_CPU_ROW_PREFETCH=BYTES or BYTES,l1 / BYTES,l2 overrides it (BYTES in
+// [0, 1 MiB]; a malformed value throws when a CPU backend is made).
+struct RowPrefetch {
+  int64_t bytes = 6144;
+  bool l2 = false;
+};
+const RowPrefetch& row_prefetch();
+// The parse of LOOM_CPU_ROW_PREFETCH's value over `base` (exposed for tests).
+RowPrefetch parse_row_prefetch(const char* value, RowPrefetch base);
 
 const GemmKernels& gemm_kernels_portable();
 const GemmKernels& gemm_kernels_avx2();

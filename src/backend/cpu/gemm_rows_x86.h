@@ -32,11 +32,6 @@ namespace loom::cpu::gemm {
 namespace {
 
 constexpr int kRowLanes = 8;
-// How far ahead of its reads the interleaved row path prefetches: about what
-// DRAM latency times one core's share of the bandwidth needs in flight. One
-// whole next group instead (64 KB for a Q6_K row of 4,864 values) overruns L1;
-// 4-8 KB measured best on a 2-core AVX-512 VM.
-constexpr int64_t kInterleavedPrefetchBytes = 6144;
 
 // Lane i of lo / hi: the sum of lanes 0..3 / 4..7 of p[i] (bytes 0..15 / 16..31
 // of the 32 the dots covered).
@@ -223,6 +218,7 @@ void rows_interleaved(const L (&ls)[H], const uint8_t* w, int rows, int64_t k, c
   constexpr int kOffset = kSigned ? 0 : T::kOffset;
   static_assert(kGemmKcQuant % T::kUnit == 0);
   const auto* groups = reinterpret_cast<const Group*>(w);
+  const RowPrefetch& pf = row_prefetch();
   F scale[kSubs], bias[kSubs];
   F tot[H][NX];
   for (int h = 0; h < H; ++h)
@@ -234,10 +230,14 @@ void rows_interleaved(const L (&ls)[H], const uint8_t* w, int rows, int64_t k, c
     const int64_t b1 = std::min(k, k0 + kGemmKcQuant) / T::kUnit;
     for (int64_t b = k0 / T::kUnit; b < b1; ++b) {
       // A group's blocks, and the next group's after them, are one stream
-      // of bytes: fetch a block's worth kInterleavedPrefetchBytes ahead.
+      // of bytes: fetch a block's worth row_prefetch() ahead (gemm.h).
       if (next) {
-        const char* p = reinterpret_cast<const char*>(groups + b) + kInterleavedPrefetchBytes;
-        for (size_t o = 0; o < sizeof(Group); o += 64) __builtin_prefetch(p + o);
+        const char* p = reinterpret_cast<const char*>(groups + b) + pf.bytes;
+        if (pf.l2) {
+          for (size_t o = 0; o < sizeof(Group); o += 64) __builtin_prefetch(p + o, 0, 2);
+        } else {
+          for (size_t o = 0; o < sizeof(Group); o += 64) __builtin_prefetch(p + o);
+        }
       }
       for (int h = 0; h < H; ++h) {
         const L& l = ls[h];
