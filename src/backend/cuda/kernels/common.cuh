@@ -36,6 +36,16 @@ __device__ __forceinline__ uint4 float_to_bf16x8(const float (&f)[8]) {
   return v;
 }
 
+// c += A (16x16 bf16) * B (16x8 bf16), f32 accumulators: mma.m16n8k16 (sm_80+;
+// the attention kernels' fragment layouts are in their headers).
+__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                         uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
 // One value of T (f32, f16 or bf16) as float.
 template <class T>
 __device__ __forceinline__ float to_float(T x) {

@@ -104,14 +104,6 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t add
                : "memory");
 }
 
-// c += A (16x16 bf16) * B (16x8 bf16), f32 accumulators.
-__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
 // 2^x (MUFU; 2^-inf = 0).
 __device__ __forceinline__ float exp2_approx(float x) {
   float y;
@@ -366,8 +358,8 @@ __global__ void __launch_bounds__(FlashShape<HD>::kThreads)
           uint32_t kb[4];
           flash::ldmatrix_x4(kb, k_tile + swizzle<kRowBytes>(np * 16 + (lane & 7) + (lane >> 4) * 8,
                                                                2 * ks + ((lane >> 3) & 1)));
-          flash::mma_bf16(s[2 * np], qa, kb[0], kb[1]);
-          flash::mma_bf16(s[2 * np + 1], qa, kb[2], kb[3]);
+          mma_bf16(s[2 * np], qa, kb[0], kb[1]);
+          mma_bf16(s[2 * np + 1], qa, kb[2], kb[3]);
         }
       }
 
@@ -436,8 +428,8 @@ __global__ void __launch_bounds__(FlashShape<HD>::kThreads)
           uint32_t vb[4];
           flash::ldmatrix_x4_trans(vb, v_tile + swizzle<kRowBytes>(kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8,
                                                                      2 * dp + (lane >> 4)));
-          flash::mma_bf16(o[2 * dp], pa, vb[0], vb[1]);
-          flash::mma_bf16(o[2 * dp + 1], pa, vb[2], vb[3]);
+          mma_bf16(o[2 * dp], pa, vb[0], vb[1]);
+          mma_bf16(o[2 * dp + 1], pa, vb[2], vb[3]);
         }
       }
     }

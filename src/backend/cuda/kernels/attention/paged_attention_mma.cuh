@@ -152,16 +152,7 @@ __device__ __forceinline__ void mma_f16(float (&c)[4], const uint32_t (&a)[4], u
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// c += A (16x16 bf16) * B (16x8 bf16), f32 accumulators.
-__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
-                                         uint32_t b1) {
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-      "{%8, %9}, {%0, %1, %2, %3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-// The cache's mma: f16 for FP8 (converted), bf16 for bf16.
+// The cache's mma: f16 for FP8 (converted), bf16 for bf16 (common.cuh).
 template <class KV>
 __device__ __forceinline__ void mma_kv(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
                                        uint32_t b1) {
@@ -169,10 +160,6 @@ __device__ __forceinline__ void mma_kv(float (&c)[4], const uint32_t (&a)[4], ui
     mma_f16(c, a, b0, b1);
   else
     mma_bf16(c, a, b0, b1);
-}
-
-__device__ __forceinline__ uint32_t bf162_bits(__nv_bfloat162 h) {
-  return *reinterpret_cast<const uint32_t*>(&h);
 }
 
 __device__ __forceinline__ uint32_t half2_bits(__half2 h) {
@@ -435,34 +422,29 @@ __global__ void __launch_bounds__(MmaAttnShape<HD, KV>::kThreads, MmaAttnShape<H
     l[0] += p0 + p2;
     l[1] += p1 + p3;
 
-    // P^T B fragment: head g of keys c, c+8 (reg 0) and c+4, c+12 (reg 1);
-    // bf16: its hi terms (pb) and lo terms (pl).
-    uint32_t p_even, p_odd, l_even = 0, l_odd = 0;  // heads 2c, 2c+1
+    // P^T B fragment: head g of keys c, c+8 (reg 0) and c+4, c+12 (reg 1),
+    // from the packed pairs of heads 2c (even) and 2c+1 (odd); bf16: its hi
+    // terms (pb) and lo terms (pl), the same way.
+    auto p_fragment = [&](uint32_t even, uint32_t odd, uint32_t& r0, uint32_t& r1) {
+      const uint32_t e0 = __shfl_sync(0xffffffffu, even, src0);
+      const uint32_t o0 = __shfl_sync(0xffffffffu, odd, src0);
+      const uint32_t e1 = __shfl_sync(0xffffffffu, even, src1);
+      const uint32_t o1 = __shfl_sync(0xffffffffu, odd, src1);
+      r0 = odd_head ? o0 : e0;
+      r1 = odd_head ? o1 : e1;
+    };
+    uint32_t pb0, pb1, pl0 = 0, pl1 = 0;
     if constexpr (kFp8) {
-      p_even = mma_attn::half2_bits(__floats2half2_rn(p0, p2));
-      p_odd = mma_attn::half2_bits(__floats2half2_rn(p1, p3));
+      p_fragment(mma_attn::half2_bits(__floats2half2_rn(p0, p2)),
+                 mma_attn::half2_bits(__floats2half2_rn(p1, p3)), pb0, pb1);
     } else {
-      const __nv_bfloat162 he = __floats2bfloat162_rn(p0, p2), ho = __floats2bfloat162_rn(p1, p3);
-      p_even = mma_attn::bf162_bits(he);
-      p_odd = mma_attn::bf162_bits(ho);
-      l_even =
-          mma_attn::bf162_bits(__floats2bfloat162_rn(p0 - __low2float(he), p2 - __high2float(he)));
-      l_odd =
-          mma_attn::bf162_bits(__floats2bfloat162_rn(p1 - __low2float(ho), p3 - __high2float(ho)));
-    }
-    const uint32_t e0 = __shfl_sync(0xffffffffu, p_even, src0);
-    const uint32_t o0 = __shfl_sync(0xffffffffu, p_odd, src0);
-    const uint32_t e1 = __shfl_sync(0xffffffffu, p_even, src1);
-    const uint32_t o1 = __shfl_sync(0xffffffffu, p_odd, src1);
-    const uint32_t pb0 = odd_head ? o0 : e0, pb1 = odd_head ? o1 : e1;
-    uint32_t pl0 = 0, pl1 = 0;
-    if constexpr (!kFp8) {
-      const uint32_t le0 = __shfl_sync(0xffffffffu, l_even, src0);
-      const uint32_t lo0 = __shfl_sync(0xffffffffu, l_odd, src0);
-      const uint32_t le1 = __shfl_sync(0xffffffffu, l_even, src1);
-      const uint32_t lo1 = __shfl_sync(0xffffffffu, l_odd, src1);
-      pl0 = odd_head ? lo0 : le0;
-      pl1 = odd_head ? lo1 : le1;
+      // x, y less the hi pair's two values: the lo terms, as a bf16 pair.
+      auto rest = [](uint32_t hi, float x, float y) {
+        return pack_bf16x2(x - __uint_as_float(hi << 16), y - __uint_as_float(hi & 0xffff0000u));
+      };
+      const uint32_t he = pack_bf16x2(p0, p2), ho = pack_bf16x2(p1, p3);
+      p_fragment(he, ho, pb0, pb1);
+      p_fragment(rest(he, p0, p2), rest(ho, p1, p3), pl0, pl1);
     }
 
     // O^T += V^T P^T: m-tile mt takes local dims 2mt, 2mt+1 (FP8: bytes 2
@@ -499,8 +481,8 @@ __global__ void __launch_bounds__(MmaAttnShape<HD, KV>::kThreads, MmaAttnShape<H
         const uint32_t af[4] = {
             __byte_perm(vw[0][mt], vw[2][mt], 0x5410u), __byte_perm(vw[0][mt], vw[2][mt], 0x7632u),
             __byte_perm(vw[1][mt], vw[3][mt], 0x5410u), __byte_perm(vw[1][mt], vw[3][mt], 0x7632u)};
-        mma_attn::mma_bf16(o[mt], af, pb0, pb1);
-        mma_attn::mma_bf16(o[mt], af, pl0, pl1);
+        mma_bf16(o[mt], af, pb0, pb1);
+        mma_bf16(o[mt], af, pl0, pl1);
       }
     }
   }
