@@ -143,6 +143,25 @@ rows = [json.loads(l) for l in open(path) if l.strip().startswith("{")]
 print(json.dumps({"what": what, "machine": gpu, "commit": open(".commit").read().strip() if __import__("os").path.exists(".commit") else "unknown", "results": rows}))
 EOF
 }
+# tag_rows FILE LABEL [KEY=VALUE...]: FILE's JSON rows with the KEY=VALUE
+# fields added (VALUE as an integer where it is one) on stdout, and for each
+# a line on stderr, LABEL first: a latency run's (batch, ITL p50, decode
+# tok/s), an offline run's req/s, output tok/s and duration.
+tag_rows() {
+  python3 - "$@" <<'PY'
+import json, sys
+path, label, tags = sys.argv[1], sys.argv[2], sys.argv[3:]
+for l in open(path):
+    if not l.startswith('{'): continue
+    d = json.loads(l)
+    for t in tags:
+        k, v = t.split('=', 1)
+        d[k] = int(v) if v.isdigit() else v
+    print(json.dumps(d))
+    if 'decode' in d: print(label, 'latency', [(e['batch'], e['itl_ms']['p50'], e['decode_tokens_per_s']) for e in d['decode']], 'kv_blocks', d.get('kv_blocks'), file=sys.stderr)
+    else: print(label, 'offline', {k: d.get(k) for k in ('requests_per_s', 'output_tokens_per_s', 'duration_s')}, file=sys.stderr)
+PY
+}
 # 16 greedy requests of random token ids (17..120 tokens), 32 tokens each,
 # with top-5 logprobs, as `loom generate --batch-file` reads them.
 fp8_requests() {
@@ -614,14 +633,7 @@ for r in runs:
         --json >> /tmp/g.jsonl 2>> /tmp/g.err || tail -3 /tmp/g.err
       timeout 200 $L bench offline --device cuda --model /tmp/llama8b --dataset fixed --input-len 1000 \
         --output-len 1000 --num-requests 512 $sched "$@" --json >> /tmp/g.jsonl 2>> /tmp/g.err || tail -3 /tmp/g.err
-      python3 -c "
-import json, sys
-for l in open('/tmp/g.jsonl'):
-    if not l.startswith('{'): continue
-    d = json.loads(l); d['variant'] = sys.argv[1]; print(json.dumps(d))
-    if 'decode' in d: print(sys.argv[1], 'latency', [(e['batch'], e['itl_ms']['p50'], e['decode_tokens_per_s']) for e in d['decode']], 'kv_blocks', d.get('kv_blocks'), file=sys.stderr)
-    else: print(sys.argv[1], 'offline', {k: d.get(k) for k in ('requests_per_s', 'output_tokens_per_s', 'duration_s')}, file=sys.stderr)
-" "$name" >> /tmp/goals.jsonl
+      tag_rows /tmp/g.jsonl "$name" "variant=$name" >> /tmp/goals.jsonl
     done
     meta /tmp/goals.jsonl "Llama-3-8B shape, random weights: bf16, then --quantization fp8 --kv-cache-dtype fp8; bench latency 128/256 batch 1,64; bench offline 1,000 ShareGPT-like and 512 x 1000/1000 at $sched" > "$OUT/bench_goals_8b.json"
     ;;
@@ -672,20 +684,7 @@ for l in open('/tmp/g.jsonl'):
           --input-len 1000 --output-len 1000 --num-requests 512 --max-num-seqs 512 --max-num-batched-tokens 16384 $f \
           --json >> /tmp/fr.jsonl 2>> /tmp/fr.err || tail -3 /tmp/fr.err; }
         echo "-- $name, round $round"
-        python3 -c "
-import json, sys
-for l in open(sys.argv[1]):
-    if not l.startswith('{'): continue
-    d = json.loads(l)
-    if 'decode' in d: print('  latency', [(e['batch'], e['itl_ms']['p50'], e['decode_tokens_per_s']) for e in d['decode']])
-    else: print('  offline', {k: d.get(k) for k in ('requests_per_s', 'output_tokens_per_s', 'duration_s')})
-" /tmp/fr.jsonl
-        python3 -c "
-import json, sys
-for l in open(sys.argv[1]):
-    if l.startswith('{'):
-        d = json.loads(l); d['variant'] = sys.argv[2]; d['round'] = int(sys.argv[3]); print(json.dumps(d))
-" /tmp/fr.jsonl "$name" "$round" >> /tmp/fr_all.jsonl
+        tag_rows /tmp/fr.jsonl " " "variant=$name" "round=$round" >> /tmp/fr_all.jsonl
       done
     done
     meta /tmp/fr_all.jsonl "Llama-3-8B shape, --quantization fp8 --kv-cache-dtype fp8, per-row FP8 GEMM choices alternated: cublaslt (LOOM_FP8_CUTLASS_ROWS_FROM=0: cuBLASLt unit scales + scaling pass at every m), default (CUTLASS's row-scaled GEMM from 65 rows), split8/split16 (LOOM_FP8_ROW_SPLIT_ROWS=8/16: the split-k kernel up to that many rows), cutlass (LOOM_FP8_CUTLASS_ROWS_FROM=1); bench latency 128/256 batch ${FP8ROWS_BATCHES:-1,64}; bench offline 1,000 ShareGPT-like 512:16384; 512 x 1000/1000 (round 1)" > "$OUT/fp8_row_gemms.json"
@@ -732,14 +731,7 @@ for l in open(sys.argv[1]):
             --input-len 1000 --output-len 1000 --num-requests 512 --max-num-seqs 512 --max-num-batched-tokens 16384 $f \
             --json >> /tmp/ea.jsonl 2>> /tmp/ea.err || tail -3 /tmp/ea.err
         fi
-        python3 -c "
-import json, sys
-for l in open('/tmp/ea.jsonl'):
-    if not l.startswith('{'): continue
-    d = json.loads(l); d['env'] = sys.argv[1]; d['round'] = int(sys.argv[2]); print(json.dumps(d))
-    if 'decode' in d: print(sys.argv[1], 'latency', [(e['batch'], e['itl_ms']['p50'], e['decode_tokens_per_s']) for e in d['decode']], file=sys.stderr)
-    else: print(sys.argv[1], 'offline', {k: d.get(k) for k in ('requests_per_s', 'output_tokens_per_s', 'duration_s')}, file=sys.stderr)
-" "$FP8AB_ENV=$val" "$round" >> /tmp/envab.jsonl
+        tag_rows /tmp/ea.jsonl "$FP8AB_ENV=$val" "env=$FP8AB_ENV=$val" "round=$round" >> /tmp/envab.jsonl
       done
     done
     meta /tmp/envab.jsonl "Llama-3-8B shape, flags '$f', $FP8AB_ENV at ${FP8AB_VALUES:-0 1} alternated: bench latency 128/256 batch ${FP8AB_BATCHES:-1,64}; bench offline 1,000 ShareGPT-like and 512 x 1000/1000 at 512:16384" > "$OUT/${FP8AB_NAME:-fp8_envab}.json"
