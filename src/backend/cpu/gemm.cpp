@@ -256,17 +256,14 @@ RowPrefetch parse_row_prefetch(const char* value, RowPrefetch base) {
   const std::string v(value);
   const size_t comma = v.find(',');
   const std::string num = v.substr(0, comma);
+  const std::string where = comma == std::string::npos ? "" : v.substr(comma + 1);
   char* end = nullptr;
   const long long bytes = std::strtoll(num.c_str(), &end, 10);
-  LOOM_CHECK(!num.empty() && end && *end == '\0' && bytes >= 0 && bytes <= (1 << 20),
+  LOOM_CHECK(!num.empty() && end && *end == '\0' && bytes >= 0 && bytes <= (1 << 20) &&
+                 (comma == std::string::npos || where == "l1" || where == "l2"),
              "LOOM_CPU_ROW_PREFETCH={} must be BYTES (0 to 1048576), optionally ,l1 or ,l2", v);
   base.bytes = bytes;
-  if (comma != std::string::npos) {
-    const std::string where = v.substr(comma + 1);
-    LOOM_CHECK(where == "l1" || where == "l2",
-               "LOOM_CPU_ROW_PREFETCH={} must be BYTES (0 to 1048576), optionally ,l1 or ,l2", v);
-    base.l2 = where == "l2";
-  }
+  if (comma != std::string::npos) base.l2 = where == "l2";
   return base;
 }
 
