@@ -4,8 +4,9 @@
 // asked: a vector kernel for the usual shapes, and a general one (cos/sin
 // once per token and pair, in shared memory, as rope.cu does) for rotary
 // sizes the vector kernel cannot cut in 16-byte units.
-// gated_fused: act(gate) * up over the [gate | up] halves of one row (with the
-// row quantised to FP8 too, for an FP8 down projection, one block per row).
+// gated_fused: act(gate) * up over the [gate | up] halves of one row, 8 values
+// a thread where the shapes allow (with the row quantised to FP8 too, for an
+// FP8 down projection, one block per row).
 // An FP8 KV cache gets k and v quantised with their head's scale (k rotated
 // and rounded to bf16 first, as the unfused path stores it before write_kv).
 #include "backend/cuda/kernels/common.cuh"
@@ -206,6 +207,27 @@ __device__ __forceinline__ float gated_value(float g, float u) {
   }
 }
 
+// 8 values a thread (16-byte loads and stores; inter a multiple of 8, the
+// rows 16-byte aligned): block (x, y) takes chunks x * blockDim.x + tid of
+// rows y, y + gridDim.y, ... (no divisions). The same values as the scalar
+// kernel below, which serves the other shapes.
+template <bool kGelu>
+__global__ void gated_fused_vec_kernel(const bf16* gu, bf16* out, int64_t rows, int64_t inter) {
+  pdl_trigger();  // the GEMV after this one may start loading its weights
+  const int64_t chunks = inter / 8;
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (c >= chunks) return;
+  for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+    const auto* row = reinterpret_cast<const uint4*>(gu + r * 2 * inter);
+    float g[8], u[8], y[8];
+    bf16x8_to_float(row[c], g);
+    bf16x8_to_float(row[chunks + c], u);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) y[e] = gated_value<kGelu>(g[e], u[e]);
+    reinterpret_cast<uint4*>(out + r * inter)[c] = float_to_bf16x8(y);
+  }
+}
+
 template <bool kGelu>
 __global__ void gated_fused_kernel(const bf16* gu, bf16* out, int64_t rows, int64_t inter) {
   pdl_trigger();  // the GEMV after this one may start loading its weights
@@ -300,6 +322,15 @@ bool gated_activation_fused_bf16(const void* gate_up, void* out, int64_t rows, i
       gated_fused_fp8_kernel<true><<<grid, threads, 0, stream>>>(gu, o, inter, *fp8);
     else
       gated_fused_fp8_kernel<false><<<grid, threads, 0, stream>>>(gu, o, inter, *fp8);
+    return true;
+  }
+  if (inter % 8 == 0 && aligned16(gate_up) && aligned16(out)) {
+    const dim3 grid(static_cast<unsigned>((inter / 8 + kThreads - 1) / kThreads),
+                    static_cast<unsigned>(rows < 65535 ? rows : 65535));
+    if (gelu)
+      gated_fused_vec_kernel<true><<<grid, kThreads, 0, stream>>>(gu, o, rows, inter);
+    else
+      gated_fused_vec_kernel<false><<<grid, kThreads, 0, stream>>>(gu, o, rows, inter);
     return true;
   }
   const unsigned grid = grid_for(rows * inter, kThreads);
