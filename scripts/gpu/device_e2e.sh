@@ -18,7 +18,8 @@
 #   attnsweep  bench_cuda_ops --attn-sweep: decode attention TB/s per LOOM_ATTN_*
 #            setting (partition keys, blocks per SM, heads per block) and shape
 #   small    0.5B-shaped model served over HTTP: 128 in / 32 out, Poisson arrivals
-#            at rising rates (loom bench serve), p99 TTFT per rate, and per rate the
+#            at rising rates (loom bench serve, on its own half of the cores:
+#            taskset), p99 TTFT per rate, and per rate the
 #            server's step profile and request stages (--profile-steps / --profile);
 #            SMALL_RATES, SMALL_REQUESTS (3000 per rate), SMALL_SERVE_ARGS (extra
 #            `loom serve` flags, e.g. "--quantization fp8")
@@ -265,12 +266,14 @@ for l in open('/tmp/longlat.jsonl'):
   small)
     # A Qwen2.5-0.5B-shaped model, 128 in / 32 out, Poisson arrivals at
     # rising rates through `loom bench serve` (HTTP, streaming): p99 TTFT per rate.
+    # The server on the first half of the cores, the client on the other half.
     python3 scripts/gpu/make_random_model.py --shape 0.5b --out /tmp/qwen05 > /dev/null || exit 1
-    $L serve --device cuda --model /tmp/qwen05 --port 18000 --max-num-seqs 512 --max-num-batched-tokens 16384 \
-      --profile-steps ${SMALL_SERVE_ARGS:-} > /tmp/serve_small.log 2>&1 &
+    half=$(( $(nproc) / 2 ))
+    taskset -c 0-$((half - 1)) $L serve --device cuda --model /tmp/qwen05 --port 18000 --max-num-seqs 512 \
+      --max-num-batched-tokens 16384 --profile-steps ${SMALL_SERVE_ARGS:-} > /tmp/serve_small.log 2>&1 &
     spid=$!
     for i in $(seq 1 120); do curl -sf http://127.0.0.1:18000/ready > /dev/null && break; sleep 1; done
-    timeout 400 $L bench serve --base-url http://127.0.0.1:18000 --model qwen05 --dataset fixed --input-len 128 \
+    timeout 400 taskset -c $half-$(( $(nproc) - 1 )) $L bench serve --base-url http://127.0.0.1:18000 --model qwen05 --dataset fixed --input-len 128 \
       --output-len 32 --num-requests ${SMALL_REQUESTS:-3000} --warmup 50 --sweep ${SMALL_RATES:-250,500,1000,1500,2000} \
       --token-id-range 300,100000 --server-pid $spid --profile --output /tmp/small.json > /tmp/small.out 2>&1 || tail -20 /tmp/small.out
     tail -30 /tmp/small.out
