@@ -312,7 +312,7 @@ TEST_F(CudaOpsTest, FusedProjectionOpsEqualUnfused) {
           EXPECT_EQ(from_gpu_bf16(*gpu_, k), in.k);
           EXPECT_EQ(from_gpu_bf16(*gpu_, v), in.v);
         }
-  // Odd widths take the scalar kernel, the rest the 8-wide one; 70,001 rows
+  // Widths not a multiple of 8 take the scalar kernel, the rest the 8-wide one; 70,001 rows
   // pass the grid's 65,535 rows (its blocks then take several rows each).
   for (auto [rows, inter] : {std::pair<int64_t, int64_t>{3, 5}, {3, 64}, {3, 14336}, {70001, 24}}) {
     const auto gu = random_bf16_values(rows * 2 * inter, 82, -6, 6);
