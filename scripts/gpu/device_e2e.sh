@@ -136,6 +136,10 @@ else
 fi
 $L env
 commit=$(cat .commit 2>/dev/null || echo unknown)
+# HTTP runs: the server on the first half of the host's cores, the bench
+# client on the other half, so that the client is not what limits the rate.
+half=$(( $(nproc) / 2 ))
+server_cpus="0-$((half - 1))" client_cpus="$half-$(( $(nproc) - 1 ))"
 meta() { python3 - "$@" <<'EOF'
 import json, sys, subprocess
 path, what = sys.argv[1], sys.argv[2]
@@ -267,15 +271,13 @@ for l in open('/tmp/longlat.jsonl'):
   small)
     # A Qwen2.5-0.5B-shaped model, 128 in / 32 out, Poisson arrivals at
     # rising rates through `loom bench serve` (HTTP, streaming): p99 TTFT per rate.
-    # The server on the first half of the cores, the client on the other half.
     python3 scripts/gpu/make_random_model.py --shape 0.5b --out /tmp/qwen05 > /dev/null || exit 1
-    half=$(( $(nproc) / 2 ))
-    taskset -c 0-$((half - 1)) $L serve --device cuda --model /tmp/qwen05 --port 18000 --max-num-seqs 512 \
+    taskset -c $server_cpus $L serve --device cuda --model /tmp/qwen05 --port 18000 --max-num-seqs 512 \
       --max-num-batched-tokens ${SMALL_TOKENS:-16384} --profile-steps ${SMALL_SERVE_ARGS:-} > /tmp/serve_small.log 2>&1 &
     spid=$!
     for i in $(seq 1 120); do curl -sf http://127.0.0.1:18000/ready > /dev/null && break; sleep 1; done
-    timeout 400 taskset -c $half-$(( $(nproc) - 1 )) $L bench serve --base-url http://127.0.0.1:18000 --model qwen05 --dataset fixed --input-len 128 \
-      --output-len 32 --num-requests ${SMALL_REQUESTS:-3000} --warmup 50 --sweep ${SMALL_RATES:-250,500,1000,1500,2000} \
+    timeout 400 taskset -c $client_cpus $L bench serve --base-url http://127.0.0.1:18000 --model qwen05 --dataset fixed \
+      --input-len 128 --output-len 32 --num-requests ${SMALL_REQUESTS:-3000} --warmup 50 --sweep ${SMALL_RATES:-250,500,1000,1500,2000} \
       --token-id-range 300,100000 --server-pid $spid --profile --output /tmp/small.json > /tmp/small.out 2>&1 || tail -20 /tmp/small.out
     tail -30 /tmp/small.out
     [ -f /tmp/small.json ] && python3 scripts/gpu/print_step_profile.py /tmp/small.json
@@ -780,13 +782,12 @@ for r in runs:
     model8b
     $L bench workload --model /tmp/llama8b --dataset sharegpt --num-requests 1000 --seed 0 --output /tmp/w.jsonl
     : > /tmp/pw_all.jsonl
-    half=$(( $(nproc) / 2 ))
     for pw in 0 1; do
-      LOOM_PIECEWISE_STEPS=$pw taskset -c 0-$((half - 1)) $L serve --device cuda --model /tmp/qwen05 --port 18000 \
+      LOOM_PIECEWISE_STEPS=$pw taskset -c $server_cpus $L serve --device cuda --model /tmp/qwen05 --port 18000 \
         --max-num-seqs 512 --max-num-batched-tokens 16384 --profile-steps > /tmp/serve_pw.log 2>&1 &
       spid=$!
       for i in $(seq 1 120); do curl -sf http://127.0.0.1:18000/ready > /dev/null && break; sleep 1; done
-      timeout 300 taskset -c $half-$(( $(nproc) - 1 )) $L bench serve --base-url http://127.0.0.1:18000 --model qwen05 \
+      timeout 300 taskset -c $client_cpus $L bench serve --base-url http://127.0.0.1:18000 --model qwen05 \
         --dataset fixed --input-len 128 --output-len 32 --num-requests 3000 --warmup 50 \
         --sweep ${PIECE_RATES:-2500,3000,3500} --token-id-range 300,100000 --server-pid $spid --profile \
         --output /tmp/pw_small_$pw.json > /tmp/pw_small.out 2>&1 || tail -20 /tmp/pw_small.out
