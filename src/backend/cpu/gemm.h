@@ -137,7 +137,7 @@ struct GemmKernels {
 // best on an EPYC; a whole next group, 64 KB for a Q6_K row of 4,864 values,
 // overran L1); Intel 24 KB into L2 (prefetcht1: a Xeon's core keeps more
 // misses in flight through its L2 than its L1 allows; single-stream decode
-// of the default GGUF +9-12% there, bench/README.md).
+// of the default GGUF +7% there, bench/results/cpu_row_prefetch_xeon.json).
 // LOOM_CPU_ROW_PREFETCH=BYTES or BYTES,l1 / BYTES,l2 overrides it (BYTES in
 // [0, 1 MiB]; a malformed value throws when a CPU backend is made).
 struct RowPrefetch {
