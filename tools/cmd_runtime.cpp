@@ -65,6 +65,10 @@ void add_runtime_options(CLI::App& app, RuntimeOptions& o) {
                  "chat template: a Jinja file, or the template text (default: the model's)");
   app.add_flag("--enforce-eager", o.enforce_eager,
                "GPU: run decode steps op by op (no CUDA graphs)");
+  app.add_option("--max-cudagraph-capture-size", o.max_cudagraph_capture_size,
+                 "GPU: the most sequences a recorded (CUDA graph) decode step holds; larger "
+                 "steps run op by op")
+      ->check(CLI::Range(1, 4096));
   app.add_flag("--no-async-scheduling", o.no_async_scheduling,
                "wait for each step's tokens before planning the next (no host/GPU overlap)");
   app.add_option("--speculative-method", o.speculative_method,
@@ -409,7 +413,7 @@ std::unique_ptr<ModelRuntime> build_runtime(const RuntimeOptions& o) {
     weights.finish();
   }
   if (!o.enforce_eager) {
-    rt->transformer->enable_step_graphs(std::min(o.max_num_seqs, 512));
+    rt->transformer->enable_step_graphs(std::min(o.max_num_seqs, o.max_cudagraph_capture_size));
     // Other steps (prefill chunks, mixed steps) in recorded pieces: opt-in
     // with LOOM_PIECEWISE_STEPS=1 (on the H200 the 0.5B shape served 2-4%
     // fewer requests a second with it and the 8B offline run was 1% slower).
@@ -459,7 +463,8 @@ std::unique_ptr<ModelRuntime> build_runtime(const RuntimeOptions& o) {
       weights.finish();
     }
     // Its decode steps (one token per sequence) recorded too.
-    if (!o.enforce_eager) rt->draft->enable_step_graphs(std::min(o.max_num_seqs, 512));
+    if (!o.enforce_eager)
+      rt->draft->enable_step_graphs(std::min(o.max_num_seqs, o.max_cudagraph_capture_size));
     ec.speculative.custom =
         make_draft_proposer(*rt->draft, rt->model.config.vocab_size, o.max_num_batched_tokens);
     LOOM_LOG_INFO("loom: draft model {} ({} layers, hidden {}), {} tokens proposed a step",

@@ -37,6 +37,7 @@ struct RuntimeOptions {
   std::string dtype = "auto";            // activations: auto (the backend's) or that same dtype
   std::string chat_template;             // a file, or the template itself; "": the model's
   bool enforce_eager = false;            // GPU: no CUDA graphs for decode steps
+  int32_t max_cudagraph_capture_size = 512;  // GPU: decode steps of more sequences run op by op
   bool no_async_scheduling =
       false;  // every step waits for its tokens (EngineConfig::async_scheduling)
   uint64_t seed = 0x10011;
