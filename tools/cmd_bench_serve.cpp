@@ -20,6 +20,7 @@
 #include "cli.h"
 #include "cli_app.h"
 #include "core/error.h"
+#include "core/open_files.h"
 #include "net/http_client.h"
 #include "net/prometheus_text.h"
 #include "net/url.h"
@@ -309,6 +310,9 @@ int cmd_bench_serve(int argc, char** argv) {
                  "soak: key of a tenant limited to one request at a time (the 'tenant at its "
                  "limit' requests; none without it)");
   LOOM_PARSE(app, argc, argv);
+  // One connection per request in flight: at thousands of requests a second
+  // against a server that falls behind, far past the usual soft limit.
+  raise_open_file_limit(size_t(1) << 16);
   if (soak_minutes > 0) {
     try {
       soak.base_url = run.base_url;

@@ -8,6 +8,7 @@
 
 #include "cli.h"
 #include "cli_app.h"
+#include "core/open_files.h"
 #include "router/router.h"
 #include "server/http_server.h"
 
@@ -80,6 +81,8 @@ int cmd_router(int argc, char** argv) {
     cfg.upstream.read = millis(upstream_timeout);
     cfg.upstream.connect = millis(connect_timeout);
     http.shutdown_timeout = std::chrono::seconds(shutdown_timeout);
+    // Each proxied request holds an upstream connection beside the client's.
+    raise_open_file_limit(2 * http.max_connections + 256);
     router::Router router(cfg);
     server::HttpServer http_server(
         http,

@@ -24,12 +24,14 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <cctype>
+#include <cerrno>
 #include <deque>
 #include <mutex>
 #include <optional>
 #include <thread>
 
 #include "core/error.h"
+#include "core/open_files.h"
 #include "server/api_error.h"
 
 namespace loom::server {
@@ -117,6 +119,15 @@ struct HttpServer::Impl {
   std::atomic<size_t> posted{0};
   std::atomic<bool> stopping{false};
   std::thread drain_thread;
+  // Connections at once: cfg.max_connections, or fewer where the open-file
+  // limit (raised by listen() as far as the hard limit allows) is lower.
+  size_t connection_cap = 0;
+  // An accept that failed (descriptors or memory exhausted) is retried after
+  // a pause rather than at once: a failing accept loop would spin on a core
+  // and flood the log while the connections in flight finish.
+  net::steady_timer accept_retry;
+  std::chrono::steady_clock::time_point accept_warned{};
+  size_t accept_failures = 0;  // since the last warning
 
   Impl(HttpServerConfig c, RequestHandler h, DrainHooks d)
       : cfg(std::move(c)),
@@ -125,9 +136,13 @@ struct HttpServer::Impl {
         ioc(std::max(1, cfg.io_threads)),
         workers(size_t(std::max(1, cfg.worker_threads))),
         acceptor(net::make_strand(ioc)),
-        signals(ioc) {}
+        signals(ioc),
+        accept_retry(acceptor.get_executor()) {
+    connection_cap = cfg.max_connections;
+  }
 
   void do_accept();
+  void accept_failed(const beast::error_code& ec);
   void begin_shutdown();
 };
 
@@ -557,10 +572,21 @@ std::shared_ptr<ResponseSink> Connection::make_sink() {
 void HttpServer::Impl::do_accept() {
   acceptor.async_accept(net::make_strand(ioc), [this](beast::error_code ec, tcp::socket socket) {
     if (!acceptor.is_open()) return;
-    if (ec) {
-      spdlog::warn("http: accept failed: {}", ec.message());
-    } else if (connections.load() >= cfg.max_connections) {
+    if (ec) return accept_failed(ec);
+    if (connections.load() >= connection_cap) {
+      // Told why, in the few bytes a fresh socket's send buffer always takes.
       beast::error_code ignored;
+      socket.non_blocking(true, ignored);
+      const std::string busy = error_response(
+          503,
+          fmt::format("the server holds {} connections, its limit; retry later", connection_cap),
+          false, {{"Retry-After", "1"}});
+      socket.write_some(net::buffer(busy), ignored);
+      // The request already here is read first: closing over unread bytes
+      // would reset the connection, and the client might lose the answer.
+      char discard[4096];
+      for (int i = 0; i < 16 && !ignored; ++i) socket.read_some(net::buffer(discard), ignored);
+      socket.shutdown(tcp::socket::shutdown_both, ignored);
       socket.close(ignored);
     } else {
       ++connections;
@@ -574,11 +600,31 @@ void HttpServer::Impl::do_accept() {
   });
 }
 
+void HttpServer::Impl::accept_failed(const beast::error_code& ec) {
+  ++accept_failures;
+  const auto now = std::chrono::steady_clock::now();
+  if (now - accept_warned >= std::chrono::seconds(5)) {
+    spdlog::warn("http: accept failed {} time(s) since the last warning: {} ({} connections open)",
+                 accept_failures, ec.message(), connections.load());
+    accept_warned = now;
+    accept_failures = 0;
+  }
+  // Out of descriptors or memory: wait for connections to end. Anything else
+  // (a connection reset before it was accepted) concerns one connection.
+  const bool exhausted = ec == net::error::no_descriptors || ec == net::error::no_buffer_space ||
+                         ec == net::error::no_memory || ec.value() == ENFILE;
+  accept_retry.expires_after(std::chrono::milliseconds(exhausted ? 50 : 1));
+  accept_retry.async_wait([this](beast::error_code wait_ec) {
+    if (!wait_ec && acceptor.is_open()) do_accept();
+  });
+}
+
 void HttpServer::Impl::begin_shutdown() {
   if (stopping.exchange(true)) return;
   net::dispatch(acceptor.get_executor(), [this] {
     beast::error_code ignored;
     acceptor.close(ignored);
+    accept_retry.cancel();
   });
   beast::error_code ignored;
   signals.cancel(ignored);
@@ -631,6 +677,18 @@ void HttpServer::listen() {
   if (!ec) a.bind(ep, ec);
   if (!ec) a.listen(net::socket_base::max_listen_connections, ec);
   if (ec) LOOM_THROW("cannot listen on {}:{}: {}", impl_->cfg.host, impl_->cfg.port, ec.message());
+  // Descriptors besides the connections': model files, logs, the engine's and
+  // the metrics' own.
+  constexpr size_t kOtherFiles = 256;
+  const size_t want = impl_->cfg.max_connections + kOtherFiles;
+  const size_t limit = raise_open_file_limit(want);
+  impl_->connection_cap = std::min(impl_->cfg.max_connections,
+                                   limit > 2 * kOtherFiles ? limit - kOtherFiles : limit / 2);
+  if (impl_->connection_cap < impl_->cfg.max_connections)
+    spdlog::warn(
+        "http: the open-file limit ({}; hard limit reached) allows {} connections at once, not {}; "
+        "more are answered 503 (raise it with `ulimit -n {}`)",
+        limit, impl_->connection_cap, impl_->cfg.max_connections, want);
 }
 
 uint16_t HttpServer::port() const {
