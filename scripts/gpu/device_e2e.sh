@@ -22,7 +22,8 @@
 #            taskset), p99 TTFT per rate, and per rate the
 #            server's step profile and request stages (--profile-steps / --profile);
 #            SMALL_RATES, SMALL_REQUESTS (3000 per rate), SMALL_TOKENS (the step's
-#            token budget, 16384), SMALL_SEQS (--max-num-seqs, 512),
+#            token budget, 16384), SMALL_SEQS (--max-num-seqs and the recorded
+#            decode steps' limit, 1024),
 #            SMALL_SERVE_ARGS (extra `loom serve` flags, e.g. "--quantization fp8")
 #   smallprof  0.5B shape: CUPTI kernel profile of an offline run of the small stage's
 #            requests, bf16 then SMALLPROF_VARIANTS (e.g. "fp8,--quantization,fp8")
@@ -272,8 +273,9 @@ for l in open('/tmp/longlat.jsonl'):
     # A Qwen2.5-0.5B-shaped model, 128 in / 32 out, Poisson arrivals at
     # rising rates through `loom bench serve` (HTTP, streaming): p99 TTFT per rate.
     python3 scripts/gpu/make_random_model.py --shape 0.5b --out /tmp/qwen05 > /dev/null || exit 1
-    taskset -c $server_cpus $L serve --device cuda --model /tmp/qwen05 --port 18000 --max-num-seqs ${SMALL_SEQS:-512} \
-      --max-num-batched-tokens ${SMALL_TOKENS:-16384} --profile-steps ${SMALL_SERVE_ARGS:-} > /tmp/serve_small.log 2>&1 &
+    taskset -c $server_cpus $L serve --device cuda --model /tmp/qwen05 --port 18000 --max-num-seqs ${SMALL_SEQS:-1024} \
+      --max-cudagraph-capture-size ${SMALL_SEQS:-1024} --max-num-batched-tokens ${SMALL_TOKENS:-16384} \
+      --profile-steps ${SMALL_SERVE_ARGS:-} > /tmp/serve_small.log 2>&1 &
     spid=$!
     for i in $(seq 1 120); do curl -sf http://127.0.0.1:18000/ready > /dev/null && break; sleep 1; done
     timeout 400 taskset -c $client_cpus $L bench serve --base-url http://127.0.0.1:18000 --model qwen05 --dataset fixed \
