@@ -30,14 +30,16 @@ struct RuntimeOptions {
   std::string kv_cache_dtype = "auto";   // auto (f16 on CPU, bf16 on GPU) | f32 | f16 | bf16 | fp8
   std::string quantization = "none";     // none | fp8 (quantise bf16/fp16 weights to FP8 at load)
   int32_t block_size = 16;
-  int32_t max_num_seqs = 256;
-  int32_t max_num_batched_tokens = 2048;
+  // 0: by device (build_runtime): 1,024 sequences and 16,384 tokens a step on
+  // a GPU of 70 GiB or more, 256 and 2,048 elsewhere.
+  int32_t max_num_seqs = 0;
+  int32_t max_num_batched_tokens = 0;
   int32_t max_model_len = 0;
   bool enable_prefix_caching = true;
   std::string dtype = "auto";            // activations: auto (the backend's) or that same dtype
   std::string chat_template;             // a file, or the template itself; "": the model's
   bool enforce_eager = false;            // GPU: no CUDA graphs for decode steps
-  int32_t max_cudagraph_capture_size = 512;  // GPU: decode steps of more sequences run op by op
+  int32_t max_cudagraph_capture_size = 1024;  // GPU: decode steps of more sequences run op by op
   bool no_async_scheduling =
       false;  // every step waits for its tokens (EngineConfig::async_scheduling)
   uint64_t seed = 0x10011;
@@ -91,8 +93,9 @@ struct ModelRuntime {
 };
 
 // Logs one line per start-up stage (open, tokenizer, weights, KV cache); on a
-// terminal the weights' progress (tensors, bytes) is redrawn in place.
-std::unique_ptr<ModelRuntime> build_runtime(const RuntimeOptions& options);
+// terminal the weights' progress (tensors, bytes) is redrawn in place. Limits
+// left to the device (0) are filled in `options` as they are run.
+std::unique_ptr<ModelRuntime> build_runtime(RuntimeOptions& options);
 
 // Bytes of GPU memory in use on the runtime's GPU (0 on the CPU).
 int64_t device_memory_used(const ModelRuntime& rt);
