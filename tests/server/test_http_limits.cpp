@@ -131,6 +131,12 @@ TEST(HttpLimits, AConnectionPastTheLimitIsAnswered503AndLaterOnesAreServed) {
 }
 
 TEST(HttpLimits, OutOfDescriptorsTheAcceptorWaitsAndEveryRequestIsServed) {
+#if defined(__SANITIZE_ADDRESS__)
+  // The sanitizers' runtime opens pipes to probe memory (UBSan's vptr check
+  // does): with the process out of descriptors it reports valid objects as
+  // invalid.
+  GTEST_SKIP() << "needs descriptors the sanitizer runtime would take";
+#endif
   HttpServerConfig cfg;
   cfg.port = 0;
   cfg.io_threads = 1;
