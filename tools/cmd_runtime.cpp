@@ -335,10 +335,6 @@ std::string chat_template_source(const std::string& arg) {
       arg);
 }
 
-}  // namespace
-
-namespace {
-
 void resolve_batch_limits(RuntimeOptions& o, const std::optional<Backend::DeviceMemory>& memory) {
   // As vLLM on H100-class cards: a large GPU runs many more sequences and
   // longer prefill chunks a step before its compute, not the host, is the
