@@ -31,6 +31,8 @@ def test_health_ready(server):
     assert requests.get(server.url + "/health").json() == {"status": "ok"}
     r = requests.get(server.url + "/ready")
     assert r.status_code == 200 and r.json()["status"] == "ready"
+    # The step limits as run: on the CPU (no flags given) the small defaults.
+    assert "up to 256 sequences and 2048 tokens a step" in server.logs(), server.logs()[-2000:]
 
 
 def test_routes_and_methods(server):
