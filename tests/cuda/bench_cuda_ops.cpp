@@ -13,6 +13,8 @@
 // 1-64, GQA 4 and 8, bf16 and FP8 KV); --attn-sweep instead sweeps the decode
 // split's LOOM_ATTN_* knobs over a few of those shapes and prints only that.
 // --matmul prints the bf16 and FP8 matmul tables (and the prefill GEMMs') only.
+// --gemm-host prints the host time of a bf16 matmul call at row counts new to
+// the backend and seen before (0.5B shapes).
 // --decode-attn SEQS CTX bf16|fp8 [iterations] [kv heads] [head_dim] [group]
 // times one decode attention shape (for profilers; 8 kv heads of 128 and 4
 // query heads each by default).
@@ -97,6 +99,54 @@ void bench_matmul(Backend& be, Timer& timer, cudaStream_t stream, const char* pa
     }
     std::printf("  -> one forward step's GEMMs at M=%lld (32 layers + lm_head): %.2f ms\n",
                 static_cast<long long>(m), step_ms);
+  }
+}
+
+// Host time of one bf16 matmul call (enqueueing, not the GPU's work) at a
+// row count the backend has not seen (its first call: a cuBLASLt plan and
+// heuristic query) and at one it has, at the 0.5B shape's projections: a
+// step mixing prefill chunks with decodes has a new row count nearly every
+// time. 200 row counts in [513, 16384], the stream drained between calls.
+void bench_matmul_host(Backend& be, cudaStream_t stream) {
+  struct Shape {
+    const char* name;
+    int64_t n, k;
+  };
+  const Shape shapes[] = {
+      {"qkv", 1152, 896}, {"o", 896, 896}, {"gate_up", 9728, 896}, {"down", 896, 4864}};
+  std::vector<Tensor> w;
+  for (const Shape& s : shapes) w.push_back(filled(be, DType::BF16, {s.n, s.k}, stream));
+  constexpr int64_t kMaxRows = 16384;
+  std::printf(
+      "\n== matmul host time per call (bf16, 0.5B shapes, 200 new row counts) ==\n%-8s %10s %10s "
+      "%10s %10s\n",
+      "shape", "new p50", "new p90", "seen p50", "seen p90");
+  auto pct = [](std::vector<double> v, double q) {
+    std::sort(v.begin(), v.end());
+    return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1))];
+  };
+  for (size_t i = 0; i < std::size(shapes); ++i) {
+    const Shape& s = shapes[i];
+    Tensor x = filled(be, DType::BF16, {kMaxRows, s.k}, stream);
+    Tensor out = be.alloc(DType::BF16, {kMaxRows, s.n});
+    std::vector<double> fresh, seen;
+    for (int j = 0; j < 200; ++j) {
+      const int64_t m = 513 + (int64_t{j} * 7919) % (kMaxRows - 512);
+      Tensor xm = x.slice_rows(0, m);
+      Tensor om = out.slice_rows(0, m);
+      for (int rep = 0; rep < 2; ++rep) {
+        cudaStreamSynchronize(stream);
+        const auto t0 = std::chrono::steady_clock::now();
+        be.matmul(xm, w[i], nullptr, om);
+        const double us =
+            std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
+                .count();
+        (rep == 0 ? fresh : seen).push_back(us);
+      }
+    }
+    cudaStreamSynchronize(stream);
+    std::printf("%-8s %10.1f %10.1f %10.1f %10.1f\n", s.name, pct(fresh, 0.5), pct(fresh, 0.9),
+                pct(seen, 0.5), pct(seen, 0.9));
   }
 }
 
@@ -605,6 +655,11 @@ int main(int argc, char** argv) {
     std::printf("decode attention %s %d/%d heads of %d, %d seqs x %d ctx: %.1f us, %.2f TB/s\n",
                 fp8 ? "fp8" : "bf16", group * kv, kv, hd, seqs, ctx, ms * 1e3,
                 c.bytes(group * kv) / ms / 1e9);
+    return 0;
+  }
+  if (argc > 1 && std::strcmp(argv[1], "--gemm-host") == 0) {
+    auto be = make_cuda_backend(0);
+    bench_matmul_host(*be, static_cast<cudaStream_t>(cuda_backend_stream(*be)));
     return 0;
   }
   const bool matmul_only = argc > 1 && std::strcmp(argv[1], "--matmul") == 0;
