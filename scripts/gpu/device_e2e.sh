@@ -15,6 +15,8 @@
 #   profile  8B: CUPTI kernel profile of decode at batch 1 and 64 (PROFILE_BATCHES)
 #   ops      bench_cuda_ops: per-op timings (GEMMs, attention decode/prefill, the
 #            long-context decode table 8k-128k x batch 1-64, ...)
+#   gemmhost bench_cuda_ops --gemm-host: host time of a bf16 matmul call at row
+#            counts new to the backend and seen before (0.5B shapes)
 #   attnsweep  bench_cuda_ops --attn-sweep: decode attention TB/s per LOOM_ATTN_*
 #            setting (partition keys, blocks per SM, heads per block) and shape
 #   small    0.5B-shaped model served over HTTP: 128 in / 32 out, Poisson arrivals
@@ -500,6 +502,10 @@ for r in runs:
     timeout 300 $T/bench_cuda_ops > /tmp/ops.log 2>&1; echo "bench_cuda_ops rc=$?"
     sed -n '/^== paged attention/,/^$/p; /^== long-context decode/,/^$/p' /tmp/ops.log
     cat /tmp/ops.log | tail -60; cp /tmp/ops.log "$OUT/bench_cuda_ops.txt"
+    ;;
+  gemmhost)
+    timeout 120 $T/bench_cuda_ops --gemm-host > /tmp/gemmhost.log 2>&1; echo "bench_cuda_ops --gemm-host rc=$?"
+    cat /tmp/gemmhost.log; cp /tmp/gemmhost.log "$OUT/gemm_host.txt"
     ;;
   attnsweep)
     # The decode attention split's knobs (LOOM_ATTN_*) swept over long-context
