@@ -66,7 +66,8 @@ int cmd_router(int argc, char** argv) {
       ->check(CLI::Range(0.05, 600.0));
   app.add_option("--max-body-bytes", http.max_body_bytes, "largest request body")
       ->check(CLI::Range(size_t(1024), size_t(1) << 30));
-  app.add_option("--max-connections", http.max_connections, "open client connections at most");
+  app.add_option("--max-connections", http.max_connections, "open client connections at most")
+      ->check(CLI::Range(size_t{1}, size_t{1} << 20));
   app.add_option("--io-threads", http.io_threads, "HTTP I/O threads (client side)")
       ->check(CLI::Range(1, 64));
   app.add_option("--shutdown-timeout", shutdown_timeout,

@@ -86,7 +86,8 @@ int cmd_serve(int argc, char** argv) {
   app.add_option("--max-n", api.limits.max_n, "largest n")->check(CLI::Range(1, 128));
   app.add_option("--max-tokens-limit", api.limits.max_tokens, "largest max_tokens")
       ->check(CLI::Range(1, 1 << 24));
-  app.add_option("--max-connections", http.max_connections, "open connections at most");
+  app.add_option("--max-connections", http.max_connections, "open connections at most")
+      ->check(CLI::Range(size_t{1}, size_t{1} << 20));
   app.add_option("--log-level", log_level, "trace, debug, info, warning, error, critical or off")
       ->check(
           CLI::IsMember({"trace", "debug", "info", "warning", "warn", "error", "critical", "off"}));
