@@ -22,6 +22,13 @@ std::string finish_reason_string(FinishReason reason) {
 ResponseBuilder::ResponseBuilder(const GenerationRequest& request, const Tokenizer& tokenizer,
                                  std::string id, int64_t created)
     : request_(request), tokenizer_(tokenizer), id_(std::move(id)), created_(created) {
+  {
+    // chunk_base() without its choices, as dumped: its keys come in order.
+    json base = chunk_base();
+    base.erase("choices");
+    const std::string rest = dump(base);  // {"created":...}
+    chunk_tail_ = "]," + rest.substr(1);
+  }
   choices_.resize(size_t(request.num_choices()));
   prompt_scores_.resize(request.prompts.size());
   const bool chat = request.endpoint == Endpoint::ChatCompletions;
@@ -166,7 +173,12 @@ std::vector<std::string> ResponseBuilder::on_event(int32_t prompt_index, const S
       if (!c.started && request_.echo) text = request_.prompt_texts[size_t(prompt_index)] + text;
       const bool first = !c.started;
       c.started = true;
-      if (!text.empty() || first || finished || !lp.is_null() || !parsed.empty()) {
+      const bool with_content =
+          !text.empty() || (first && parsed.reasoning.empty() && parsed.tool_calls.empty());
+      if ((!text.empty() || first || finished) && lp.is_null() && prompt_lp.is_null() &&
+          parsed.reasoning.empty() && parsed.tool_calls.empty()) {
+        chunks.push_back(plain_chunk(index, text, c.finish_reason, chat, first, with_content));
+      } else if (!text.empty() || first || finished || !lp.is_null() || !parsed.empty()) {
         json chunk = chunk_base();
         json choice = {{"index", index}, {"logprobs", lp},
                        {"finish_reason", c.finish_reason.empty() ? json(nullptr)
@@ -176,8 +188,7 @@ std::vector<std::string> ResponseBuilder::on_event(int32_t prompt_index, const S
           json delta = json::object();
           if (first) delta["role"] = "assistant";
           if (!parsed.reasoning.empty()) delta["reasoning_content"] = parsed.reasoning;
-          if (!text.empty() || (first && parsed.reasoning.empty() && parsed.tool_calls.empty()))
-            delta["content"] = text;
+          if (with_content) delta["content"] = text;
           if (!parsed.tool_calls.empty()) delta["tool_calls"] = tool_call_deltas_json(parsed.tool_calls);
           choice["delta"] = std::move(delta);
         } else {
@@ -192,6 +203,26 @@ std::vector<std::string> ResponseBuilder::on_event(int32_t prompt_index, const S
   }
   if (e.request_done) ++prompts_done_;
   return chunks;
+}
+
+std::string ResponseBuilder::plain_chunk(size_t index, const std::string& text,
+                                         const std::string& finish_reason, bool chat, bool first,
+                                         bool with_content) const {
+  std::string out;
+  out.reserve(text.size() + chunk_tail_.size() + 128);
+  const std::string fr = finish_reason.empty() ? "null" : dump(json(finish_reason));
+  out += "{\"choices\":[{";
+  if (chat) {
+    out += "\"delta\":{";
+    if (with_content) out += "\"content\":" + dump(json(text));
+    if (first) out += with_content ? ",\"role\":\"assistant\"" : "\"role\":\"assistant\"";
+    out += "},";
+  }
+  out += "\"finish_reason\":" + fr + ",\"index\":" + std::to_string(index) + ",\"logprobs\":null";
+  if (!chat) out += ",\"text\":" + dump(json(text));
+  out += "}";
+  out += chunk_tail_;
+  return out;
 }
 
 json ResponseBuilder::vllm_prompt_logprobs(int32_t prompt_index) const {

@@ -254,3 +254,74 @@ TEST(ResponseBuilder, ChatStreamChunks) {
   EXPECT_EQ(u["usage"]["completion_tokens"], 2);
   EXPECT_EQ(u["usage"]["prompt_tokens"], 3);
 }
+
+// Streamed chunks without logprobs, reasoning or tool calls are written
+// directly: byte for byte the dump of the JSON object the other chunks are
+// built as (keys in order), whatever the text holds.
+TEST(ResponseBuilder, DirectChunksEqualTheJsonDump) {
+  const std::vector<std::string> texts = {"Hel",
+                                          "",
+                                          "a \"quoted\" \\ back",
+                                          "\x01\x1f\n\t\r\b\f",
+                                          "\xc3\xa9\xe6\xbc\xa2\xf0\x9f\x98\x80",
+                                          "\xff\xfe bad",
+                                          "</s>\u2028"};
+  for (Endpoint ep : {Endpoint::Completions, Endpoint::ChatCompletions})
+    for (bool usage : {false, true})
+      for (bool echo : {false, true}) {
+        const bool chat = ep == Endpoint::ChatCompletions;
+        if (chat && echo) continue;  // echo is a completions field
+        GenerationRequest r;
+        r.endpoint = ep;
+        r.model = "m \"x\"\\\xff";
+        r.prompts = {{1, 2}};
+        r.prompt_texts = {"pr\"ompt"};
+        r.params.n = 2;
+        r.stream = true;
+        r.include_usage = usage;
+        r.echo = echo;
+        const std::string id = "cmpl-\"7\"";
+        ResponseBuilder b(r, tokenizer(), id, 1234567890);
+        std::vector<bool> started(2, false);
+        for (size_t t = 0; t <= texts.size(); ++t)
+          for (int32_t seq = 0; seq < 2; ++seq) {
+            const bool last = t == texts.size();
+            std::string text = last ? (seq == 0 ? "end" : "") : texts[t];
+            const FinishReason fr = !last      ? FinishReason::None
+                                    : seq == 0 ? FinishReason::Length
+                                               : FinishReason::Stop;
+            const auto got =
+                b.on_event(0, token_event(seq, 100 + int32_t(t), text, fr, last && seq == 1));
+            const bool first = !started[size_t(seq)];
+            started[size_t(seq)] = true;
+            if (echo && first) text = r.prompt_texts[0] + text;
+            if (text.empty() && !first && !last) {
+              EXPECT_TRUE(got.empty());
+              continue;
+            }
+            json chunk = {{"id", id},
+                          {"object", chat ? "chat.completion.chunk" : "text_completion"},
+                          {"created", 1234567890},
+                          {"model", r.model},
+                          {"choices", json::array()}};
+            if (usage) chunk["usage"] = nullptr;
+            json choice = {
+                {"index", size_t(seq)},
+                {"logprobs", nullptr},
+                {"finish_reason", last ? json(seq == 0 ? "length" : "stop") : json(nullptr)}};
+            if (chat) {
+              json delta = json::object();
+              if (first) delta["role"] = "assistant";
+              if (!text.empty() || first) delta["content"] = text;
+              choice["delta"] = delta;
+            } else {
+              choice["text"] = text;
+            }
+            chunk["choices"].push_back(choice);
+            ASSERT_EQ(got.size(), 1u);
+            EXPECT_EQ(got[0], chunk.dump(-1, ' ', false, json::error_handler_t::replace))
+                << "text " << json(text).dump(-1, ' ', true, json::error_handler_t::replace);
+          }
+        EXPECT_TRUE(b.done());
+      }
+}
