@@ -2,10 +2,7 @@
 // request stops counting as in flight still goes out, even when the I/O
 // thread that must queue it is busy at that moment; and run() returns only
 // once no handler runs on the worker pool.
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -15,38 +12,16 @@
 #include <thread>
 
 #include "server/http_server.h"
+#include "socket_client.h"
 
 namespace loom::server {
 namespace {
 
 using namespace std::chrono_literals;
 
-int connect_to(uint16_t port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-  timeval tv{5, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  return fd;
-}
-
-void send_all(int fd, const std::string& s) {
-  ASSERT_EQ(::send(fd, s.data(), s.size(), 0), static_cast<ssize_t>(s.size()));
-}
-
-std::string read_until_close(int fd) {
-  std::string got;
-  char buf[4096];
-  for (;;) {
-    const ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
-    if (n <= 0) break;
-    got.append(buf, static_cast<size_t>(n));
-  }
-  return got;
-}
+using test::connect_to;
+using test::read_until_close;
+using test::send_all;
 
 TEST(HttpDrain, AResponseSentAsItsRequestEndsGoesOutWhileTheIoThreadIsBusy) {
   HttpServerConfig cfg;

@@ -3,71 +3,29 @@
 // descriptors the acceptor waits for connections to end instead of retrying
 // at once (a spinning accept loop burned a core and wrote gigabytes of
 // warnings while the requests in flight starved).
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <sys/resource.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
-#include <filesystem>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "server/http_server.h"
+#include "server/process_metrics.h"
+#include "socket_client.h"
 
 namespace loom::server {
 namespace {
 
 using namespace std::chrono_literals;
 
-int connect_to(uint16_t port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  EXPECT_GE(fd, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-  timeval tv{10, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  return fd;
-}
-
-void send_all(int fd, const std::string& s) {
-  ASSERT_EQ(::send(fd, s.data(), s.size(), 0), static_cast<ssize_t>(s.size()));
-}
-
-std::string read_until_close(int fd) {
-  std::string got;
-  char buf[4096];
-  for (;;) {
-    const ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
-    if (n <= 0) break;
-    got.append(buf, static_cast<size_t>(n));
-  }
-  return got;
-}
-
-double cpu_seconds() {
-  rusage u{};
-  ::getrusage(RUSAGE_SELF, &u);
-  return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-         1e-6 * double(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
-}
-
-size_t open_descriptors() {
-  size_t n = 0;
-  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
-    (void)e;
-    ++n;
-  }
-  return n - 1;  // the iterator's own
-}
+using test::connect_to;
+using test::read_until_close;
+using test::send_all;
 
 const char* kRequest = "GET /x HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
 
@@ -154,11 +112,12 @@ TEST(HttpLimits, OutOfDescriptorsTheAcceptorWaitsAndEveryRequestIsServed) {
   // Room for the clients' sockets and one accepted connection at a time.
   constexpr int kClients = 6;
   rlimit tight = saved;
-  tight.rlim_cur = static_cast<rlim_t>(open_descriptors() + kClients + 1);
+  // sample_process() counts its own two handles (/proc/self/stat, /proc/self/fd) among them.
+  const ProcessSample before = sample_process();
+  tight.rlim_cur = static_cast<rlim_t>(before.open_fds - 2 + kClients + 1);
+  const auto wall0 = std::chrono::steady_clock::now();
   ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &tight), 0);
 
-  const auto wall0 = std::chrono::steady_clock::now();
-  const double cpu0 = cpu_seconds();
   std::vector<int> fds;
   for (int i = 0; i < kClients; ++i) {
     fds.push_back(connect_to(port));  // completes in the listen backlog
@@ -169,10 +128,10 @@ TEST(HttpLimits, OutOfDescriptorsTheAcceptorWaitsAndEveryRequestIsServed) {
     if (read_until_close(fd).find("served") != std::string::npos) ++served;
     ::close(fd);
   }
-  const double cpu = cpu_seconds() - cpu0;
   const double wall =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
   ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &saved), 0);
+  const double cpu = sample_process().cpu_seconds - before.cpu_seconds;
   EXPECT_EQ(served, kClients);
   // A few accepted at a time behind a 100 ms handler: rounds of waiting,
   // which a spinning acceptor fills with a busy core.
