@@ -17,6 +17,9 @@
 #            long-context decode table 8k-128k x batch 1-64, ...)
 #   gemmhost bench_cuda_ops --gemm-host: host time of a bf16 matmul call at row
 #            counts new to the backend and seen before (0.5B shapes)
+#   readpat  bench_cuda_ops --read-pattern: DRAM read rate of the 8B weight shapes by
+#            the tile a kernel fetches (R rows x seg contiguous bytes), blocks per SM
+#            and loads in flight
 #   attnsweep  bench_cuda_ops --attn-sweep: decode attention TB/s per LOOM_ATTN_*
 #            setting (partition keys, blocks per SM, heads per block) and shape
 #   small    0.5B-shaped model served over HTTP: 128 in / 32 out, Poisson arrivals
@@ -120,7 +123,7 @@ if [ -n "${LOOM_PREBUILT:-}" ]; then
   src=$(cat /tmp/prebuilt/source_dir)  # the test programs' fixture path
   [ -e "$src" ] || { mkdir -p "$(dirname "$src")" && ln -sfn "$PWD" "$src"; }
   export LD_LIBRARY_PATH=/tmp/prebuilt/libs:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-  L=/tmp/prebuilt/loom
+  L=${LOOM_BIN:-/tmp/prebuilt/loom}  # LOOM_BIN: another loom binary (an A/B's other side)
   T=/tmp/prebuilt
 else
   mkdir -p /tmp/loom-deps
@@ -506,6 +509,10 @@ for r in runs:
   gemmhost)
     timeout 120 $T/bench_cuda_ops --gemm-host > /tmp/gemmhost.log 2>&1; echo "bench_cuda_ops --gemm-host rc=$?"
     cat /tmp/gemmhost.log; cp /tmp/gemmhost.log "$OUT/gemm_host.txt"
+    ;;
+  readpat)
+    timeout 200 $T/bench_cuda_ops --read-pattern > /tmp/readpat.log 2>&1; echo "bench_cuda_ops --read-pattern rc=$?"
+    cat /tmp/readpat.log; cp /tmp/readpat.log "$OUT/read_pattern.txt"
     ;;
   attnsweep)
     # The decode attention split's knobs (LOOM_ATTN_*) swept over long-context

@@ -13,6 +13,8 @@
 // 1-64, GQA 4 and 8, bf16 and FP8 KV); --attn-sweep instead sweeps the decode
 // split's LOOM_ATTN_* knobs over a few of those shapes and prints only that.
 // --matmul prints the bf16 and FP8 matmul tables (and the prefill GEMMs') only.
+// --read-pattern prints the DRAM read rate of weight matrices by the tile
+// shape (rows x contiguous bytes) a kernel fetches them in.
 // --gemm-host prints the host time of a bf16 matmul call at row counts new to
 // the backend and seen before (0.5B shapes).
 // --decode-attn SEQS CTX bf16|fp8 [iterations] [kv heads] [head_dim] [group]
@@ -37,6 +39,7 @@
 #include "backend/backend.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/fp8_gemm.h"
+#include "read_pattern.h"
 
 namespace loom {
 namespace {
@@ -655,6 +658,10 @@ int main(int argc, char** argv) {
     std::printf("decode attention %s %d/%d heads of %d, %d seqs x %d ctx: %.1f us, %.2f TB/s\n",
                 fp8 ? "fp8" : "bf16", group * kv, kv, hd, seqs, ctx, ms * 1e3,
                 c.bytes(group * kv) / ms / 1e9);
+    return 0;
+  }
+  if (argc > 1 && std::strcmp(argv[1], "--read-pattern") == 0) {
+    bench_read_patterns(argc > 2 ? std::max(1, std::atoi(argv[2])) : 20);
     return 0;
   }
   if (argc > 1 && std::strcmp(argv[1], "--gemm-host") == 0) {
