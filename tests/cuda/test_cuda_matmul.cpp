@@ -2,6 +2,7 @@
 // backend on the same bf16-rounded inputs. Tolerance per output:
 // 8e-3 * (|want| + |bias|) + 1e-4 * sum_k |x w|: one or two bf16 roundings
 // (output, and the bias rounded to bf16 for the epilogue) plus accumulation.
+#include "backend/cuda/gemm.h"
 #include "cuda_test_util.h"
 
 namespace loom {
@@ -44,6 +45,23 @@ TEST_F(CudaMatmulTest, Shapes) {
   for (int64_t m : {1, 3, 8, 17, 64, 256})
     for (auto [n, k] : {std::pair<int64_t, int64_t>{64, 64}, {96, 200}, {40, 129}, {1000, 512}})
       check(*gpu_, *cpu_, m, n, k, 0);
+}
+
+// Past kGemmExactRows a plan serves a bucket of row counts: its algorithm,
+// chosen for the bucket's top, must give right products at every count in
+// it, whichever count came first, with and without bias, at odd k (2-byte
+// aligned rows).
+TEST_F(CudaMatmulTest, RowBuckets) {
+  EXPECT_EQ(cuda::gemm_plan_rows(1), 1);
+  EXPECT_EQ(cuda::gemm_plan_rows(256), 256);
+  EXPECT_EQ(cuda::gemm_plan_rows(257), 288);
+  EXPECT_EQ(cuda::gemm_plan_rows(512), 512);
+  EXPECT_EQ(cuda::gemm_plan_rows(513), 576);
+  EXPECT_EQ(cuda::gemm_plan_rows(4097), 4608);
+  EXPECT_EQ(cuda::gemm_plan_rows(16384), 16384);
+  for (int64_t m : {512, 481, 300, 257, 289, 1000, 961, 1025, 4100})
+    for (auto [n, k] : {std::pair<int64_t, int64_t>{96, 129}, {256, 64}})
+      check(*gpu_, *cpu_, m, n, k, m % 2 ? 3 : 0);
 }
 
 TEST_F(CudaMatmulTest, Bias) {

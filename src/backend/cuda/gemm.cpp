@@ -5,8 +5,10 @@
 
 #include <cstdlib>
 #include <string_view>
+#include <tuple>
 
 #include "backend/cuda/kernels/kernels.h"
+#include "core/logging.h"
 
 namespace loom::cuda {
 namespace {
@@ -21,6 +23,14 @@ int alignment_of(const void* p) {
 }
 
 }  // namespace
+
+int64_t gemm_plan_rows(int64_t m) {
+  if (m <= kGemmExactRows) return m;
+  int64_t octave = kGemmExactRows;  // the power of two below m
+  while (octave * 2 < m) octave *= 2;
+  const int64_t step = octave / 8;
+  return (m + step - 1) / step * step;
+}
 
 Gemm::Gemm(cudaStream_t stream) : stream_(stream) {
   LOOM_CUBLAS_CHECK(cublasLtCreate(&lt_));
@@ -48,9 +58,21 @@ void Gemm::destroy(Plan& p) {
   p = Plan{};
 }
 
-Gemm::Plan Gemm::make_plan(const Key& key, bool with_bias) {
-  const auto [m, n, k, bias, align_x, align_w, align_out] = key;
+void Gemm::set_rows(Plan& p, int64_t m) {
+  if (p.rows == m || !p.lt) return;
+  const auto cols = static_cast<uint64_t>(m);
+  LOOM_CUBLAS_CHECK(
+      cublasLtMatrixLayoutSetAttribute(p.b, CUBLASLT_MATRIX_LAYOUT_COLS, &cols, sizeof(cols)));
+  LOOM_CUBLAS_CHECK(
+      cublasLtMatrixLayoutSetAttribute(p.d, CUBLASLT_MATRIX_LAYOUT_COLS, &cols, sizeof(cols)));
+  p.rows = m;
+}
+
+Gemm::Plan Gemm::make_plan(const Key& key, int64_t m, bool with_bias) {
+  const auto [rows, n, k, bias, align_x, align_w, align_out] = key;
+  (void)rows;
   Plan p;
+  p.rows = m;
   LOOM_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
   LOOM_CUBLAS_CHECK(
@@ -94,15 +116,27 @@ Gemm::Plan Gemm::make_plan(const Key& key, bool with_bias) {
   return p;
 }
 
-Gemm::Plan& Gemm::plan_for(const Key& key) {
+// key's plan, made (for m rows: the bucket's top, or exactly m) if new.
+Gemm::Plan& Gemm::plan_for(const Key& key, int64_t m) {
   auto it = plans_.find(key);
   if (it != plans_.end()) return it->second;
-  Plan p = make_plan(key, std::get<3>(key));
+  Plan p = make_plan(key, m, std::get<3>(key));
   if (!p.lt && std::get<3>(key)) {  // no algorithm with the bias epilogue: plain GEMM + bias kernel
     destroy(p);
-    p = make_plan(key, false);
+    p = make_plan(key, m, false);
   }
   return plans_.emplace(key, p).first->second;
+}
+
+cublasStatus_t Gemm::launch(Plan& p, const void* x, const void* w, const void* bias, void* out,
+                            int64_t m) {
+  set_rows(p, m);
+  if (p.fused_bias)
+    LOOM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                     &bias, sizeof(bias)));
+  const float alpha = 1.0f, beta = 0.0f;
+  return cublasLtMatmul(lt_, p.desc, &alpha, w, p.a, x, p.b, &beta, out, p.d, out, p.d, &p.algo,
+                        workspace_, workspace_bytes_, stream_);
 }
 
 void Gemm::run(const void* x, const void* w, const void* bias, void* out, int64_t m, int64_t n, int64_t k) {
@@ -111,22 +145,34 @@ void Gemm::run(const void* x, const void* w, const void* bias, void* out, int64_
     gemv_bf16(x, w, bias, out, m, n, k, stream_);
     return;
   }
-  const Key key{m, n, k, bias != nullptr, alignment_of(x), alignment_of(w), alignment_of(out)};
-  Plan& p = plan_for(key);
+  Key key{gemm_plan_rows(m), n, k, bias != nullptr, alignment_of(x), alignment_of(w),
+          alignment_of(out)};
+  // A plan made for exactly m rows, where the bucket's algorithm refused m.
+  Key exact = key;
+  std::get<0>(exact) = -m;
+  const bool bucketed = std::get<0>(key) != m;
+  auto found = bucketed ? plans_.find(exact) : plans_.end();
+  Plan* p = found != plans_.end() ? &found->second : &plan_for(key, std::get<0>(key));
   const float alpha = 1.0f, beta = 0.0f;
-  if (p.lt) {
-    if (p.fused_bias)
-      LOOM_CUBLAS_CHECK(
-          cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
-    LOOM_CUBLAS_CHECK(cublasLtMatmul(lt_, p.desc, &alpha, w, p.a, x, p.b, &beta, out, p.d, out, p.d, &p.algo,
-                                     workspace_, workspace_bytes_, stream_));
-  } else {
+  if (p->lt) {
+    cublasStatus_t st = launch(*p, x, w, bias, out, m);
+    if (st != CUBLAS_STATUS_SUCCESS && bucketed && found == plans_.end()) {
+      // The algorithm chosen for the bucket's top does not take m rows.
+      LOOM_LOG_WARN(
+          "cuBLASLt: the algorithm for {} rows (n {} k {}) refused {} rows ({}); a plan for {}",
+          std::get<0>(key), n, k, m, cublasGetStatusString(st), m);
+      p = &plan_for(exact, m);
+      if (p->lt) st = launch(*p, x, w, bias, out, m);
+    }
+    if (p->lt) LOOM_CUBLAS_CHECK(st);
+  }
+  if (!p->lt) {
     LOOM_CUBLAS_CHECK(cublasGemmEx(blas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m),
                                    static_cast<int>(k), &alpha, w, CUDA_R_16BF, static_cast<int>(k), x,
                                    CUDA_R_16BF, static_cast<int>(k), &beta, out, CUDA_R_16BF,
                                    static_cast<int>(n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   }
-  if (bias && !p.fused_bias) add_bias_rows(out, bias, m, n, stream_);
+  if (bias && !p->fused_bias) add_bias_rows(out, bias, m, n, stream_);
 }
 
 }  // namespace loom::cuda
