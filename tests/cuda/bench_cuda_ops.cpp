@@ -117,30 +117,21 @@ void bench_matmul_host(Backend& be, cudaStream_t stream) {
   };
   const Shape shapes[] = {
       {"qkv", 1152, 896}, {"o", 896, 896}, {"gate_up", 9728, 896}, {"down", 896, 4864}};
-  std::vector<Tensor> w;
-  for (const Shape& s : shapes) w.push_back(filled(be, DType::BF16, {s.n, s.k}, stream));
   constexpr int64_t kMaxRows = 16384;
-  std::printf(
-      "\n== matmul host time per call (bf16, 0.5B shapes, 200 new row counts) ==\n%-8s %10s %10s "
-      "%10s %10s\n",
-      "shape", "new p50", "new p90", "seen p50", "seen p90");
   auto pct = [](std::vector<double> v, double q) {
     std::sort(v.begin(), v.end());
     return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1))];
   };
-  for (size_t i = 0; i < std::size(shapes); ++i) {
-    const Shape& s = shapes[i];
-    Tensor x = filled(be, DType::BF16, {kMaxRows, s.k}, stream);
-    Tensor out = be.alloc(DType::BF16, {kMaxRows, s.n});
+  // Host microseconds of run(m) at 200 row counts: its first call at each
+  // (new) and its second (seen); 9-64 rows then 513-16384 (mixed steps).
+  auto table = [&](const char* name, const std::function<void(int64_t)>& run) {
     std::vector<double> fresh, seen;
     for (int j = 0; j < 200; ++j) {
-      const int64_t m = 513 + (int64_t{j} * 7919) % (kMaxRows - 512);
-      Tensor xm = x.slice_rows(0, m);
-      Tensor om = out.slice_rows(0, m);
+      const int64_t m = j < 40 ? 9 + j % 56 : 513 + (int64_t{j} * 7919) % (kMaxRows - 512);
       for (int rep = 0; rep < 2; ++rep) {
         cudaStreamSynchronize(stream);
         const auto t0 = std::chrono::steady_clock::now();
-        be.matmul(xm, w[i], nullptr, om);
+        run(m);
         const double us =
             std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
                 .count();
@@ -148,8 +139,39 @@ void bench_matmul_host(Backend& be, cudaStream_t stream) {
       }
     }
     cudaStreamSynchronize(stream);
-    std::printf("%-8s %10.1f %10.1f %10.1f %10.1f\n", s.name, pct(fresh, 0.5), pct(fresh, 0.9),
+    std::printf("%-8s %10.1f %10.1f %10.1f %10.1f\n", name, pct(fresh, 0.5), pct(fresh, 0.9),
                 pct(seen, 0.5), pct(seen, 0.9));
+  };
+  std::printf(
+      "\n== matmul host time per call (0.5B shapes, 200 row counts: 40 of 9-48, 160 of 513-16384) "
+      "==\n-- bf16\n%-8s %10s %10s %10s %10s\n",
+      "shape", "new p50", "new p90", "seen p50", "seen p90");
+  for (const Shape& s : shapes) {
+    Tensor w = filled(be, DType::BF16, {s.n, s.k}, stream);
+    Tensor x = filled(be, DType::BF16, {kMaxRows, s.k}, stream);
+    Tensor out = be.alloc(DType::BF16, {kMaxRows, s.n});
+    table(s.name, [&](int64_t m) {
+      Tensor xm = x.slice_rows(0, m);
+      Tensor om = out.slice_rows(0, m);
+      be.matmul(xm, w, nullptr, om);
+    });
+  }
+  // FP8 per-row weights (what --quantization fp8 makes), each path as the
+  // backend picks it: cuBLASLt up to 64 rows, CUTLASS past that.
+  std::printf("-- FP8 per-row scales, dynamic per-token activations\n");
+  cuda::Fp8Gemm gemm(stream);
+  for (const Shape& s : shapes) {
+    Tensor w = filled(be, DType::F8_E4M3, {s.n, s.k}, stream);
+    Tensor sc = filled(be, DType::F32, {s.n}, stream);
+    Tensor x = filled(be, DType::BF16, {kMaxRows, s.k}, stream);
+    Tensor out = be.alloc(DType::BF16, {kMaxRows, s.n});
+    cuda::Fp8WeightView v;
+    v.w = w.data_as<const uint8_t>();
+    v.n = s.n;
+    v.k = s.k;
+    v.scale = sc.data_as<const float>();
+    v.activation = Fp8Activation::DynamicToken;
+    table(s.name, [&](int64_t m) { gemm.run(x.data(), m, v, nullptr, out.data()); });
   }
 }
 
