@@ -15,7 +15,7 @@
 #   profile  8B: CUPTI kernel profile of decode at batch 1 and 64 (PROFILE_BATCHES)
 #   ops      bench_cuda_ops: per-op timings (GEMMs, attention decode/prefill, the
 #            long-context decode table 8k-128k x batch 1-64, ...)
-#   gemmhost bench_cuda_ops --gemm-host: host time of a bf16 matmul call at row
+#   gemmhost bench_cuda_ops --gemm-host: host time of a bf16 and an FP8 matmul call at row
 #            counts new to the backend and seen before (0.5B shapes)
 #   readpat  bench_cuda_ops --read-pattern: DRAM read rate of the 8B weight shapes by
 #            the tile a kernel fetches (R rows x seg contiguous bytes), blocks per SM
