@@ -15,7 +15,7 @@
 // --matmul prints the bf16 and FP8 matmul tables (and the prefill GEMMs') only.
 // --read-pattern prints the DRAM read rate of weight matrices by the tile
 // shape (rows x contiguous bytes) a kernel fetches them in.
-// --gemm-host prints the host time of a bf16 matmul call at row counts new to
+// --gemm-host prints the host time of a bf16 and an FP8 matmul call at row counts new to
 // the backend and seen before (0.5B shapes).
 // --decode-attn SEQS CTX bf16|fp8 [iterations] [kv heads] [head_dim] [group]
 // times one decode attention shape (for profilers; 8 kv heads of 128 and 4
@@ -105,11 +105,27 @@ void bench_matmul(Backend& be, Timer& timer, cudaStream_t stream, const char* pa
   }
 }
 
-// Host time of one bf16 matmul call (enqueueing, not the GPU's work) at a
-// row count the backend has not seen (its first call: a cuBLASLt plan and
-// heuristic query) and at one it has, at the 0.5B shape's projections: a
-// step mixing prefill chunks with decodes has a new row count nearly every
-// time. 200 row counts in [513, 16384], the stream drained between calls.
+// An FP8 weight [n, k] and its scales as Fp8Gemm takes them: per row, or
+// per 128x128 block (scale rows scale_ld apart) with per-group activations.
+cuda::Fp8WeightView fp8_view(const Tensor& w, const Tensor& scale, bool block = false,
+                             int64_t scale_ld = 0) {
+  cuda::Fp8WeightView v;
+  v.w = w.data_as<const uint8_t>();
+  v.n = w.rows();
+  v.k = w.cols();
+  v.scale = scale.data_as<const float>();
+  v.scale_ld = scale_ld;
+  v.block = block;
+  v.activation = block ? Fp8Activation::DynamicGroup : Fp8Activation::DynamicToken;
+  return v;
+}
+
+// Host time of one matmul call, bf16 and FP8 per-row (enqueueing, not the
+// GPU's work), at a row count the backend has not seen (its first call: where
+// no plan serves it, a cuBLASLt plan and heuristic query) and at one it has,
+// at the 0.5B shape's projections: a step mixing prefill chunks with decodes
+// has a new row count nearly every time. 200 row counts (40 in [9, 48], 160 in
+// [513, 16384]), the stream drained between calls.
 void bench_matmul_host(Backend& be, cudaStream_t stream) {
   struct Shape {
     const char* name;
@@ -123,7 +139,7 @@ void bench_matmul_host(Backend& be, cudaStream_t stream) {
     return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1))];
   };
   // Host microseconds of run(m) at 200 row counts: its first call at each
-  // (new) and its second (seen); 9-64 rows then 513-16384 (mixed steps).
+  // (new) and its second (seen); 9-48 rows then 513-16384 (mixed steps).
   auto table = [&](const char* name, const std::function<void(int64_t)>& run) {
     std::vector<double> fresh, seen;
     for (int j = 0; j < 200; ++j) {
@@ -165,12 +181,7 @@ void bench_matmul_host(Backend& be, cudaStream_t stream) {
     Tensor sc = filled(be, DType::F32, {s.n}, stream);
     Tensor x = filled(be, DType::BF16, {kMaxRows, s.k}, stream);
     Tensor out = be.alloc(DType::BF16, {kMaxRows, s.n});
-    cuda::Fp8WeightView v;
-    v.w = w.data_as<const uint8_t>();
-    v.n = s.n;
-    v.k = s.k;
-    v.scale = sc.data_as<const float>();
-    v.activation = Fp8Activation::DynamicToken;
+    const cuda::Fp8WeightView v = fp8_view(w, sc);
     table(s.name, [&](int64_t m) { gemm.run(x.data(), m, v, nullptr, out.data()); });
   }
 }
@@ -225,14 +236,8 @@ void bench_fp8_matmul(Backend& be, Timer& timer, cudaStream_t stream) {
         double step_ms = 0;
         for (size_t i = 0; i < std::size(shapes); ++i) {
           const Shape& s = shapes[i];
-          cuda::Fp8WeightView v;
-          v.w = w[i].data_as<const uint8_t>();
-          v.n = s.n;
-          v.k = s.k;
-          v.scale = sc[i].data_as<const float>();
-          v.scale_ld = block ? ((s.k + 127) / 128 + 3) / 4 * 4 : 0;
-          v.block = block;
-          v.activation = block ? Fp8Activation::DynamicGroup : Fp8Activation::DynamicToken;
+          const cuda::Fp8WeightView v =
+              fp8_view(w[i], sc[i], block, block ? ((s.k + 127) / 128 + 3) / 4 * 4 : 0);
           Tensor x = filled(be, DType::BF16, {m, s.k}, stream);
           Tensor out = be.alloc(DType::BF16, {m, s.n});
           gemm.force_path(path);
@@ -298,12 +303,7 @@ void bench_fp8_block_gemm(Backend& be, Timer& timer, cudaStream_t stream) {
         }
       };
       const double bf16 = tflops([&] { be.matmul(x, wb, nullptr, out); });
-      cuda::Fp8WeightView v;
-      v.w = wq.data_as<const uint8_t>();
-      v.n = s.n;
-      v.k = s.k;
-      v.scale = row_scale.data_as<const float>();
-      v.activation = Fp8Activation::DynamicToken;
+      cuda::Fp8WeightView v = fp8_view(wq, row_scale);
       gemm.force_path(Path::CublasLt);
       const double row = tflops([&] { gemm.run(x.data(), m, v, nullptr, out.data()); });
       gemm.force_path(Path::Cutlass);
@@ -315,10 +315,7 @@ void bench_fp8_block_gemm(Backend& be, Timer& timer, cudaStream_t stream) {
       const double row_cutlass_fast =
           tflops([&] { gemm.run(x.data(), m, v, nullptr, out.data()); });
       gemm.set_fast_accum(false);
-      v.scale = blk_scale.data_as<const float>();
-      v.scale_ld = ld;
-      v.block = true;
-      v.activation = Fp8Activation::DynamicGroup;
+      v = fp8_view(wq, blk_scale, true, ld);
       gemm.force_path(Path::Cutlass);
       const double cutlass = tflops([&] { gemm.run(x.data(), m, v, nullptr, out.data()); });
       gemm.force_path(Path::Tiled);

@@ -69,8 +69,7 @@ void Gemm::set_rows(Plan& p, int64_t m) {
 }
 
 Gemm::Plan Gemm::make_plan(const Key& key, int64_t m, bool with_bias) {
-  const auto [rows, n, k, bias, align_x, align_w, align_out] = key;
-  (void)rows;
+  [[maybe_unused]] const auto [rows, n, k, bias, align_x, align_w, align_out] = key;
   Plan p;
   p.rows = m;
   LOOM_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
@@ -151,7 +150,7 @@ void Gemm::run(const void* x, const void* w, const void* bias, void* out, int64_
   Key exact = key;
   std::get<0>(exact) = -m;
   const bool bucketed = std::get<0>(key) != m;
-  auto found = bucketed ? plans_.find(exact) : plans_.end();
+  auto found = bucketed && exact_plans_ ? plans_.find(exact) : plans_.end();
   Plan* p = found != plans_.end() ? &found->second : &plan_for(key, std::get<0>(key));
   const float alpha = 1.0f, beta = 0.0f;
   if (p->lt) {
@@ -162,6 +161,7 @@ void Gemm::run(const void* x, const void* w, const void* bias, void* out, int64_
           "cuBLASLt: the algorithm for {} rows (n {} k {}) refused {} rows ({}); a plan for {}",
           std::get<0>(key), n, k, m, cublasGetStatusString(st), m);
       p = &plan_for(exact, m);
+      exact_plans_ = true;
       if (p->lt) st = launch(*p, x, w, bias, out, m);
     }
     if (p->lt) LOOM_CUBLAS_CHECK(st);

@@ -3,7 +3,7 @@
 // few sequences) go to our bandwidth-bound GEMV kernel (LOOM_GEMV=0 turns it
 // off); the rest go through cuBLASLt. One plan (descriptors and
 // the heuristic's best algorithm) is cached per shape, bias and pointer
-// alignment, up to kExactRows rows per row count, past that per row bucket
+// alignment, up to kGemmExactRows rows per row count, past that per row bucket
 // (gemm_plan_rows): steps that mix prefill chunks and decodes have a new
 // row count nearly every step, and the heuristic query costs ~250 us of host
 // time. Where cuBLASLt offers no algorithm (or none with the bias
@@ -77,6 +77,7 @@ class Gemm {
   size_t workspace_bytes_ = 0;
   bool gemv_ = true;
   std::map<Key, Plan> plans_;
+  bool exact_plans_ = false;  // a bucket's algorithm refused some m: plans_ holds exact ones
 };
 
 }  // namespace loom::cuda
