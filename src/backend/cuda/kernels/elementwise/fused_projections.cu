@@ -9,6 +9,8 @@
 // FP8 down projection, one block per row).
 // An FP8 KV cache gets k and v quantised with their head's scale (k rotated
 // and rounded to bf16 first, as the unfused path stores it before write_kv).
+#include <algorithm>
+
 #include "backend/cuda/kernels/common.cuh"
 #include "backend/cuda/kernels/fp8/fp8.cuh"
 #include "backend/cuda/kernels/kernels.h"
@@ -242,7 +244,8 @@ __global__ void gated_fused_kernel(const bf16* gu, bf16* out, int64_t rows, int6
 
 // The same values, one block per row, 8 at a time, with the row also
 // quantised to FP8 (Fp8RowsOut): a thread's first kCachedRowChunks chunks
-// stay in registers between the amax and the quantising pass, later ones are
+// are all loaded before any is computed (the loads in flight together) and
+// stay in registers between the amax and the quantising pass; later ones are
 // read back from out (this thread's own stores).
 constexpr int kCachedRowChunks = 4;
 
@@ -254,22 +257,37 @@ __global__ void __launch_bounds__(1024) gated_fused_fp8_kernel(const bf16* gu, b
   const auto* g_row = reinterpret_cast<const uint4*>(gu + row * 2 * inter);
   const auto* u_row = reinterpret_cast<const uint4*>(gu + row * 2 * inter + inter);
   auto* o_row = reinterpret_cast<uint4*>(out + row * inter);
-  uint4 cached[kCachedRowChunks];
+  uint4 cached[kCachedRowChunks], gv[kCachedRowChunks], uv[kCachedRowChunks];
+#pragma unroll
+  for (int j = 0; j < kCachedRowChunks; ++j) {
+    const int64_t i = threadIdx.x + static_cast<int64_t>(j) * blockDim.x;
+    if (i < chunks) {
+      gv[j] = g_row[i];
+      uv[j] = u_row[i];
+    }
+  }
   float amax = 0.0f;
-  for (int64_t i = threadIdx.x, j = 0; i < chunks; i += blockDim.x, ++j) {
+  // One chunk: the activation stored, its amax taken from the rounded values.
+  auto activate = [&](const uint4& gp, const uint4& up, int64_t i) {
     float g[8], u[8], y[8];
-    bf16x8_to_float(g_row[i], g);
-    bf16x8_to_float(u_row[i], u);
+    bf16x8_to_float(gp, g);
+    bf16x8_to_float(up, u);
 #pragma unroll
     for (int e = 0; e < 8; ++e) y[e] = gated_value<kGelu>(g[e], u[e]);
     const uint4 packed = float_to_bf16x8(y);
     o_row[i] = packed;
     bf16x8_to_float(packed, y);  // quantised from the values stored
     amax = fmaxf(amax, amax8(y));
+    return packed;
+  };
 #pragma unroll
-    for (int c = 0; c < kCachedRowChunks; ++c)
-      if (c == j) cached[c] = packed;
+  for (int j = 0; j < kCachedRowChunks; ++j) {
+    const int64_t i = threadIdx.x + static_cast<int64_t>(j) * blockDim.x;
+    if (i < chunks) cached[j] = activate(gv[j], uv[j], i);
   }
+  for (int64_t i = threadIdx.x + int64_t{kCachedRowChunks} * blockDim.x; i < chunks;
+       i += blockDim.x)
+    activate(g_row[i], u_row[i], i);
   const float s = fp8_block_row_scale(amax, fp8.static_scale, scratch);
   const float inv = 1.0f / s;
   auto* q = reinterpret_cast<uint2*>(fp8.q + row * inter);
@@ -315,8 +333,10 @@ bool gated_activation_fused_bf16(const void* gate_up, void* out, int64_t rows, i
   auto* o = static_cast<bf16*>(out);
   if (fp8) {
     if (inter % 16 != 0 || !aligned16(gate_up) || !aligned16(out) || !aligned16(fp8->q)) return false;
-    int threads = static_cast<int>((inter / 8 + 31) / 32 * 32);
-    threads = threads > 1024 ? 1024 : threads;
+    // Threads enough for kCachedRowChunks chunks each (fewer, smaller blocks:
+    // more rows resident at once), at most 1024.
+    const int64_t needed = (inter / 8 + kCachedRowChunks - 1) / kCachedRowChunks;
+    int threads = static_cast<int>(std::min<int64_t>((needed + 31) / 32 * 32, 1024));
     const auto grid = static_cast<unsigned>(rows);
     if (gelu)
       gated_fused_fp8_kernel<true><<<grid, threads, 0, stream>>>(gu, o, inter, *fp8);
