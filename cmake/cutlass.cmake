@@ -22,13 +22,16 @@ set(loom_fp8_block_dir ${PROJECT_SOURCE_DIR}/src/backend/cuda/kernels/fp8)
 if(loom_cutlass_sm90 AND EXISTS "${LOOM_CUTLASS_DIR}/include/cutlass/cutlass.h"
    AND EXISTS "${LOOM_CUTLASS_DIR}/include/cute/tensor.hpp")
   # One CUTLASS kernel per translation unit (compile time): 128x128-block
-  # scales, per-row scales at two tile heights (each also with fast
+  # scales, per-row scales in four tile shapes (64x64 and 128x128 with
+  # promoted or fast accumulation, 128x128 ping-pong and 128x256 with fast
   # accumulation), and per-row scales for few rows (CuTe's wgmma atoms only).
   add_library(loom_fp8_block_gemm STATIC ${loom_fp8_block_dir}/fp8_block_gemm_sm90.cu
                                          ${loom_fp8_block_dir}/fp8_row_gemm_small_sm90.cu
                                          ${loom_fp8_block_dir}/fp8_row_gemm_large_sm90.cu
                                          ${loom_fp8_block_dir}/fp8_row_gemm_small_fast_sm90.cu
                                          ${loom_fp8_block_dir}/fp8_row_gemm_large_fast_sm90.cu
+                                         ${loom_fp8_block_dir}/fp8_row_gemm_pingpong_fast_sm90.cu
+                                         ${loom_fp8_block_dir}/fp8_row_gemm_wide_fast_sm90.cu
                                          ${loom_fp8_block_dir}/fp8_row_split_sm90.cu)
   set_target_properties(loom_fp8_block_gemm PROPERTIES CUDA_ARCHITECTURES 90a)
   target_include_directories(loom_fp8_block_gemm PRIVATE ${PROJECT_SOURCE_DIR}/src)

@@ -757,6 +757,34 @@ for r in runs:
     done
     meta /tmp/envab.jsonl "Llama-3-8B shape, flags '$f', $FP8AB_ENV at ${FP8AB_VALUES:-0 1} alternated: bench latency 128/256 batch ${FP8AB_BATCHES:-1,64}; bench offline 1,000 ShareGPT-like and 512 x 1000/1000 at 512:16384" > "$OUT/${FP8AB_NAME:-fp8_envab}.json"
     ;;
+  fp8tiles)
+    # The per-row FP8 GEMM's tiles (LOOM_FP8_ROW_TILE: 0 by shape, 1 ping-pong,
+    # 2 128x256 (both with fast accumulation), 3 128x128): the GEMMs alone
+    # under each, the bit-for-bit tests under each, then 512 x 1000/1000 with
+    # FP8 weights and KV under each FP8TILES_ENVS entry ("A=1,B=2"; "-": none).
+    # FP8TILES_TILES, FP8TILES_TEST_ENVS: which tiles, which test environments.
+    for t in ${FP8TILES_TILES:-0 1 2 3}; do
+      LOOM_FP8_ROW_TILE=$t timeout 150 $T/bench_cuda_ops --fp8-tiles 20 > /tmp/tiles_$t.log 2>&1
+      echo "-- LOOM_FP8_ROW_TILE=$t rc=$?"; grep -E "^  ->|: " /tmp/tiles_$t.log | head -12
+      cat /tmp/tiles_$t.log >> "$OUT/fp8_tiles_ops.txt"
+    done
+    for env in ${FP8TILES_TEST_ENVS:-LOOM_FP8_FAST_ACCUM=1 LOOM_FP8_ROW_TILE=1,LOOM_FP8_FAST_ACCUM=1 LOOM_FP8_ROW_TILE=2,LOOM_FP8_FAST_ACCUM=1}; do
+      env ${env//,/ } timeout 200 $T/test_cuda_fp8 \
+        --gtest_filter='*CutlassRowGemm*:*CublasLtAndCutlass*:*FastAccumulation*:*RowsIndependent*' > /tmp/tt.log 2>&1
+      echo "test_cuda_fp8 under $env: rc=$? $(tail -1 /tmp/tt.log)"; grep -E "Failure|Expected|Which is" /tmp/tt.log | head -8
+      { echo "== $env"; cat /tmp/tt.log; } >> "$OUT/fp8_tiles_tests.log"
+    done
+    model8b
+    : > /tmp/tiles.jsonl
+    for env in ${FP8TILES_ENVS:-- LOOM_FP8_FAST_ACCUM=1 LOOM_FP8_FAST_ACCUM=1,LOOM_FP8_ROW_TILE=3}; do
+      vars=${env//,/ }; [ "$env" = "-" ] && vars=
+      env $vars timeout 150 $L bench offline --device cuda --model /tmp/llama8b --dataset fixed --input-len 1000 \
+        --output-len 1000 --num-requests 512 --max-num-seqs 512 --max-num-batched-tokens 16384 \
+        --quantization fp8 --kv-cache-dtype fp8 --json > /tmp/tf.jsonl 2> /tmp/tf.err || tail -3 /tmp/tf.err
+      tag_rows /tmp/tf.jsonl "$env" "env=$env" >> /tmp/tiles.jsonl
+    done
+    meta /tmp/tiles.jsonl "bench offline 512 x 1000/1000, Llama-3-8B shape, --quantization fp8 --kv-cache-dtype fp8, --max-num-seqs 512 --max-num-batched-tokens 16384, under each environment (env)" > "$OUT/fp8_tiles_fixed.json"
+    ;;
   fp8fasttest)
     timeout 120 $T/test_cuda_fp8 --gtest_filter='*FastAccumulation*' > /tmp/ff.log 2>&1
     echo "test_cuda_fp8 FastAccumulationRowGemmsAgree rc=$? $(tail -1 /tmp/ff.log)"

@@ -17,6 +17,11 @@
 // shape (rows x contiguous bytes) a kernel fetches them in.
 // --gemm-host prints the host time of a bf16 and an FP8 matmul call at row counts new to
 // the backend and seen before (0.5B shapes).
+// --fp8-tiles [iterations] times the per-row scaled CUTLASS GEMM alone (x
+// already quantised) from decode-batch to prefill row counts, with and
+// without fast accumulation, at the tile LOOM_FP8_ROW_TILE forces (0 or
+// unset: the tile chosen by shape; Fp8BlockGemmArgs::large_tile).
+// --small-ops [iterations] prints the row and elementwise ops' table only.
 // --decode-attn SEQS CTX bf16|fp8 [iterations] [kv heads] [head_dim] [group]
 // times one decode attention shape (for profilers; 8 kv heads of 128 and 4
 // query heads each by default).
@@ -39,10 +44,21 @@
 #include "backend/backend.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/fp8_gemm.h"
+#include "backend/cuda/kernels/fp8/fp8_block_gemm.h"
+#include "backend/cuda/kernels/kernels.h"
 #include "read_pattern.h"
 
 namespace loom {
 namespace {
+
+// A linear layer's weight [n, k].
+struct Shape {
+  const char* name;
+  int64_t n, k;
+};
+// The 8B shape's projections (qkv and gate_up fused).
+constexpr Shape kShapes8b[] = {
+    {"qkv", 6144, 4096}, {"o", 4096, 4096}, {"gate_up", 28672, 4096}, {"down", 4096, 14336}};
 
 struct Timer {
   cudaStream_t stream;
@@ -73,10 +89,6 @@ Tensor filled(Backend& be, DType t, std::vector<int64_t> shape, cudaStream_t str
 
 void bench_matmul(Backend& be, Timer& timer, cudaStream_t stream, const char* path,
                   std::initializer_list<int64_t> ms) {
-  struct Shape {
-    const char* name;
-    int64_t n, k;
-  };
   const Shape shapes[] = {{"qkv", 6144, 4096},
                           {"o", 4096, 4096},
                           {"gate_up", 28672, 4096},
@@ -127,10 +139,6 @@ cuda::Fp8WeightView fp8_view(const Tensor& w, const Tensor& scale, bool block = 
 // has a new row count nearly every time. 200 row counts (40 in [9, 48], 160 in
 // [513, 16384]), the stream drained between calls.
 void bench_matmul_host(Backend& be, cudaStream_t stream) {
-  struct Shape {
-    const char* name;
-    int64_t n, k;
-  };
   const Shape shapes[] = {
       {"qkv", 1152, 896}, {"o", 896, 896}, {"gate_up", 9728, 896}, {"down", 896, 4864}};
   constexpr int64_t kMaxRows = 16384;
@@ -193,12 +201,7 @@ void bench_matmul_host(Backend& be, cudaStream_t stream) {
 // past 8 rows) and the split-k kernel (per-row scales, M <= 16). TB/s counts x (bf16), the FP8
 // weight and out (bf16).
 void bench_fp8_matmul(Backend& be, Timer& timer, cudaStream_t stream) {
-  struct Shape {
-    const char* name;
-    int64_t n, k;
-  };
-  const Shape shapes[] = {
-      {"qkv", 6144, 4096}, {"o", 4096, 4096}, {"gate_up", 28672, 4096}, {"down", 4096, 14336}};
+  const auto& shapes = kShapes8b;
   cuda::Fp8Gemm gemm(stream);
   for (bool block : {false, true}) {
     std::printf(
@@ -265,18 +268,80 @@ void bench_fp8_matmul(Backend& be, Timer& timer, cudaStream_t stream) {
   gemm.force_path(std::nullopt);
 }
 
+// --fp8-tiles: fp8_block_gemm's per-row scaled product on its own (x's rows
+// and scales already there) at the 8B shapes, promoted and fast accumulation.
+void bench_fp8_tiles(Backend& be, Timer& timer, cudaStream_t stream) {
+  const auto& shapes = kShapes8b;
+  const char* env = std::getenv("LOOM_FP8_ROW_TILE");
+  const int tile = env ? std::atoi(env) : 0;
+  constexpr int64_t kMaxRows = 16384;
+  constexpr size_t kWorkspace = size_t{64} << 20;
+  void* workspace = nullptr;
+  if (cudaMalloc(&workspace, kWorkspace) != cudaSuccess) {
+    std::printf("--fp8-tiles: no memory for the workspace\n");
+    return;
+  }
+  std::printf(
+      "\n== FP8 per-row GEMM alone (CUTLASS, x quantised before), LOOM_FP8_ROW_TILE=%d ==\n"
+      "%-8s %6s %7s %6s %10s %9s %10s %9s\n",
+      tile, "shape", "M", "N", "K", "us", "TFLOP/s", "us fast", "TFLOP/s");
+  std::vector<Tensor> w, ws;
+  for (const Shape& s : shapes) {
+    w.push_back(filled(be, DType::F8_E4M3, {s.n, s.k}, stream));
+    ws.push_back(filled(be, DType::F32, {s.n}, stream));
+  }
+  Tensor xq = filled(be, DType::F8_E4M3, {kMaxRows, 14336}, stream);
+  Tensor xs = filled(be, DType::F32, {kMaxRows}, stream);
+  Tensor out = be.alloc(DType::BF16, {kMaxRows, 28672});
+  for (int64_t m : {128, 256, 384, 512, 768, 1024, 2048, 4096, 16384}) {
+    double step[2] = {0, 0};
+    for (size_t i = 0; i < std::size(shapes); ++i) {
+      const Shape& s = shapes[i];
+      cuda::Fp8BlockGemmArgs a;
+      a.row_scales = true;
+      a.xq = xq.data_as<const uint8_t>();
+      a.x_scale = xs.data_as<const float>();
+      a.m = m;
+      a.w = w[i].data_as<const uint8_t>();
+      a.w_scale = ws[i].data_as<const float>();
+      a.n = s.n;
+      a.k = s.k;
+      a.out = out.data();
+      a.large_tile = tile;
+      double us[2] = {0, 0};
+      for (int fast = 0; fast < 2; ++fast) {
+        a.fast_accum = fast == 1;
+        if (!cuda::fp8_block_gemm_supported(a)) continue;
+        const char* err = nullptr;
+        const double ms = timer.ms([&] {
+          if (const char* e = cuda::fp8_block_gemm(a, workspace, kWorkspace, stream)) err = e;
+        });
+        if (err) {
+          std::printf("%-8s %6lld: %s\n", s.name, static_cast<long long>(m), err);
+          continue;
+        }
+        us[fast] = ms * 1e3;
+        step[fast] += 32 * ms;
+      }
+      const double gflop = 2.0 * m * s.n * s.k / 1e9;
+      std::printf("%-8s %6lld %7lld %6lld %10.1f %9.1f %10.1f %9.1f\n", s.name,
+                  static_cast<long long>(m), static_cast<long long>(s.n),
+                  static_cast<long long>(s.k), us[0], us[0] > 0 ? gflop / us[0] * 1e3 : 0.0, us[1],
+                  us[1] > 0 ? gflop / us[1] * 1e3 : 0.0);
+    }
+    std::printf("  -> a step's FP8 GEMMs at M=%lld (32 layers): %.3f ms, fast %.3f ms\n",
+                static_cast<long long>(m), step[0], step[1]);
+  }
+  cudaFree(workspace);
+}
+
 // Prefill-sized GEMMs side by side at the 8B shapes: bf16 (Backend::matmul),
 // FP8 with per-row scales (cuBLASLt; CUTLASS's row-scaled GEMM), FP8 with 128x128-block scales
 // through CUTLASS's blockwise-scaled GEMM (sm_90) and through our tiled kernel (what block scales
 // got before). FP8 times include quantising x. TFLOP/s.
 void bench_fp8_block_gemm(Backend& be, Timer& timer, cudaStream_t stream) {
   using Path = cuda::Fp8Gemm::Path;
-  struct Shape {
-    const char* name;
-    int64_t n, k;
-  };
-  const Shape shapes[] = {
-      {"qkv", 6144, 4096}, {"o", 4096, 4096}, {"gate_up", 28672, 4096}, {"down", 4096, 14336}};
+  const auto& shapes = kShapes8b;
   cuda::Fp8Gemm gemm(stream);
   std::printf(
       "\n== prefill GEMMs: bf16 vs FP8 per-row (cuBLASLt; CUTLASS; both with fast accumulation) "
@@ -603,6 +668,32 @@ void bench_small_ops(Backend& be, Timer& timer, cudaStream_t stream) {
          u = filled(be, DType::BF16, {t, inter}, stream);
   Tensor a = be.alloc(DType::BF16, {t, inter});
   row("silu_mul", 6.0 * t * inter, [&] { be.gated_activation(g, u, GatedActivation::Silu, a); });
+  // The forms that also write their rows quantised for an FP8 layer next
+  // (add_rms_norm before qkv / gate_up, the activation before down), at a
+  // decode row and a batch's rows. Bytes: x, residual in and out, out, q.
+  {
+    const int64_t kRows = 512;
+    Tensor bx = filled(be, DType::BF16, {kRows, h}, stream),
+           bres = filled(be, DType::BF16, {kRows, h}, stream);
+    Tensor bout = be.alloc(DType::BF16, {kRows, h}), bw = filled(be, DType::F32, {h}, stream);
+    Tensor gu = filled(be, DType::BF16, {kRows, 2 * inter}, stream);
+    Tensor act = be.alloc(DType::BF16, {kRows, inter});
+    Tensor q = be.alloc(DType::F8_E4M3, {kRows, inter}), qs = be.alloc(DType::F32, {kRows});
+    const cuda::Fp8RowsOut rows_out{q.data_as<uint8_t>(), qs.data_as<float>(), nullptr};
+    for (int64_t rows : {int64_t{1}, kRows}) {
+      char name[40];
+      std::snprintf(name, sizeof name, "add_rms+fp8 %lld", static_cast<long long>(rows));
+      row(name, 9.0 * rows * h, [&] {
+        cuda::rms_norm_bf16(bx.data(), bres.data(), bw.data(), DType::F32, 0.0f, 1e-5f, bout.data(),
+                            rows, h, stream, &rows_out);
+      });
+      std::snprintf(name, sizeof name, "silu_mul+fp8 %lld", static_cast<long long>(rows));
+      row(name, 7.0 * rows * inter, [&] {
+        cuda::gated_activation_fused_bf16(gu.data(), act.data(), rows, inter, false, stream,
+                                          &rows_out);
+      });
+    }
+  }
   Tensor qk = filled(be, DType::BF16, {t, 40, 128}, stream);
   std::vector<int32_t> pos(t);
   for (int64_t i = 0; i < t; ++i) pos[i] = static_cast<int32_t>(i * 7);
@@ -689,7 +780,9 @@ int main(int argc, char** argv) {
     return 0;
   }
   const bool matmul_only = argc > 1 && std::strcmp(argv[1], "--matmul") == 0;
-  const int iters_arg = sweep || matmul_only ? 2 : 1;
+  const bool tiles_only = argc > 1 && std::strcmp(argv[1], "--fp8-tiles") == 0;
+  const bool small_only = argc > 1 && std::strcmp(argv[1], "--small-ops") == 0;
+  const int iters_arg = sweep || matmul_only || tiles_only || small_only ? 2 : 1;
   const int iters = argc > iters_arg ? std::atoi(argv[iters_arg]) : 20;
   auto be = make_cuda_backend(0);
   auto stream = static_cast<cudaStream_t>(cuda_backend_stream(*be));
@@ -697,6 +790,14 @@ int main(int argc, char** argv) {
   std::printf("%s, %d iterations per figure\n", be->name().c_str(), timer.iters);
   if (sweep) {
     bench_attention_sweep(*be, stream, timer.iters);
+    return 0;
+  }
+  if (tiles_only) {
+    bench_fp8_tiles(*be, timer, stream);
+    return 0;
+  }
+  if (small_only) {
+    bench_small_ops(*be, timer, stream);
     return 0;
   }
   bench_matmul(*be, timer, stream, "GEMV up to 2 rows, then cuBLASLt", {1, 2, 4, 8, 64, 256, 1024});

@@ -53,6 +53,7 @@ Fp8Gemm::Fp8Gemm(cudaStream_t stream) : stream_(stream) {
         "LOOM_FP8_CUTLASS_ROWS is no longer read: CUTLASS takes per-row FP8 products from "
         "LOOM_FP8_CUTLASS_ROWS_FROM rows (default 65; 0: never)");
   small_tile_rows_ = env_int("LOOM_FP8_ROW_SMALL_TILE_ROWS", 0, int64_t{1} << 40, small_tile_rows_);
+  large_tile_ = static_cast<int>(env_int("LOOM_FP8_ROW_TILE", 0, 3, large_tile_));
   const char* split_env = std::getenv("LOOM_FP8_CUBLASLT_SPLIT_K");
   cublaslt_split_k_ = !(split_env && std::string_view(split_env) == "0");
   const char* fast_env = std::getenv("LOOM_FP8_FAST_ACCUM");
@@ -386,6 +387,7 @@ Fp8BlockGemmArgs Fp8Gemm::sm90_args(int64_t m, const Fp8WeightView& w, const voi
   Fp8BlockGemmArgs a;
   a.row_scales = !w.block;
   a.small_tile_rows = small_tile_rows_;
+  a.large_tile = large_tile_;
   a.fast_accum = fast_accum_ && !w.block;
   a.x_scale_ld = w.block ? round_up(m, 4) : m;
   a.m = m;

@@ -183,6 +183,7 @@ class Fp8Gemm {
       true;                     // LOOM_FP8_CUBLASLT_SPLIT_K=0: cuBLASLt algorithms without split-K
   bool stream_path_ = false;    // LOOM_FP8_STREAM=1: the persistent kernel at one or two rows
   bool prequantize_ = true;     // LOOM_FP8_PREQUANTIZE=0: x always quantised by run()
+  int large_tile_ = 0;          // LOOM_FP8_ROW_TILE: Fp8BlockGemmArgs::large_tile (0: by shape)
   bool fast_accum_ = false;     // set_fast_accum
   Fp8StreamConfig stream_cfg_;  // LOOM_FP8_STREAM_CHUNK, LOOM_FP8_STREAM_BLOCKS (A/B sweeps)
   int sms_ = 0;

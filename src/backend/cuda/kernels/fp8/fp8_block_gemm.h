@@ -39,6 +39,11 @@ struct Fp8BlockGemmArgs {
   // row_scales: all of k summed in the tensor core's accumulator, no f32
   // promotion every 128 columns (faster, fewer bits; fp8_row_gemm_sm90.cuh).
   bool fast_accum = false;
+  // row_scales, past small_tile_rows: the tile (fp8_row_gemm_sm90.cuh): 0
+  // chooses by the shape (128x128 with promoted sums); 1: 128x128 ping-pong,
+  // 2: 128x256 (both with fast_accum only); 3: 128x128 cooperative, also
+  // what a tile the accumulation does not allow gets.
+  int large_tile = 0;
   int64_t row_split_splits = 0;  // fp8_row_split: blocks per tile along k (0: its choice)
 };
 

@@ -10,6 +10,8 @@
 // per row and 128 columns (MN-major: scale[g * ld + row]), the weight's per
 // 128x128 block (K-major). 128x128x128 tiles, clusters of 2 along n (x's tile
 // multicast to both CTAs).
+#include <algorithm>
+
 #include "backend/cuda/kernels/fp8/fp8_gemm_sm90.cuh"
 
 namespace loom::cuda {
@@ -74,6 +76,32 @@ Gemm::Arguments arguments_of(const Fp8BlockGemmArgs& a, int device, int sms) {
   return args;
 }
 
+// The tile a row-scaled product of more than small_tile_rows rows takes
+// (every one sums k in the same order: the same bits from each). Forced
+// (Fp8BlockGemmArgs::large_tile), where the accumulation allows it; promoted
+// sums: 128x128; fast accumulation: the least of a waves model, tiles of
+// each shape in waves of one per SM, a wave's time relative to a 128x128
+// cooperative tile's 17/20 for ping-pong (up to 1,024 rows) and 32/20 for
+// 128x256. Those two pair 128-row tiles in clusters along m, so odd counts
+// of them keep 128x128 (clustered along n: a pair along m would leave half
+// its last cluster idle). The constants and bounds are fitted to
+// bench_cuda_ops --fp8-tiles on an H100 at the 8B shapes.
+int row_tile_for(const Fp8BlockGemmArgs& a, int64_t sms) {
+  const int forced = a.large_tile;
+  const bool fast_only = forced == sm90::kRowTilePingpong || forced == sm90::kRowTileWide;
+  if (fast_only && a.fast_accum) return forced;
+  const int64_t m_tiles = (a.m + 127) / 128;
+  if (forced != 0 || !a.fast_accum || m_tiles % 2 != 0) return sm90::kRowTileCooperative;
+  sms = std::max<int64_t>(sms, 1);
+  auto waves = [&](int64_t tile_n) {
+    return (m_tiles * ((a.n + tile_n - 1) / tile_n) + sms - 1) / sms;
+  };
+  const int64_t cooperative = waves(128) * 20, wide = waves(256) * 32;
+  const int64_t pingpong = a.m <= 1024 ? waves(128) * 17 : cooperative + 1;
+  if (pingpong <= cooperative && pingpong <= wide) return sm90::kRowTilePingpong;
+  return wide < cooperative ? sm90::kRowTileWide : sm90::kRowTileCooperative;
+}
+
 }  // namespace
 
 bool fp8_block_gemm_built() {
@@ -81,11 +109,13 @@ bool fp8_block_gemm_built() {
 }
 
 bool fp8_block_gemm_supported(const Fp8BlockGemmArgs& a) {
-  // Row scales: both tile heights take the shape, so that which one runs
-  // depends on m alone.
+  // Row scales: every tile of the accumulation mode takes the shape, so
+  // that which one runs depends on m alone.
   if (a.row_scales)
     return a.fast_accum
-               ? sm90::row_gemm_supported<64, true>(a) && sm90::row_gemm_supported<128, true>(a)
+               ? sm90::row_gemm_supported<64, true>(a) && sm90::row_gemm_supported<128, true>(a) &&
+                     sm90::row_gemm_supported<sm90::kRowTilePingpong, true>(a) &&
+                     sm90::row_gemm_supported<sm90::kRowTileWide, true>(a)
                : sm90::row_gemm_supported<64, false>(a) && sm90::row_gemm_supported<128, false>(a);
   int device = 0, sms = 0;
   if (!sm90::shape_ok(a, sm90::kGroup, sm90::kGroup, device, sms)) return false;
@@ -104,12 +134,20 @@ bool fp8_block_gemm_supported(const Fp8BlockGemmArgs& a) {
 const char* fp8_block_gemm(const Fp8BlockGemmArgs& a, void* workspace, size_t workspace_bytes,
                            cudaStream_t stream) {
   if (a.row_scales) {
-    const bool small = a.m <= a.small_tile_rows;
-    if (a.fast_accum)
-      return small ? sm90::row_gemm<64, true>(a, workspace, workspace_bytes, stream)
-                   : sm90::row_gemm<128, true>(a, workspace, workspace_bytes, stream);
-    return small ? sm90::row_gemm<64, false>(a, workspace, workspace_bytes, stream)
-                 : sm90::row_gemm<128, false>(a, workspace, workspace_bytes, stream);
+    if (a.m <= a.small_tile_rows)
+      return a.fast_accum ? sm90::row_gemm<64, true>(a, workspace, workspace_bytes, stream)
+                          : sm90::row_gemm<64, false>(a, workspace, workspace_bytes, stream);
+    int device = 0, cc = 0, sms = 0;
+    if (!sm90::device_info(device, cc, sms)) return "no current CUDA device";
+    switch (row_tile_for(a, sms)) {
+      case sm90::kRowTilePingpong:
+        return sm90::row_gemm<sm90::kRowTilePingpong, true>(a, workspace, workspace_bytes, stream);
+      case sm90::kRowTileWide:
+        return sm90::row_gemm<sm90::kRowTileWide, true>(a, workspace, workspace_bytes, stream);
+      default:
+        return a.fast_accum ? sm90::row_gemm<128, true>(a, workspace, workspace_bytes, stream)
+                            : sm90::row_gemm<128, false>(a, workspace, workspace_bytes, stream);
+    }
   }
   int device = 0, cc = 0, sms = 0;
   if (!sm90::device_info(device, cc, sms)) return "no current CUDA device";

@@ -5,10 +5,10 @@
 //   fp8_block_gemm_sm90.cu: 128x128 weight blocks with x's 1x128 groups
 //     (CUTLASS's blockwise-scaled mainloop: every 128 columns of k the tensor
 //     core's partial sums are scaled by both and added to f32 registers);
-//   fp8_row_gemm_sm90.cuh, instantiated four times (fp8_row_gemm_small_sm90.cu,
-//     fp8_row_gemm_large_sm90.cu, and their fast-accumulation twins
-//     fp8_row_gemm_*_fast_sm90.cu): one scale per row of x and per weight
-//     row, applied once in the epilogue.
+//   fp8_row_gemm_sm90.cuh, instantiated six times (fp8_row_gemm_small_sm90.cu,
+//     fp8_row_gemm_large_sm90.cu, and with fast accumulation
+//     fp8_row_gemm_{small,large,pingpong,wide}_fast_sm90.cu): one scale per
+//     row of x and per weight row, applied once in the epilogue.
 // In CUTLASS's terms A = x [m, k] (row-major), B = w^T (column-major [k, n],
 // i.e. w [n, k] row-major), D = out [m, n] row-major. Each tile sums all of
 // k in one CUDA block (persistent scheduler, no split-K or stream-K), so a
@@ -51,6 +51,13 @@ LOOM_FP8_ROW_GEMM_DECLARE(64, false)
 LOOM_FP8_ROW_GEMM_DECLARE(128, false)
 LOOM_FP8_ROW_GEMM_DECLARE(64, true)
 LOOM_FP8_ROW_GEMM_DECLARE(128, true)
+// The other tiles past small_tile_rows (fp8_row_gemm_sm90.cuh), the
+// values of Fp8BlockGemmArgs::large_tile.
+constexpr int kRowTilePingpong = 1;     // 128x128, ping-pong; fast accumulation
+constexpr int kRowTileWide = 2;         // 128x256, cooperative; fast accumulation
+constexpr int kRowTileCooperative = 3;  // 128x128, cooperative (row_gemm<128>)
+LOOM_FP8_ROW_GEMM_DECLARE(kRowTilePingpong, true)
+LOOM_FP8_ROW_GEMM_DECLARE(kRowTileWide, true)
 #undef LOOM_FP8_ROW_GEMM_DECLARE
 
 // The operands every one of these GEMMs takes.

@@ -11,25 +11,32 @@
 // so no wait on the wgmmas every 128 columns; fewer bits kept in the sums,
 // the choice of vLLM's CUTLASS FP8 kernels; Fp8BlockGemmArgs::fast_accum).
 //
-// A translation unit defines LOOM_FP8_ROW_GEMM_TILE_M (and
+// A translation unit defines LOOM_FP8_ROW_GEMM_TILE (and
 // LOOM_FP8_ROW_GEMM_FAST_ACCUM, 0 when absent) and includes this file for its
-// one instantiation, sm90::row_gemm<TileM, FastAccum>:
+// one instantiation, sm90::row_gemm<Tile, FastAccum>:
 //   64:  64x64x128 tiles, ping-pong warpgroups (each its own tile), no
 //        cluster: for decode-sized products, where 64 columns of w per tile
 //        spread the weights over more SMs;
 //   128: 128x128x128 tiles, two cooperating warpgroups, clusters of 2 along n
 //        (x's tile multicast to both CTAs): prefill and large batches.
-// The k loop and the epilogue's arithmetic are the same in both, so a row's
-// result does not depend on which tile height computed it (test_cuda_fp8
-// checks this bit for bit across m).
+//   kRowTilePingpong: 128x128x128, ping-pong warpgroups, clusters of 2
+//        along m; fast accumulation only (a warpgroup's 128x128 f32
+//        accumulator leaves no registers for a promoted copy);
+//   kRowTileWide: 128x256x128, cooperating warpgroups, clusters of 2 along
+//        m; fast accumulation only (the same reason).
+// (fp8_block_gemm_sm90.cu picks one per product; sm90::kRowTile* in
+// fp8_gemm_sm90.cuh.)
+// The k loop and the epilogue's arithmetic are the same in all, so a row's
+// result does not depend on which tile computed it (test_cuda_fp8 checks
+// this bit for bit across m).
 #pragma once
 
 #include <cutlass/epilogue/fusion/sm90_callbacks_tma_warpspecialized.hpp>
 
 #include "backend/cuda/kernels/fp8/fp8_gemm_sm90.cuh"
 
-#ifndef LOOM_FP8_ROW_GEMM_TILE_M
-#error "define LOOM_FP8_ROW_GEMM_TILE_M (64 or 128)"
+#ifndef LOOM_FP8_ROW_GEMM_TILE
+#error "define LOOM_FP8_ROW_GEMM_TILE (64, 128 or an sm90::kRowTile* variant)"
 #endif
 #ifndef LOOM_FP8_ROW_GEMM_FAST_ACCUM
 #define LOOM_FP8_ROW_GEMM_FAST_ACCUM 0
@@ -41,22 +48,29 @@ namespace {
 using namespace cute;
 
 namespace row_types {
-constexpr int kTileM = LOOM_FP8_ROW_GEMM_TILE_M;
-static_assert(kTileM == 64 || kTileM == 128);
-constexpr bool kSmall = kTileM == 64;
+constexpr int kTile = LOOM_FP8_ROW_GEMM_TILE;
 constexpr bool kFast = LOOM_FP8_ROW_GEMM_FAST_ACCUM != 0;
+constexpr bool kSmall = kTile == 64;
+constexpr bool kPingpong = kSmall || kTile == sm90::kRowTilePingpong;
+static_assert(kSmall || kTile == 128 ||
+              ((kTile == sm90::kRowTilePingpong || kTile == sm90::kRowTileWide) && kFast));
 
 using namespace sm90::operands;
 
-using TileShape = cute::conditional_t<kSmall, Shape<_64, _64, _128>, Shape<_128, _128, _128>>;
-using ClusterShape = cute::conditional_t<kSmall, Shape<_1, _1, _1>, Shape<_1, _2, _1>>;
+using TileShape =
+    cute::conditional_t<kSmall, Shape<_64, _64, _128>,
+                        cute::conditional_t<kTile == sm90::kRowTileWide, Shape<_128, _256, _128>,
+                                            Shape<_128, _128, _128>>>;
+using ClusterShape =
+    cute::conditional_t<kSmall, Shape<_1, _1, _1>,
+                        cute::conditional_t<kTile == 128, Shape<_1, _2, _1>, Shape<_2, _1, _1>>>;
 using KernelSchedule = cute::conditional_t<
-    kSmall,
+    kPingpong,
     cute::conditional_t<kFast, cutlass::gemm::KernelTmaWarpSpecializedPingpongFP8FastAccum,
                         cutlass::gemm::KernelTmaWarpSpecializedPingpong>,
     cute::conditional_t<kFast, cutlass::gemm::KernelTmaWarpSpecializedCooperativeFP8FastAccum,
                         cutlass::gemm::KernelTmaWarpSpecializedCooperative>>;
-using EpilogueSchedule = cute::conditional_t<kSmall, cutlass::epilogue::TmaWarpSpecialized,
+using EpilogueSchedule = cute::conditional_t<kPingpong, cutlass::epilogue::TmaWarpSpecialized,
                                              cutlass::epilogue::TmaWarpSpecializedCooperative>;
 
 // a * b + c rounded once (__fmaf_rn, whatever the compiler's contraction
@@ -129,18 +143,17 @@ RowGemm::Arguments row_arguments(const Fp8BlockGemmArgs& a, int device, int sms)
 // n a multiple of 8 and k of 16 (16-byte rows for the TMA), w_scale 16-byte
 // aligned (x_scale is not looked at: the caller may ask before it quantises).
 template <>
-bool sm90::row_gemm_supported<LOOM_FP8_ROW_GEMM_TILE_M, row_types::kFast>(
-    const Fp8BlockGemmArgs& a) {
+bool sm90::row_gemm_supported<LOOM_FP8_ROW_GEMM_TILE, row_types::kFast>(const Fp8BlockGemmArgs& a) {
   int device = 0, sms = 0;
   if (!sm90::shape_ok(a, 8, 16, device, sms) || !sm90::aligned16(a.w_scale)) return false;
   return RowGemm::can_implement(row_arguments(a, device, sms)) == cutlass::Status::kSuccess;
 }
 
 template <>
-const char* sm90::row_gemm<LOOM_FP8_ROW_GEMM_TILE_M, row_types::kFast>(const Fp8BlockGemmArgs& a,
-                                                                       void* workspace,
-                                                                       size_t workspace_bytes,
-                                                                       cudaStream_t stream) {
+const char* sm90::row_gemm<LOOM_FP8_ROW_GEMM_TILE, row_types::kFast>(const Fp8BlockGemmArgs& a,
+                                                                     void* workspace,
+                                                                     size_t workspace_bytes,
+                                                                     cudaStream_t stream) {
   int device = 0, cc = 0, sms = 0;
   if (!sm90::device_info(device, cc, sms)) return "no current CUDA device";
   return sm90::run_gemm<RowGemm>(row_arguments(a, device, sms), workspace, workspace_bytes, stream);
