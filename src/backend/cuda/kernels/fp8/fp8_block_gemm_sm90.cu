@@ -86,13 +86,17 @@ Gemm::Arguments arguments_of(const Fp8BlockGemmArgs& a, int device, int sms) {
 // of them keep 128x128 (clustered along n: a pair along m would leave half
 // its last cluster idle). The constants and bounds are fitted to
 // bench_cuda_ops --fp8-tiles on an H100 at the 8B shapes.
-int row_tile_for(const Fp8BlockGemmArgs& a, int64_t sms) {
+// The SM count is asked for only where the model runs (the promoted
+// default's products go straight to their tile).
+int row_tile_for(const Fp8BlockGemmArgs& a) {
   const int forced = a.large_tile;
   const bool fast_only = forced == sm90::kRowTilePingpong || forced == sm90::kRowTileWide;
   if (fast_only && a.fast_accum) return forced;
   const int64_t m_tiles = (a.m + 127) / 128;
   if (forced != 0 || !a.fast_accum || m_tiles % 2 != 0) return sm90::kRowTileCooperative;
-  sms = std::max<int64_t>(sms, 1);
+  int device = 0, cc = 0, device_sms = 0;
+  if (!sm90::device_info(device, cc, device_sms)) return sm90::kRowTileCooperative;
+  const int64_t sms = std::max(device_sms, 1);
   auto waves = [&](int64_t tile_n) {
     return (m_tiles * ((a.n + tile_n - 1) / tile_n) + sms - 1) / sms;
   };
@@ -137,9 +141,7 @@ const char* fp8_block_gemm(const Fp8BlockGemmArgs& a, void* workspace, size_t wo
     if (a.m <= a.small_tile_rows)
       return a.fast_accum ? sm90::row_gemm<64, true>(a, workspace, workspace_bytes, stream)
                           : sm90::row_gemm<64, false>(a, workspace, workspace_bytes, stream);
-    int device = 0, cc = 0, sms = 0;
-    if (!sm90::device_info(device, cc, sms)) return "no current CUDA device";
-    switch (row_tile_for(a, sms)) {
+    switch (row_tile_for(a)) {
       case sm90::kRowTilePingpong:
         return sm90::row_gemm<sm90::kRowTilePingpong, true>(a, workspace, workspace_bytes, stream);
       case sm90::kRowTileWide:
