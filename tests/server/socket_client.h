@@ -14,9 +14,14 @@
 
 namespace loom::server::test {
 
-inline int connect_to(uint16_t port) {
+inline int new_socket() {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   EXPECT_GE(fd, 0);
+  return fd;
+}
+
+// Connects a socket made by new_socket(): takes no new descriptor.
+inline void connect_socket(int fd, uint16_t port) {
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(port);
@@ -24,6 +29,11 @@ inline int connect_to(uint16_t port) {
   EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
   timeval tv{10, 0};
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+}
+
+inline int connect_to(uint16_t port) {
+  const int fd = new_socket();
+  connect_socket(fd, port);
   return fd;
 }
 

@@ -23,7 +23,9 @@ namespace {
 
 using namespace std::chrono_literals;
 
+using test::connect_socket;
 using test::connect_to;
+using test::new_socket;
 using test::read_until_close;
 using test::send_all;
 
@@ -109,19 +111,22 @@ TEST(HttpLimits, OutOfDescriptorsTheAcceptorWaitsAndEveryRequestIsServed) {
 
   rlimit saved{};
   ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
-  // Room for the clients' sockets and one accepted connection at a time.
+  // The clients' sockets exist before the limit tightens, so the server's
+  // accepts (which run while the test connects) cannot take their
+  // descriptors; the limit then leaves room for one accepted connection.
   constexpr int kClients = 6;
+  std::vector<int> fds;
+  for (int i = 0; i < kClients; ++i) fds.push_back(new_socket());
   rlimit tight = saved;
   // sample_process() counts its own two handles (/proc/self/stat, /proc/self/fd) among them.
   const ProcessSample before = sample_process();
-  tight.rlim_cur = static_cast<rlim_t>(before.open_fds - 2 + kClients + 1);
+  tight.rlim_cur = static_cast<rlim_t>(before.open_fds - 2 + 1);
   const auto wall0 = std::chrono::steady_clock::now();
   ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &tight), 0);
 
-  std::vector<int> fds;
-  for (int i = 0; i < kClients; ++i) {
-    fds.push_back(connect_to(port));  // completes in the listen backlog
-    send_all(fds.back(), kRequest);
+  for (int fd : fds) {
+    connect_socket(fd, port);  // completes in the listen backlog
+    send_all(fd, kRequest);
   }
   int served = 0;
   for (int fd : fds) {
