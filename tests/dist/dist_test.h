@@ -108,7 +108,9 @@ inline void expect_killed_rank_ends_job(const std::string& flags) {
   std::printf("exit %d after %.1f s\n%s", r.exit_code, r.seconds, r.output.c_str());
   EXPECT_NE(r.exit_code, 0);
   EXPECT_EQ(r.output.find("never stopped"), std::string::npos);
-  EXPECT_LT(r.seconds, 15.0);
+  // ~4 s here; well under the 60 s a collective waits by default, with room
+  // for mpirun's start-up on a loaded machine or a sanitizer build.
+  EXPECT_LT(r.seconds, 40.0);
 }
 
 // `dist_tp_check stall FLAGS llama3`: rank 1 is stopped; a peer's transfer
@@ -120,7 +122,7 @@ inline void expect_stopped_rank_times_out(const std::string& flags) {
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("did not complete within 2.0 s: a peer rank died or is stuck"),
             std::string::npos);
-  EXPECT_LT(r.seconds, 15.0);
+  EXPECT_LT(r.seconds, 40.0);  // as above
 }
 
 }  // namespace loom::testing

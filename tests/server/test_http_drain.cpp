@@ -67,8 +67,9 @@ TEST(HttpDrain, AResponseSentAsItsRequestEndsGoesOutWhileTheIoThreadIsBusy) {
     pong.append(buf, static_cast<size_t>(n));
   }
   // The exchange ends on the I/O thread once the write completes; the
-  // connection must be reading again before the drain starts, or it closes.
-  std::this_thread::sleep_for(200ms);
+  // connection must be reading again before the drain starts, or it closes
+  // (a second of room for an I/O thread slow to run on a loaded machine).
+  std::this_thread::sleep_for(1s);
 
   server.stop();                   // the drain starts, waiting for /slow
   std::this_thread::sleep_for(100ms);

